@@ -1,0 +1,40 @@
+/* Internal view of the kind table: per-kind reference functions generated from kinds.def. */
+#ifndef BP_KINDS_INTERNAL_H
+#define BP_KINDS_INTERNAL_H
+
+#include "backplane.h"
+
+/* Dequantize nblocks whole blocks at src into nblocks * block_elems floats. */
+typedef void (*bp_dequant_fn)(const void *src, float *dst, int64_t nblocks);
+/* Quantize nblocks * block_elems floats into nblocks blocks. */
+typedef void (*bp_quantize_fn)(const float *src, void *dst, int64_t nblocks);
+
+/* Every kind has a reference dequantizer; kinds with QUANT=1 have a quantizer. A missing
+ * function is a link error, so a row cannot be added without its kernel. */
+#define BP_KIND(NAME, ID, BE, BB, ROLE, Q) \
+    void bp_dequant_##NAME(const void *src, float *dst, int64_t nblocks); \
+    BP_QUANT_DECL_##Q(NAME)
+#define BP_QUANT_DECL_1(NAME) void bp_quantize_##NAME(const float *src, void *dst, int64_t nblocks);
+#define BP_QUANT_DECL_0(NAME)
+#include "kinds.def"
+#undef BP_KIND
+
+typedef struct bp_kind_traits {
+    bp_kind_info info;
+    bp_dequant_fn dequant;
+    bp_quantize_fn quantize; /* NULL when the kind has none */
+} bp_kind_traits;
+
+/* The traits row for a kind; NULL for an unknown value. */
+const bp_kind_traits *bp_kind_traits_of(bp_kind k);
+
+/* Little-endian loads from unaligned block bytes. */
+static inline uint16_t bp_load_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t bp_load_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline void bp_store_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+
+#define BP_QK_K 256
+
+#endif

@@ -1,0 +1,82 @@
+/* The seam: what every backend provides, in two halves kept apart on purpose (DESIGN.md).
+ *
+ * 1. bp_backend_caps -- compiled on every build, no SDK needed. Answers "what would Vulkan run
+ *    for IQ4_XS" on a CPU-only build.
+ * 2. bp_backend_dispatch -- compiled only when the backend is built (BP_HAVE_<ENUM>).
+ *
+ * Invariant, tested over the whole table: for every compiled backend and every kind,
+ * caps.matvec_kernel(k) != NULL  <=>  dispatch.has_launch(k), and the kernel name equals the
+ * kind's name.
+ */
+#ifndef BP_SEAM_H
+#define BP_SEAM_H
+
+#include "backplane.h"
+
+typedef enum bp_backend_id {
+#define BP_BACKEND(ENUM, name, display) BP_BACKEND_##ENUM,
+#include "seam/backends.def"
+#undef BP_BACKEND
+    BP_BACKEND_CPU,   /* always last, always able */
+    BP_BACKEND_COUNT
+} bp_backend_id;
+
+/* Result of one launch attempt. */
+typedef enum bp_launch {
+    BP_LAUNCH_NO_KERNEL = 0, /* this backend has nothing for the kind/shape: try the next, log nothing */
+    BP_LAUNCH_OK = 1,
+    BP_LAUNCH_ERROR = 2,     /* tried and failed: the seam logs the cause once, names the
+                                fallback, counts it, and tries the next backend */
+} bp_launch;
+
+/* A weight as the seam sees it: the GGUF bytes (never modified) plus whatever each backend
+ * made of them (a device copy, a repacked CPU layout), created lazily on first use and freed
+ * with the weight. */
+struct bp_weight {
+    bp_kind kind;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const uint8_t *data;     /* rows * row_bytes bytes; owned by the caller */
+    void *backend_state[BP_BACKEND_COUNT];
+    void (*backend_free[BP_BACKEND_COUNT])(void *state);
+    char last_path[128];     /* "Vulkan Q4_K matvec", "CPU (fallback from Vulkan: ...)" */
+};
+
+/* ---- capabilities: compiled on every build --------------------------------------------- */
+typedef struct bp_backend_caps {
+    bp_backend_id id;
+    const char *name;           /* "vulkan": env alias and CLI name */
+    const char *display_name;   /* "Vulkan" */
+    /* What a prefill runs on when the kind has a matvec but no GEMM:
+     * "Vulkan per-position matvec". */
+    const char *prefill_fallback_name;
+    /* Name of the matvec kernel for k (equal to the kind's name), or NULL when none. */
+    const char *(*matvec_kernel)(bp_kind k);
+    /* Whether a GEMM kernel exists for k. Implies matvec_kernel(k) != NULL. */
+    bool (*has_gemm)(bp_kind k);
+    /* True when this backend's kernels cannot be built or run here (Metal off macOS): its
+     * claims are reported as UNVERIFIED. */
+    bool unverified;
+} bp_backend_caps;
+
+/* ---- dispatch: compiled only with the backend ------------------------------------------ */
+typedef struct bp_backend_dispatch {
+    /* Required. Is a usable device present? Called at most once per process, and never when
+     * the environment forced the backend on or off. On false, write the reason to why. */
+    bool (*probe)(char *why, size_t why_len);
+    /* Required. Device-free: is there a launchable kernel for k in this build? */
+    bool (*has_launch)(bp_kind k);
+    /* Optional (NULL: every shape). False for shapes too small to repay the launch cost. */
+    bool (*wants)(int64_t n_out, int64_t n_in, int64_t t);
+    /* Required. y[rows] = W x. On BP_LAUNCH_ERROR write the cause to err. */
+    bp_launch (*matvec)(bp_weight *w, const float *x, float *y, char *err, size_t err_len);
+    /* Optional (NULL: the seam runs t matvecs and reports prefill_fallback_name).
+     * Y[t][rows] = X[t][cols] W^T. */
+    bp_launch (*gemm)(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len);
+} bp_backend_dispatch;
+
+#define BP_BACKEND(ENUM, name, display) extern const bp_backend_caps bp_caps_##name;
+#include "seam/backends.def"
+#undef BP_BACKEND
+
+#endif

@@ -1,0 +1,38 @@
+/* A minimal test harness: CHECK records a failure with file:line and goes on; a test program
+ * ends with bp_test_finish(), which prints "N passed, N failed" and returns the exit status.
+ * A test that cannot run here (no device) calls BP_SKIP, which says so on stderr: a skip is
+ * never a silent pass. */
+#ifndef BP_TEST_HARNESS_H
+#define BP_TEST_HARNESS_H
+
+#include <stdio.h>
+
+#include "backplane.h"
+
+extern int bp_test_passed, bp_test_failed, bp_test_skipped;
+
+void bp_test_fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void bp_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int bp_test_finish(void);
+/* Deterministic xorshift random numbers for test data. */
+uint64_t bp_test_rand(uint64_t *state);
+float bp_test_randf(uint64_t *state); /* uniform in [-1, 1) */
+/* Normalised mean squared error of got against ref: sum (got-ref)^2 / sum ref^2. */
+double bp_test_nmse(const float *got, const float *ref, size_t n);
+/* Read a whole file; NULL (with a failure recorded) when missing. Caller frees. */
+void *bp_test_read_file(const char *path, size_t *len);
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (cond) bp_test_passed++;                                                       \
+        else bp_test_fail_at(__FILE__, __LINE__, __VA_ARGS__);                            \
+    } while (0)
+#define CHECK_OK(expr)                                                                    \
+    do {                                                                                  \
+        bp_status s_ = (expr);                                                            \
+        CHECK(s_ == BP_OK, "%s -> %s: %s", #expr, bp_status_name(s_), bp_last_error());   \
+    } while (0)
+#define BP_SKIP(...) bp_test_skip(__VA_ARGS__)
+
+#endif
