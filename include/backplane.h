@@ -109,6 +109,12 @@ void bp_weight_free(bp_weight *w);
 bp_status bp_matvec(bp_weight *w, const float *x, float *y);
 /* Y = X W^T for t inputs: X is t x cols, Y is t x rows, both row-major. */
 bp_status bp_gemm(bp_weight *w, const float *x, int64_t t, float *y);
+/* As bp_matvec / bp_gemm, but on the named backend only: "cpu-ref" (the reference kernel),
+ * "cpu", or a backend name from src/seam/backends.def ("vulkan", "cuda", ...). NULL means the
+ * seam's own choice. A backend that is not built, not enabled, or has no kernel for the kind is
+ * an error (BP_E_UNSUPPORTED) naming why: a forced backend never silently becomes another. */
+bp_status bp_matvec_on(bp_weight *w, const char *backend, const float *x, float *y);
+bp_status bp_gemm_on(bp_weight *w, const char *backend, const float *x, int64_t t, float *y);
 /* What ran the last bp_matvec/bp_gemm on w: backend and kernel, e.g. "Vulkan Q4_K matvec". */
 const char *bp_weight_last_path(const bp_weight *w);
 /* Print how many ops fell back, from where, and why, since the process started. */
