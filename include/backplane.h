@@ -127,6 +127,120 @@ uint16_t bp_f32_to_f16(float f);   /* round to nearest even, as numpy's astype(f
 float bp_bf16_to_f32(uint16_t h);
 uint16_t bp_f32_to_bf16(float f);  /* round to nearest even; NaN stays NaN */
 
+/* ---- GGUF files ------------------------------------------------------------------------ */
+/* A GGUF v2/v3 file, read by mmap (or from a caller's buffer) and validated completely at open:
+ * every count, length, offset and dimension is checked against the file size before use, so
+ * every pointer handed out below points inside the file. Nothing is copied except key and
+ * tensor names (NUL-terminated); tensor data is a zero-copy pointer into the mapping. */
+typedef struct bp_gguf bp_gguf;
+
+/* Metadata value types; the values are the GGUF type ids. */
+typedef enum bp_gguf_type {
+    BP_GGUF_U8 = 0, BP_GGUF_I8 = 1, BP_GGUF_U16 = 2, BP_GGUF_I16 = 3, BP_GGUF_U32 = 4,
+    BP_GGUF_I32 = 5, BP_GGUF_F32 = 6, BP_GGUF_BOOL = 7, BP_GGUF_STRING = 8, BP_GGUF_ARRAY = 9,
+    BP_GGUF_U64 = 10, BP_GGUF_I64 = 11, BP_GGUF_F64 = 12,
+} bp_gguf_type;
+/* "u32", "string", "array", ...; "?" for a value outside the enum. */
+const char *bp_gguf_type_name(bp_gguf_type t);
+
+/* A view of one metadata value inside the file. Scalars: data points at its little-endian
+ * bytes (possibly unaligned; read them with the getters). Strings: data/len are the bytes (not
+ * NUL-terminated). Arrays: elem_type, len = element count, data = first element. */
+typedef struct bp_gguf_value {
+    bp_gguf_type type;
+    bp_gguf_type elem_type; /* arrays only */
+    const void *data;
+    uint64_t len;           /* string bytes, or array elements */
+    uint64_t bytes;         /* bytes from data to the end of the value */
+    uint64_t offset;        /* file offset where the value starts (its length/count field) */
+} bp_gguf_value;
+
+/* Open and validate; *out is NULL on failure, with a message naming the byte offset and what
+ * was wrong (BP_E_IO: cannot open/map; BP_E_FORMAT: malformed; BP_E_KIND: unknown kind id). */
+bp_status bp_gguf_open(const char *path, bp_gguf **out);
+/* The same over a caller's buffer, which must stay alive and unchanged until bp_gguf_close. */
+bp_status bp_gguf_open_memory(const void *buf, size_t len, bp_gguf **out);
+void bp_gguf_close(bp_gguf *f); /* NULL is fine */
+
+uint32_t bp_gguf_version(const bp_gguf *f);
+uint32_t bp_gguf_alignment(const bp_gguf *f);   /* general.alignment, or 32 */
+uint64_t bp_gguf_data_offset(const bp_gguf *f); /* file offset of the tensor data section */
+uint64_t bp_gguf_file_size(const bp_gguf *f);
+
+/* Metadata, in file order. */
+int64_t bp_gguf_kv_count(const bp_gguf *f);
+const char *bp_gguf_kv_key(const bp_gguf *f, int64_t i); /* NULL when out of range */
+bp_status bp_gguf_kv_value(const bp_gguf *f, int64_t i, bp_gguf_value *v);
+/* Index of key, or -1 when absent (no error recorded). */
+int64_t bp_gguf_find_key(const bp_gguf *f, const char *key);
+/* Value of key; BP_E_NOT_FOUND when absent. */
+bp_status bp_gguf_get(const bp_gguf *f, const char *key, bp_gguf_value *v);
+/* Typed getters. Integers convert between widths only when the value fits exactly (a negative
+ * i32 is not a u64); f64 accepts any integer or float; BP_E_FORMAT names key and stored type. */
+bp_status bp_gguf_get_u64(const bp_gguf *f, const char *key, uint64_t *out);
+bp_status bp_gguf_get_i64(const bp_gguf *f, const char *key, int64_t *out);
+bp_status bp_gguf_get_f64(const bp_gguf *f, const char *key, double *out);
+bp_status bp_gguf_get_bool(const bp_gguf *f, const char *key, bool *out);
+bp_status bp_gguf_get_str(const bp_gguf *f, const char *key, const char **s, size_t *len);
+/* The same conversions on a value view (an array element, for instance). */
+bp_status bp_gguf_value_u64(const bp_gguf_value *v, uint64_t *out);
+bp_status bp_gguf_value_i64(const bp_gguf_value *v, int64_t *out);
+bp_status bp_gguf_value_f64(const bp_gguf_value *v, double *out);
+bp_status bp_gguf_value_bool(const bp_gguf_value *v, bool *out);
+bp_status bp_gguf_value_str(const bp_gguf_value *v, const char **s, size_t *len);
+/* Elements of an array value: *elem = element i (O(1) for fixed-size elements, O(i) for strings
+ * and nested arrays); bp_gguf_array_next walks them in order: prev NULL gives element 0,
+ * otherwise the element after prev. BP_E_NOT_FOUND past the end. */
+bp_status bp_gguf_array_at(const bp_gguf_value *arr, uint64_t i, bp_gguf_value *elem);
+bp_status bp_gguf_array_next(const bp_gguf_value *arr, const bp_gguf_value *prev, bp_gguf_value *elem);
+
+/* Tensors, in file order. */
+typedef struct bp_gguf_tensor {
+    const char *name;
+    bp_kind kind;
+    const bp_kind_info *kind_info;
+    uint32_t n_dims;        /* 0..4 */
+    int64_t ne[4];          /* ne[0] = elements per row (columns); unused dims are 1 */
+    int64_t n_elems;
+    size_t bytes;
+    uint64_t offset;        /* absolute file offset of the data */
+    uint64_t info_offset;   /* file offset of the tensor's info record */
+    const void *data;       /* zero-copy, inside the mapping; valid until bp_gguf_close */
+} bp_gguf_tensor;
+int64_t bp_gguf_tensor_count(const bp_gguf *f);
+const bp_gguf_tensor *bp_gguf_tensor_at(const bp_gguf *f, int64_t i); /* NULL when out of range */
+/* NULL (and BP_E_NOT_FOUND recorded) when no tensor has that name. */
+const bp_gguf_tensor *bp_gguf_find_tensor(const bp_gguf *f, const char *name);
+
+/* A GGUF v3 writer, good for tests and tools. Keys and tensor names must be unique; tensor
+ * data is referenced, not copied: keep it alive until the write. */
+typedef struct bp_gguf_writer bp_gguf_writer;
+bp_status bp_gguf_writer_create(bp_gguf_writer **out);
+void bp_gguf_writer_free(bp_gguf_writer *w);
+/* Also writes general.alignment (u32). Power of two; default 32 (then no key is written). */
+bp_status bp_gguf_writer_set_alignment(bp_gguf_writer *w, uint32_t alignment);
+/* value points at the C type of `type` (uint8_t, ..., bool for BP_GGUF_BOOL, double for F64). */
+bp_status bp_gguf_writer_add_scalar(bp_gguf_writer *w, const char *key, bp_gguf_type type,
+                                    const void *value);
+bp_status bp_gguf_writer_add_string(bp_gguf_writer *w, const char *key, const char *s, size_t len);
+/* An array of a fixed-size element type, elems as a C array of that type. */
+bp_status bp_gguf_writer_add_array(bp_gguf_writer *w, const char *key, bp_gguf_type elem_type,
+                                   const void *elems, uint64_t count);
+bp_status bp_gguf_writer_add_string_array(bp_gguf_writer *w, const char *key,
+                                          const char *const *strs, uint64_t count);
+/* A copy of a value read from a file (any type, nested arrays included): how a tool carries
+ * metadata over from one file to another. general.alignment (u32) also sets the alignment. */
+bp_status bp_gguf_writer_add_value(bp_gguf_writer *w, const char *key, const bp_gguf_value *v);
+/* ne[0] = elements per row; bytes must equal the tensor's size for its kind and shape. */
+bp_status bp_gguf_writer_add_tensor(bp_gguf_writer *w, const char *name, bp_kind kind,
+                                    uint32_t n_dims, const int64_t *ne, const void *data,
+                                    size_t bytes);
+bp_status bp_gguf_writer_write_file(bp_gguf_writer *w, const char *path);
+/* *buf is malloc'd; the caller frees it. */
+bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len);
+
+/* ---- end of GGUF files ------------------------------------------------------------------ */
+
 #ifdef __cplusplus
 }
 #endif
