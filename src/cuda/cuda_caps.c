@@ -1,15 +1,44 @@
-/* CUDA capabilities: compiled on every build, no SDK needed. Claims nothing until its kernels
- * land; each claim must then be backed by a launch (the seam's claim <=> launch test). */
+/* CUDA capabilities: compiled on every build, no SDK needed.
+ *
+ * UNRUN ON HARDWARE. Every claim below is backed by a launch in this build's kernel registry
+ * (src/cuda/cuda_matvec.cu, cuda_gemm.cu; the seam's claim <=> launch test checks it when CUDA
+ * is compiled in), and the kernels' per-kind arithmetic is checked against the CPU reference on
+ * the host (tests/test_cuda_host_math.c). No kernel has yet run on a GPU: the build machine has
+ * none. `unverified` stays true -- and probe prints the claims as UNVERIFIED -- until
+ * tools/gpu_check.sh has passed on a GPU (sm_90+) and its figures are in the issue note.
+ *
+ * GEMM: tensor cores (wmma f16 in, f32 accumulate) for every quantized kind and F16; a plain
+ * f32 tiled kernel for F32 and BF16 (f16 would not keep their range). */
 #include "seam/seam.h"
 
+static const struct {
+    bp_kind kind;
+    bool gemm;
+} cuda_claims[] = {
+    {BP_KIND_F32, true},     {BP_KIND_F16, true},     {BP_KIND_BF16, true},   {BP_KIND_Q4_0, true},
+    {BP_KIND_Q4_1, true},    {BP_KIND_Q5_0, true},    {BP_KIND_Q5_1, true},   {BP_KIND_Q8_0, true},
+    {BP_KIND_Q2_K, true},    {BP_KIND_Q3_K, true},    {BP_KIND_Q4_K, true},   {BP_KIND_Q5_K, true},
+    {BP_KIND_Q6_K, true},    {BP_KIND_IQ2_XXS, true}, {BP_KIND_IQ2_XS, true}, {BP_KIND_IQ2_S, true},
+    {BP_KIND_IQ3_XXS, true}, {BP_KIND_IQ3_S, true},   {BP_KIND_IQ1_S, true},  {BP_KIND_IQ1_M, true},
+    {BP_KIND_IQ4_NL, true},  {BP_KIND_IQ4_XS, true},  {BP_KIND_TQ1_0, true},  {BP_KIND_TQ2_0, true},
+    {BP_KIND_MXFP4, true},   {BP_KIND_NVFP4, true},   {BP_KIND_Q1_0, true},   {BP_KIND_Q2_0, true},
+};
+
+static int cuda_claim_index(bp_kind k) {
+    for (int i = 0; i < (int)(sizeof cuda_claims / sizeof cuda_claims[0]); i++)
+        if (cuda_claims[i].kind == k) return i;
+    return -1;
+}
+
 static const char *cuda_matvec_kernel(bp_kind k) {
-    (void)k;
-    return NULL;
+    if (cuda_claim_index(k) < 0) return NULL;
+    const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
+    return ki ? ki->name : NULL;
 }
 
 static bool cuda_has_gemm(bp_kind k) {
-    (void)k;
-    return false;
+    const int i = cuda_claim_index(k);
+    return i >= 0 && cuda_claims[i].gemm;
 }
 
 const bp_backend_caps bp_caps_cuda = {
@@ -19,5 +48,5 @@ const bp_backend_caps bp_caps_cuda = {
     .prefill_fallback_name = "CUDA per-position matvec",
     .matvec_kernel = cuda_matvec_kernel,
     .has_gemm = cuda_has_gemm,
-    .unverified = false,
+    .unverified = true, /* UNRUN ON HARDWARE: see the top of this file */
 };
