@@ -115,7 +115,9 @@ bp_status bp_gemm(bp_weight *w, const float *x, int64_t t, float *y);
  * an error (BP_E_UNSUPPORTED) naming why: a forced backend never silently becomes another. */
 bp_status bp_matvec_on(bp_weight *w, const char *backend, const float *x, float *y);
 bp_status bp_gemm_on(bp_weight *w, const char *backend, const float *x, int64_t t, float *y);
-/* What ran the last bp_matvec/bp_gemm on w: backend and kernel, e.g. "Vulkan Q4_K matvec". */
+/* What ran the last bp_matvec/bp_gemm on w: backend and kernel, e.g. "Vulkan Q4_K matvec".
+ * Returns a thread-local copy, valid until the next call on this thread (ops on one weight may
+ * run on several threads). */
 const char *bp_weight_last_path(const bp_weight *w);
 /* Print how many ops fell back, from where, and why, since the process started. */
 void bp_fallback_report(FILE *out);

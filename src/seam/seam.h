@@ -62,7 +62,8 @@ typedef struct bp_backend_caps {
 /* ---- dispatch: compiled only with the backend ------------------------------------------ */
 typedef struct bp_backend_dispatch {
     /* Required. Is a usable device present? Called at most once per process, and never when
-     * the environment forced the backend on or off. On false, write the reason to why. */
+     * the environment forced the backend on or off. On false, write the reason to why; on
+     * true, it may write the device's name there ("llvmpipe (LLVM 15.0.6)") for the report. */
     bool (*probe)(char *why, size_t why_len);
     /* Required. Device-free: is there a launchable kernel for k in this build? */
     bool (*has_launch)(bp_kind k);
@@ -78,5 +79,43 @@ typedef struct bp_backend_dispatch {
 #define BP_BACKEND(ENUM, name, display) extern const bp_backend_caps bp_caps_##name;
 #include "seam/backends.def"
 #undef BP_BACKEND
+
+/* ---- gating: which dispatch tables exist in this build ---------------------------------- *
+ * A backend is compiled in when its backend.cmake does
+ *     target_compile_definitions(backplane PUBLIC BP_HAVE_<ENUM>=1)
+ * and defines `const bp_backend_dispatch bp_dispatch_<name>`. BP_IS_ONE(BP_HAVE_X) is 1 when
+ * BP_HAVE_X is defined to 1 and 0 otherwise (undefined included), so one X-macro row expands to
+ * &bp_dispatch_<name> or NULL without an #if per backend (the Linux IS_ENABLED trick). */
+#define BP_SEAM_PLACEHOLDER_1 0,
+#define BP_SEAM_SECOND(ignored, val, ...) val
+#define BP_SEAM_IS_ONE_(junk) BP_SEAM_SECOND(junk 1, 0, 0)
+#define BP_SEAM_IS_ONE_X(val) BP_SEAM_IS_ONE_(BP_SEAM_PLACEHOLDER_##val)
+#define BP_IS_ONE(macro) BP_SEAM_IS_ONE_X(macro)
+#define BP_SEAM_SEL_1(yes, no) yes
+#define BP_SEAM_SEL_0(yes, no) no
+#define BP_SEAM_SEL_(flag, yes, no) BP_SEAM_SEL_##flag(yes, no)
+#define BP_SEAM_SEL(flag, yes, no) BP_SEAM_SEL_(flag, yes, no)
+#define BP_DISPATCH_OF(ENUM, name) BP_SEAM_SEL(BP_IS_ONE(BP_HAVE_##ENUM), &bp_dispatch_##name, NULL)
+
+#define BP_BACKEND(ENUM, name, display) extern const bp_backend_dispatch bp_dispatch_##name;
+#include "seam/backends.def"
+#undef BP_BACKEND
+
+/* ---- the registry (src/seam/registry.c) ------------------------------------------------- */
+
+/* "cuda", ..., "cpu" for BP_BACKEND_CPU; NULL out of range. */
+const char *bp_backend_name(bp_backend_id id);
+/* "CUDA", ..., "CPU". */
+const char *bp_backend_display_name(bp_backend_id id);
+/* Capabilities of a table row (every row, every build); NULL for the CPU and out of range. */
+const bp_backend_caps *bp_backend_caps_of(bp_backend_id id);
+/* Dispatch table when the backend is compiled in, else NULL. */
+const bp_backend_dispatch *bp_backend_dispatch_of(bp_backend_id id);
+/* Id by name ("vulkan", "cpu"); BP_E_NOT_FOUND for an unknown name. */
+bp_status bp_backend_by_name(const char *name, bp_backend_id *id);
+/* Whether the backend runs in this process: compiled in, and BACKPLANE_<ENUM> or the probe
+ * (decided once, cached, thread-safe). The CPU is always enabled. reason (may be NULL) gets
+ * a sentence for `backplane probe`: "BACKPLANE_VULKAN=0 forces it off". */
+bool bp_backend_enabled(bp_backend_id id, const char **reason);
 
 #endif

@@ -1,11 +1,235 @@
-/* PLACEHOLDER: replaced by the issue that builds 'verify'. */
-#include <stdio.h>
+/* backplane verify [--backend B] [--kind K] [--json] [--fallbacks]: every enabled backend (the
+ * CPU included) against the CPU reference (bp_ref_matvec / bp_ref_gemm) for every weight kind
+ * it claims, matvec and GEMM, on several shapes including odd ones (one row, one block, row
+ * counts that are not a power of two). Prints NMSE per case and PASS/FAIL; exits 1 on any FAIL.
+ *
+ * Each case runs on the named backend only (bp_matvec_on / bp_gemm_on): a forced backend never
+ * falls back, so a PASS is the backend's own kernel, never the CPU covering for it.
+ *
+ * Thresholds: 5e-4 NMSE for quantized kinds (kernels may quantize the activations to 8 bits,
+ * as llama.cpp's do: about 1e-5 on these shapes, so 5e-4 leaves room without hiding a wrong
+ * block layout, which gives NMSE near 1 or above). F32/F16/BF16 weights are exact values in
+ * f32, so only summation order and f32 accumulation differ from the double-accumulating
+ * reference: 1e-6.
+ *
+ * NMSE over a single output is the relative error of one dot product, which random signs can
+ * make arbitrarily small (cancellation): a correct kernel with 8-bit activations then scores
+ * 1e-3 or worse by chance. So every case pools at least MIN_OUTPUTS outputs: a case with fewer
+ * (one row, batch one) repeats with fresh inputs, and "reps" in the report says how often. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "cli_common.h"
+#include "seam/seam_internal.h"
+
+enum { MIN_OUTPUTS = 32 };
+
+typedef struct shape {
+    int64_t rows, nblocks_idx, t; /* t == 0: matvec */
+} shape;
+
+/* Columns per shape as a block count, picked per block size so rows are 1-3 blocks (odd,
+ * catching tail handling), a few blocks, or many. */
+static int64_t cols_for(uint32_t be, int idx) {
+    static const int64_t nb1[3] = {67, 256, 1001}, nb32[3] = {1, 7, 32}, nb64[3] = {1, 3, 8}, nb256[3] = {1, 3, 5};
+    const int64_t *nb = be == 1 ? nb1 : be <= 32 ? nb32 : be < 256 ? nb64 : nb256;
+    return nb[idx] * be;
+}
+
+static const shape shapes[] = {
+    {1, 0, 0}, {7, 1, 0}, {33, 2, 0}, {64, 1, 0}, /* matvec */
+    {7, 1, 2}, {33, 0, 5},                        /* gemm */
+};
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static uint64_t next_rand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float randf(void) { return (float)((double)(next_rand() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
+
+/* Weights: quantize random floats where the kind has a quantizer; otherwise random bytes, block
+ * by block, redrawn until the block decodes to finite values of sane size (random f16 scales
+ * can be Inf/NaN). */
+static bp_status make_weight(const bp_kind_info *ki, int64_t rows, int64_t cols, uint8_t *data, size_t bytes) {
+    if (ki->can_quantize) {
+        float *f = malloc((size_t)(rows * cols) * sizeof *f);
+        if (!f) return BP_E_NOMEM;
+        for (int64_t i = 0; i < rows * cols; i++) f[i] = randf();
+        bp_status s = bp_quantize(ki->kind, f, rows * cols, data, bytes);
+        free(f);
+        return s;
+    }
+    float blk[256];
+    for (size_t off = 0; off < bytes; off += ki->block_bytes) {
+        for (int tries = 0; tries < 50; tries++) {
+            for (uint32_t b = 0; b < ki->block_bytes; b++) data[off + b] = (uint8_t)next_rand();
+            if (bp_dequantize(ki->kind, data + off, ki->block_bytes, blk, ki->block_elems)) break;
+            bool ok = true;
+            for (uint32_t e = 0; e < ki->block_elems && ok; e++) ok = isfinite(blk[e]) && fabsf(blk[e]) < 1e4f;
+            if (ok) break;
+        }
+    }
+    return BP_OK;
+}
+
+static double nmse(const float *got, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    if (den == 0) return num == 0 ? 0 : INFINITY;
+    return num / den;
+}
+
+typedef struct tally {
+    int cases, failed;
+    bool json, first;
+} tally;
+
+static void emit(tally *tl, const char *backend, const char *kind, const shape *sh, int64_t cols, int reps,
+                 double e, double thr, bool pass, const char *path, const char *err) {
+    tl->cases++;
+    if (!pass) tl->failed++;
+    const char *op = sh->t ? "gemm" : "matvec";
+    int64_t batch = sh->t ? sh->t : 1;
+    if (tl->json) {
+        printf("%s    {\"backend\": \"%s\", \"kind\": \"%s\", \"op\": \"%s\", \"rows\": %lld, \"cols\": %lld, "
+               "\"batch\": %lld, \"nmse\": ",
+               tl->first ? "" : ",\n", backend, kind, op, (long long)sh->rows, (long long)cols, (long long)batch);
+        if (isfinite(e)) printf("%.3e", e);
+        else printf("null");
+        printf(", \"threshold\": %.0e, \"reps\": %d, \"pass\": %s, \"path\": ", thr, reps, pass ? "true" : "false");
+        bp_cli_json_str(stdout, path);
+        if (err) {
+            printf(", \"error\": ");
+            bp_cli_json_str(stdout, err);
+        }
+        printf("}");
+        tl->first = false;
+    } else {
+        printf("| %s | %s | %s | %lld | %lld | %lld | ", backend, kind, op, (long long)sh->rows, (long long)cols,
+               (long long)batch);
+        if (isfinite(e)) printf("%.3e", e);
+        else printf("%s", err ? "error" : "nan");
+        printf(" | %s | %s |\n", pass ? "PASS" : "FAIL", err ? err : path);
+    }
+}
+
+/* All cases of one (backend, kind). */
+static int run_kind(tally *tl, const char *backend, const bp_kind_info *ki) {
+    double thr = (ki->kind == BP_KIND_F32 || ki->kind == BP_KIND_F16 || ki->kind == BP_KIND_BF16) ? 1e-6 : 5e-4;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape *sh = &shapes[si];
+        int64_t cols = cols_for(ki->block_elems, (int)sh->nblocks_idx), t = sh->t ? sh->t : 1;
+        int64_t per = t * sh->rows;
+        int reps = (int)((MIN_OUTPUTS + per - 1) / per);
+        size_t rb;
+        if (bp_kind_row_bytes(ki->kind, cols, &rb)) return bp_cli_error("verify", BP_E_SHAPE);
+        size_t bytes = rb * (size_t)sh->rows;
+        uint8_t *data = malloc(bytes);
+        float *x = malloc((size_t)(t * cols) * sizeof *x), *ref = malloc((size_t)(reps * per) * sizeof *ref),
+              *got = malloc((size_t)(reps * per) * sizeof *got);
+        bp_weight *w = NULL;
+        if (!data || !x || !ref || !got) {
+            free(data), free(x), free(ref), free(got);
+            fprintf(stderr, "backplane verify: out of memory\n");
+            return 1;
+        }
+        bp_status s = make_weight(ki, sh->rows, cols, data, bytes);
+        if (!s) s = bp_weight_create(ki->kind, data, bytes, sh->rows, cols, &w);
+        bool ran = false;
+        for (int r = 0; r < reps && !s; r++) {
+            float *rr = ref + r * per, *gg = got + r * per;
+            for (int64_t i = 0; i < t * cols; i++) x[i] = randf();
+            s = sh->t ? bp_ref_gemm(ki->kind, data, bytes, sh->rows, cols, x, t, rr)
+                      : bp_ref_matvec(ki->kind, data, bytes, sh->rows, cols, x, rr);
+            if (s) break;
+            for (int64_t i = 0; i < per; i++) gg[i] = NAN; /* a kernel that writes nothing fails */
+            s = sh->t ? bp_gemm_on(w, backend, x, t, gg) : bp_matvec_on(w, backend, x, gg);
+            ran = !s;
+        }
+        if (s) emit(tl, backend, ki->name, sh, cols, reps, NAN, thr, false, "", bp_last_error());
+        else if (ran) {
+            double e = nmse(got, ref, (size_t)(reps * per));
+            emit(tl, backend, ki->name, sh, cols, reps, e, thr, e <= thr, bp_weight_last_path(w), NULL);
+        }
+        bp_weight_free(w);
+        free(data), free(x), free(ref), free(got);
+    }
+    return 0;
+}
+
+static int usage(int rc) {
+    fprintf(rc ? stderr : stdout,
+            "usage: backplane verify [--backend B] [--kind K] [--seed N] [--json] [--fallbacks]\n"
+            "  every enabled backend (cpu included) against the CPU reference, for every weight kind it\n"
+            "  claims, matvec and gemm on several shapes; NMSE per case; exit status 1 on any FAIL\n"
+            "  --backend B  only B (cuda, metal, vulkan, opencl, cpu)\n"
+            "  --kind K     only kind K (Q4_K, IQ4_XS, ...)\n"
+            "  --seed N     random weights and inputs from seed N (default fixed: runs repeat exactly)\n");
+    return rc;
+}
 
 int bp_cmd_verify(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "backplane: 'verify' is not built yet\n");
-    return 1;
+    bp_cli_take_fallbacks(&argc, argv);
+    const char *only_backend = NULL, *only_kind = NULL;
+    tally tl = {0, 0, false, true};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) tl.json = true;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) only_backend = argv[++i];
+        else if (!strcmp(argv[i], "--kind") && i + 1 < argc) only_kind = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rng = strtoull(argv[++i], NULL, 0) * 0x9E3779B97F4A7C15ull + 0x243F6A8885A308D3ull;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(0);
+        else {
+            fprintf(stderr, "backplane verify: unknown option '%s'\n", argv[i]);
+            return usage(2);
+        }
+    }
+    if (only_kind) {
+        const bp_kind_info *ki = bp_kind_by_name(only_kind);
+        if (!ki) return bp_cli_error("verify --kind", BP_E_KIND);
+        if (ki->role != BP_ROLE_W) {
+            fprintf(stderr, "backplane verify: %s is not a weight kind\n", only_kind);
+            return 2;
+        }
+    }
+    int n = bp_seam_slot_count();
+    if (only_backend && strcmp(only_backend, "cpu")) {
+        int i = bp_seam_slot_find(only_backend);
+        const char *reason = "";
+        if (i < 0) {
+            fprintf(stderr, "backplane verify: no backend called '%s'\n", only_backend);
+            return 2;
+        }
+        if (!bp_seam_slot_enabled(i, &reason)) {
+            fprintf(stderr, "backplane verify: %s is not enabled here: %s\n", only_backend, reason);
+            return 1;
+        }
+    }
+    if (tl.json) printf("{\n  \"results\": [\n");
+    else printf("| backend | kind | op | rows | cols | batch | nmse | result | path |\n|---|---|---|---:|---:|---:|---:|---|---|\n");
+    for (int b = 0; b <= n; b++) {
+        const bp_seam_slot *s = b < n ? bp_seam_slot_at(b) : NULL;
+        const char *name = s ? s->caps->name : "cpu";
+        if (only_backend && strcmp(only_backend, name)) continue;
+        if (s && !bp_seam_slot_enabled(b, NULL)) continue;
+        for (int k = 0; k < bp_kind_table_size(); k++) {
+            const bp_kind_info *ki = bp_kind_at(k);
+            if (ki->role != BP_ROLE_W || (only_kind && strcmp(only_kind, ki->name))) continue;
+            if (s && !s->caps->matvec_kernel(ki->kind)) continue;
+            if (run_kind(&tl, name, ki)) return 1;
+        }
+    }
+    if (tl.json) printf("\n  ],\n  \"cases\": %d,\n  \"failed\": %d\n}\n", tl.cases, tl.failed);
+    else printf("\n%d cases, %d failed: %s\n", tl.cases, tl.failed, tl.failed ? "FAIL" : "PASS");
+    bp_cli_print_fallbacks();
+    return tl.failed ? 1 : 0;
 }

@@ -1,0 +1,43 @@
+/* Common per-device state shared by device.c (wrappers, op cache) and ledger.c (ledger,
+ * redzones). Backends never include this. */
+#ifndef BP_DEVICE_INTERNAL_H
+#define BP_DEVICE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "device/device.h"
+
+enum { BP_DEV_KCACHE = 64, BP_DEV_SCRATCH = 8, BP_DEV_CAPTURE = 8 };
+
+struct bp_device_common {
+    pthread_mutex_t lock;    /* op cache, scratch, capture flags */
+    size_t redzone;          /* guard bytes after each new allocation (0: off) */
+    bool poison;             /* fill new allocations with BP_POISON_BYTE */
+    size_t rz_faults;        /* damaged guard bands found so far */
+    struct { char name[64]; bp_kernel *k; } kcache[BP_DEV_KCACHE];
+    int nk;
+    void *scratch[BP_DEV_SCRATCH];
+    size_t scratch_bytes[BP_DEV_SCRATCH];
+    bp_stream *capturing[BP_DEV_CAPTURE];
+    bool capturing_default;  /* the NULL stream is capturing */
+};
+
+/* Ledger hooks used by device.c. */
+/* Record a live allocation (bytes requested, rz the guard band after it). */
+bp_status bp_ledger_add(bp_device *dev, void *buf, size_t bytes, size_t rz, const char *file, int line);
+/* Mark a recorded buffer as an arena from the backend's arena_create (freed with arena_destroy). */
+void bp_ledger_mark_arena(bp_device *dev, void *buf);
+/* Remove it; false when unknown. *bytes, *rz, *arena receive what was recorded. */
+bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, bool *arena, const char **file,
+                      int *line);
+/* The recorded size of a live buffer; false when unknown. */
+bool bp_ledger_size_of(const bp_device *dev, const void *buf, size_t *bytes, const char **file, int *line);
+/* Check one guard band; returns the first damaged offset into the band, or -1 when intact
+ * (or on a read error, which is reported to `out`). */
+long bp_ledger_check_band(bp_device *dev, void *buf, size_t bytes, size_t rz);
+
+/* Blocking member calls with defaults applied and no ledger checks (for the ledger itself). */
+bp_status bp_dev_raw_d2h(bp_device *dev, void *dst, const void *src, size_t off, size_t n);
+bp_status bp_dev_raw_memset(bp_device *dev, void *dst, size_t off, int v, size_t n);
+
+#endif

@@ -1,0 +1,276 @@
+/* The registry: backends.def expanded into names, the ungated capability loop, the gated
+ * dispatch loop, the env grammar and the once-per-process enable decision. */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/error.h"
+#include "seam/seam_internal.h"
+
+/* Ungated: every row's capabilities, on every build. */
+static const bp_backend_caps *const all_caps[] = {
+#define BP_BACKEND(ENUM, name, display) &bp_caps_##name,
+#include "seam/backends.def"
+#undef BP_BACKEND
+};
+
+/* Gated: a row's dispatch table, or NULL when the backend is not compiled in. */
+static const bp_backend_dispatch *const all_dispatch[] = {
+#define BP_BACKEND(ENUM, name, display) BP_DISPATCH_OF(ENUM, name),
+#include "seam/backends.def"
+#undef BP_BACKEND
+};
+
+static const char *const names[] = {
+#define BP_BACKEND(ENUM, name, display) #name,
+#include "seam/backends.def"
+#undef BP_BACKEND
+    "cpu",
+};
+
+static const char *const displays[] = {
+#define BP_BACKEND(ENUM, name, display) display,
+#include "seam/backends.def"
+#undef BP_BACKEND
+    "CPU",
+};
+
+_Static_assert(sizeof all_caps / sizeof all_caps[0] == BP_BACKEND_CPU, "one caps row per enum value");
+_Static_assert(sizeof names / sizeof names[0] == BP_BACKEND_COUNT, "one name per enum value");
+
+enum { MAX_SLOTS = BP_BACKEND_CPU + 1 };
+static bp_seam_slot slots[MAX_SLOTS];
+static int n_slots;
+static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
+/* Guards the cached decisions. Held across a probe: a second thread asking about the same
+ * backend waits for the first probe instead of probing again. */
+static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void env_name_of(const char *name, char *out, size_t len) {
+    snprintf(out, len, "BACKPLANE_%s", name);
+    for (char *p = out; *p; p++) *p = (char)toupper((unsigned char)*p);
+}
+
+static void init_slot(bp_seam_slot *s, const bp_backend_caps *caps, const bp_backend_dispatch *d) {
+    memset(s, 0, sizeof *s);
+    s->caps = caps;
+    s->dispatch = d;
+    s->min_work = -1;
+    env_name_of(caps->name, s->env_name, sizeof s->env_name);
+}
+
+static void build_slots(void) {
+    for (int i = 0; i < BP_BACKEND_CPU; i++) init_slot(&slots[i], all_caps[i], all_dispatch[i]);
+    n_slots = BP_BACKEND_CPU;
+}
+
+int bp_seam_slot_count(void) {
+    pthread_once(&slots_once, build_slots);
+    return n_slots;
+}
+
+bp_seam_slot *bp_seam_slot_at(int i) {
+    pthread_once(&slots_once, build_slots);
+    return i >= 0 && i < n_slots ? &slots[i] : NULL;
+}
+
+int bp_seam_slot_find(const char *name) {
+    int n = bp_seam_slot_count();
+    for (int i = 0; name && i < n; i++)
+        if (!strcmp(slots[i].caps->name, name)) return i;
+    return -1;
+}
+
+const char *bp_backend_name(bp_backend_id id) {
+    return (unsigned)id < BP_BACKEND_COUNT ? names[id] : NULL;
+}
+
+const char *bp_backend_display_name(bp_backend_id id) {
+    return (unsigned)id < BP_BACKEND_COUNT ? displays[id] : NULL;
+}
+
+const bp_backend_caps *bp_backend_caps_of(bp_backend_id id) {
+    return (unsigned)id < BP_BACKEND_CPU ? all_caps[id] : NULL;
+}
+
+const bp_backend_dispatch *bp_backend_dispatch_of(bp_backend_id id) {
+    return (unsigned)id < BP_BACKEND_CPU ? all_dispatch[id] : NULL;
+}
+
+bp_status bp_backend_by_name(const char *name, bp_backend_id *id) {
+    if (!name || !id) return bp_fail(BP_E_INVAL, "bp_backend_by_name: NULL argument");
+    for (int i = 0; i < BP_BACKEND_COUNT; i++)
+        if (!strcmp(names[i], name)) {
+            *id = (bp_backend_id)i;
+            return BP_OK;
+        }
+    return bp_fail(BP_E_NOT_FOUND, "no backend called '%s' (cuda, metal, vulkan, opencl, cpu)", name);
+}
+
+/* ---- env grammar and the enable decision --------------------------------------------------- */
+
+bp_env_decision bp_seam_env_parse(const char *v, const char *own_name) {
+    if (!v) return BP_ENV_DEFER;
+    if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "off") || !strcasecmp(v, "cpu"))
+        return BP_ENV_OFF;
+    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "on") ||
+        (own_name && !strcasecmp(v, own_name)))
+        return BP_ENV_ON;
+    return BP_ENV_DEFER;
+}
+
+bool bp_seam_decide(const char *env_name, const char *own_name, bool (*probe)(char *, size_t), char *reason,
+                    size_t reason_len) {
+    const char *v = getenv(env_name);
+    switch (bp_seam_env_parse(v, own_name)) {
+    case BP_ENV_OFF:
+        snprintf(reason, reason_len, "%s=%s forces it off", env_name, v);
+        return false;
+    case BP_ENV_ON:
+        snprintf(reason, reason_len, "%s=%s forces it on (no probe)", env_name, v);
+        return true;
+    case BP_ENV_DEFER: break;
+    }
+    char why[160] = "";
+    bool ok = probe && probe(why, sizeof why);
+    const char *pre = v ? env_name : NULL;
+    if (ok)
+        snprintf(reason, reason_len, "%s%s%s%sprobe found %s", pre ? pre : "", pre ? "=" : "", pre ? v : "",
+                 pre ? " defers; " : "", why[0] ? why : "a device");
+    else
+        snprintf(reason, reason_len, "%s%s%s%sprobe: %s", pre ? pre : "", pre ? "=" : "", pre ? v : "",
+                 pre ? " defers; " : "", !probe ? "no probe" : why[0] ? why : "no usable device");
+    return ok;
+}
+
+static bool slot_enabled_locked(bp_seam_slot *s) {
+    if (!s->dispatch) {
+        if (!s->state) {
+            /* Why it is absent is the build's business (option off, SDK missing, no macOS);
+             * the configure log says which. */
+            snprintf(s->reason, sizeof s->reason, "not compiled into this binary");
+            __atomic_store_n(&s->state, 1, __ATOMIC_RELEASE);
+        }
+        return false;
+    }
+    if (!s->state) {
+        int st = bp_seam_decide(s->env_name, s->caps->name, s->dispatch->probe, s->reason, sizeof s->reason) ? 2 : 1;
+        /* The threshold is read with the decision: once, not per op. */
+        char key[64];
+        snprintf(key, sizeof key, "%s_MIN_WORK", s->env_name);
+        const char *mw = getenv(key);
+        char *end;
+        long long v = mw && *mw ? strtoll(mw, &end, 10) : -1;
+        s->min_work = mw && *mw && !*end && v >= 0 ? v : -1;
+        __atomic_store_n(&s->state, st, __ATOMIC_RELEASE);
+    }
+    return s->state == 2;
+}
+
+bool bp_seam_slot_enabled(int i, const char **reason) {
+    bp_seam_slot *s = bp_seam_slot_at(i);
+    if (!s) return false;
+    /* Every op asks this for every slot: once decided, answer without the lock (the state is
+     * published with release order after the reason and threshold are written). */
+    int st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+    if (st) {
+        if (reason) *reason = s->reason;
+        return st == 2;
+    }
+    pthread_mutex_lock(&decide_lock);
+    bool on = slot_enabled_locked(s);
+    pthread_mutex_unlock(&decide_lock);
+    if (reason) *reason = s->reason;
+    return on;
+}
+
+bool bp_backend_enabled(bp_backend_id id, const char **reason) {
+    if (id == BP_BACKEND_CPU) {
+        if (reason) *reason = "always: the seam's last stop";
+        return true;
+    }
+    int n = bp_seam_slot_count();
+    for (int i = 0; i < n; i++)
+        if (slots[i].caps == bp_backend_caps_of(id)) return bp_seam_slot_enabled(i, reason);
+    if (reason) *reason = "unknown backend";
+    return false;
+}
+
+bool bp_seam_slot_wants(int i, int64_t n_out, int64_t n_in, int64_t t) {
+    bp_seam_slot *s = bp_seam_slot_at(i);
+    if (!s || !s->dispatch) return false;
+    if (s->min_work >= 0) {
+        /* double: the product of three int64 can overflow; the threshold is coarse anyway. */
+        return (double)n_out * (double)n_in * (double)t >= (double)s->min_work;
+    }
+    return !s->dispatch->wants || s->dispatch->wants(n_out, n_in, t);
+}
+
+/* ---- the claim <=> launch rule ------------------------------------------------------------- */
+
+int bp_seam_check_claims(const bp_backend_caps *caps, const bp_backend_dispatch *d, bp_kind *bad, int max_bad,
+                         FILE *report) {
+    int nbad = 0;
+    for (int i = 0; i < bp_kind_table_size(); i++) {
+        const bp_kind_info *ki = bp_kind_at(i);
+        const char *kn = caps->matvec_kernel(ki->kind);
+        bool gemm = caps->has_gemm(ki->kind);
+        const char *why = NULL;
+        if (d && !!kn != d->has_launch(ki->kind))
+            why = kn ? "claims a matvec but has_launch is false" : "has a launch but claims no matvec";
+        else if (kn && strcmp(kn, ki->name))
+            why = "claims a matvec kernel whose name is not the kind's name";
+        else if (gemm && !kn)
+            why = "claims a GEMM without a matvec";
+        else if (gemm && d && !d->gemm)
+            why = "claims a GEMM but its dispatch table has no gemm entry";
+        if (!why) continue;
+        if (report) fprintf(report, "%s: %s %s%s%s%s\n", caps->name, ki->name, why, kn ? " (\"" : "", kn ? kn : "", kn ? "\")" : "");
+        if (nbad < max_bad && bad) bad[nbad] = ki->kind;
+        nbad++;
+    }
+    return nbad;
+}
+
+/* ---- test hooks ---------------------------------------------------------------------------- */
+
+bp_status bp_seam_test_install(const bp_backend_caps *caps, const bp_backend_dispatch *d, int pos) {
+    int n = bp_seam_slot_count();
+    if (!caps || !d) return bp_fail(BP_E_INVAL, "bp_seam_test_install: caps or dispatch is NULL");
+    if (n >= MAX_SLOTS) return bp_fail(BP_E_INVAL, "bp_seam_test_install: a test backend is installed already");
+    if (pos < 0) pos = 0;
+    if (pos > n) pos = n;
+    pthread_mutex_lock(&decide_lock);
+    memmove(&slots[pos + 1], &slots[pos], (size_t)(n - pos) * sizeof slots[0]);
+    init_slot(&slots[pos], caps, d);
+    n_slots = n + 1;
+    pthread_mutex_unlock(&decide_lock);
+    return BP_OK;
+}
+
+void bp_seam_test_uninstall(void) {
+    int n = bp_seam_slot_count();
+    pthread_mutex_lock(&decide_lock);
+    for (int i = 0; i < n; i++) {
+        bool in_table = false;
+        for (int j = 0; j < BP_BACKEND_CPU; j++) in_table = in_table || slots[i].caps == all_caps[j];
+        if (in_table) continue;
+        memmove(&slots[i], &slots[i + 1], (size_t)(n - i - 1) * sizeof slots[0]);
+        n_slots = n - 1;
+        break;
+    }
+    pthread_mutex_unlock(&decide_lock);
+}
+
+void bp_seam_test_reset_enabled(void) {
+    int n = bp_seam_slot_count();
+    pthread_mutex_lock(&decide_lock);
+    for (int i = 0; i < n; i++) {
+        __atomic_store_n(&slots[i].state, 0, __ATOMIC_RELAXED);
+        slots[i].reason[0] = '\0';
+        slots[i].min_work = -1;
+    }
+    pthread_mutex_unlock(&decide_lock);
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# `backplane probe` and `backplane verify` at the CLI. $1 is the CLI path.
+# - probe --json parses, has the documented keys, lists every backends.def row plus the CPU,
+#   and covers exactly the 28 weight kinds (the list is written here, independently of the code);
+#   every path it reports is a backend that is compiled and enabled.
+# - BACKPLANE_<NAME>=0 turns a backend off with a reason naming the variable.
+# - verify passes for every backend built here (exit 0), its --json parses, every result has
+#   the documented keys; an unknown backend or kind is an error exit.
+# Parsed with python3 when present, else checked with grep.
+set -u
+cli=${1:?usage: cli_seam.sh path/to/backplane}
+fail() { echo "FAIL: $*"; exit 1; }
+
+want="F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4 NVFP4 Q1_0 Q2_0"
+
+probe=$("$cli" probe --json --all) || fail "probe --json exited $?"
+"$cli" probe >/dev/null || fail "probe (text) exited $?"
+"$cli" probe --all >/dev/null || fail "probe --all exited $?"
+off=$(BACKPLANE_VULKAN=0 BACKPLANE_CUDA=off BACKPLANE_OPENCL=cpu "$cli" probe --json) || fail "probe with env exited $?"
+
+errf=$(mktemp) || fail "mktemp"
+verify_json=$("$cli" verify --json --fallbacks 2>"$errf"); rc=$?
+err=$(cat "$errf"); rm -f "$errf"
+[ $rc -eq 0 ] || { printf '%s\n' "$verify_json" | grep '"pass": false' | head -20; fail "verify exited $rc"; }
+printf '%s' "$err" | grep -q "fallbacks: none" || fail "verify --fallbacks printed no summary (stderr: $err)"
+
+if command -v python3 >/dev/null 2>&1; then
+    printf '%s' "$probe" | WANT="$want" python3 -c '
+import json, os, sys
+d = json.load(sys.stdin)
+names = [b["name"] for b in d["backends"]]
+assert names == ["cuda", "metal", "vulkan", "opencl", "cpu"], names
+for b in d["backends"]:
+    for k in ("name", "compiled", "enabled", "reason"):
+        assert k in b, (b, k)
+    assert isinstance(b["compiled"], bool) and isinstance(b["enabled"], bool) and b["reason"], b
+    assert b["compiled"] or not b["enabled"], ("enabled but not compiled", b)
+cpu = d["backends"][-1]
+assert cpu["compiled"] and cpu["enabled"], cpu
+displays = {b["display"]: b for b in d["backends"]}
+kinds = [k["kind"] for k in d["kinds"]]
+want = os.environ["WANT"].split()
+assert len(kinds) == 28 and sorted(kinds) == sorted(want), ("kinds", sorted(set(kinds) ^ set(want)), len(kinds))
+for k in d["kinds"]:
+    for p in ("decode", "prefill"):
+        path = k[p]
+        assert path["backend"] and path["kernel"], (k["kind"], p, path)
+        b = displays[path["backend"]]
+        assert b["enabled"], (k["kind"], p, "routed to a backend that is not enabled", path)
+        if path["backend"] != "CPU":
+            assert path["kernel"] == k["kind"], (k["kind"], p, "kernel name is not the kind name", path)
+    assert set(k["all"]) == {"cuda", "metal", "vulkan", "opencl"}, k["all"].keys()
+    for name, c in k["all"].items():
+        assert c["matvec"] in (None, k["kind"]), (name, k["kind"], c)
+        assert not c["gemm"] or c["matvec"], (name, k["kind"], "gemm without matvec")
+' || fail "probe --json content"
+    printf '%s' "$off" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+b = {x["name"]: x for x in d["backends"]}
+for name, var in (("vulkan", "BACKPLANE_VULKAN=0"), ("cuda", "BACKPLANE_CUDA=off"), ("opencl", "BACKPLANE_OPENCL=cpu")):
+    assert not b[name]["enabled"], b[name]
+    if b[name]["compiled"]:
+        assert var in b[name]["reason"], b[name]
+    else:
+        assert "not compiled" in b[name]["reason"], b[name]
+for k in d["kinds"]:
+    assert k["decode"]["backend"] in ("CPU", "Metal"), k
+' || fail "probe with backends forced off"
+    printf '%s' "$verify_json" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+r = d["results"]
+assert r, "no results"
+keys = {"backend", "kind", "op", "rows", "cols", "batch", "nmse", "pass"}
+for x in r:
+    assert keys <= set(x), (x, keys - set(x))
+    assert x["pass"] is True and x["nmse"] is not None and x["nmse"] <= x["threshold"], x
+cpu = {x["kind"] for x in r if x["backend"] == "cpu"}
+assert len(cpu) == 28, ("the CPU is verified on every weight kind", len(cpu))
+assert {"matvec", "gemm"} <= {x["op"] for x in r}
+assert any(x["rows"] == 1 for x in r) and any(x["cols"] == 67 for x in r), "odd shapes"
+print("verify:", len(r), "cases,", len({x["backend"] for x in r}), "backends")
+' || fail "verify --json content"
+else
+    for k in $want; do
+        printf '%s' "$probe" | grep -q "\"kind\": \"$k\"" || fail "probe --json lacks $k"
+    done
+    printf '%s' "$verify_json" | grep -q '"pass": false' && fail "verify has a failing case"
+fi
+
+# Errors: unknown backend, unknown kind, and a backend not built / not enabled.
+"$cli" verify --backend nonesuch >/dev/null 2>&1 && fail "verify --backend nonesuch succeeded"
+"$cli" verify --kind Q9_9 >/dev/null 2>&1 && fail "verify --kind Q9_9 succeeded"
+BACKPLANE_VULKAN=0 "$cli" verify --backend vulkan >/dev/null 2>&1 && fail "verify of a disabled backend succeeded"
+"$cli" verify --backend cpu --kind Q4_K >/dev/null || fail "verify --backend cpu --kind Q4_K failed"
+"$cli" probe --bogus >/dev/null 2>&1 && fail "probe --bogus succeeded"
+echo "PASS"

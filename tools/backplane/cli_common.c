@@ -1,0 +1,43 @@
+/* Helpers shared by several subcommands; see cli_common.h. */
+#include "cli_common.h"
+
+#include <string.h>
+
+#include "backplane.h"
+
+static bool want_fallbacks;
+
+bool bp_cli_take_fallbacks(int *argc, char **argv) {
+    int out = 0;
+    bool found = false;
+    for (int i = 0; i < *argc; i++) {
+        if (i > 0 && !strcmp(argv[i], "--fallbacks")) {
+            found = true;
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    *argc = out;
+    if (out >= 0) argv[out] = NULL; /* argv[argc] is NULL, as main's is */
+    if (found) want_fallbacks = true;
+    return found;
+}
+
+void bp_cli_print_fallbacks(void) {
+    if (want_fallbacks) bp_fallback_report(stderr);
+}
+
+void bp_cli_json_str(FILE *f, const char *s) {
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}

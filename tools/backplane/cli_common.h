@@ -1,0 +1,18 @@
+/* Helpers shared by several subcommands (owned by the seam work; additive changes welcome).
+ *
+ * --fallbacks: matvec, verify and bench accept it. Call bp_cli_take_fallbacks() first thing (it
+ * removes the flag from argv so the command's own parser never sees it), and
+ * bp_cli_print_fallbacks() just before returning: it prints the per-run summary of ops that
+ * fell back, from where and why (bp_fallback_report), to stderr when the flag was given. */
+#ifndef BP_CLI_COMMON_H
+#define BP_CLI_COMMON_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+bool bp_cli_take_fallbacks(int *argc, char **argv);
+void bp_cli_print_fallbacks(void);
+/* Write s as a JSON string literal (quotes, escapes). NULL writes null. */
+void bp_cli_json_str(FILE *f, const char *s);
+
+#endif
