@@ -48,5 +48,5 @@ const bp_backend_caps bp_caps_cuda = {
     .prefill_fallback_name = "CUDA per-position matvec",
     .matvec_kernel = cuda_matvec_kernel,
     .has_gemm = cuda_has_gemm,
-    .unverified = true, /* UNRUN ON HARDWARE: see the top of this file */
+    .unverified = "UNRUN ON HARDWARE", /* see the top of this file */
 };

@@ -19,5 +19,5 @@ const bp_backend_caps bp_caps_metal = {
     .prefill_fallback_name = "Metal per-position matvec",
     .matvec_kernel = metal_matvec_kernel,
     .has_gemm = metal_has_gemm,
-    .unverified = true,
+    .unverified = "UNVERIFIED: Metal kernels cannot be built or run here",
 };

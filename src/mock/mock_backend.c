@@ -28,7 +28,7 @@ static const bp_backend_caps mock_caps = {
     .prefill_fallback_name = "Mock per-position matvec",
     .matvec_kernel = mock_matvec_kernel,
     .has_gemm = mock_has_gemm,
-    .unverified = false,
+    .unverified = NULL,
 };
 
 static bool mock_probe(char *why, size_t len) {

@@ -19,5 +19,5 @@ const bp_backend_caps bp_caps_opencl = {
     .prefill_fallback_name = "OpenCL per-position matvec",
     .matvec_kernel = opencl_matvec_kernel,
     .has_gemm = opencl_has_gemm,
-    .unverified = false,
+    .unverified = NULL,
 };

@@ -54,9 +54,11 @@ typedef struct bp_backend_caps {
     const char *(*matvec_kernel)(bp_kind k);
     /* Whether a GEMM kernel exists for k. Implies matvec_kernel(k) != NULL. */
     bool (*has_gemm)(bp_kind k);
-    /* True when this backend's kernels cannot be built or run here (Metal off macOS): its
-     * claims are reported as UNVERIFIED. */
-    bool unverified;
+    /* NULL when this backend's kernels have been built and run against the reference; else
+     * the label `backplane probe` prints beside every claim, saying why they are not proven:
+     * "UNVERIFIED: kernels cannot be built here" (Metal off macOS), "UNRUN ON HARDWARE" (CUDA
+     * compiled but never run on a GPU). A claim is never shown without it. */
+    const char *unverified;
 } bp_backend_caps;
 
 /* ---- dispatch: compiled only with the backend ------------------------------------------ */

@@ -1,4 +1,4 @@
-/* backplane matvec FILE.gguf TENSOR --input X.f32 --output Y.f32 [--backend NAME]
+/* backplane matvec FILE.gguf TENSOR --input X.f32 --output Y.f32 [--backend NAME] [--fallbacks]
  *
  * y = W x for one 2-D tensor (GGUF order: ne0 = columns, ne1 = rows). x and y are raw
  * little-endian float32 of length columns and rows. The path that really ran (backend and
@@ -9,13 +9,15 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "cli_common.h"
 
 static int usage(FILE *f, int rc) {
-    fprintf(f, "usage: backplane matvec FILE.gguf TENSOR --input X.f32 --output Y.f32 [--backend NAME]\n"
+    fprintf(f, "usage: backplane matvec FILE.gguf TENSOR --input X.f32 --output Y.f32 [--backend NAME] [--fallbacks]\n"
                "  y = W x for the named 2-D tensor (ne0 = columns, ne1 = rows); X and Y are raw\n"
                "  little-endian float32 of length columns and rows.\n"
                "  --backend cpu-ref   the reference kernel; cpu, vulkan, cuda, opencl: that backend\n"
-               "                      only (an error if it cannot run the kind); default: the seam's choice\n");
+               "                      only (an error if it cannot run the kind); default: the seam's choice\n"
+               "  --fallbacks         print how many ops fell back, from where and why\n");
     return rc;
 }
 
@@ -54,7 +56,16 @@ static int read_input(const char *path, int64_t want, const char *tensor, float 
     return 0;
 }
 
+static int matvec_main(int argc, char **argv);
+
 int bp_cmd_matvec(int argc, char **argv) {
+    bp_cli_take_fallbacks(&argc, argv);
+    int rc = matvec_main(argc, argv);
+    bp_cli_print_fallbacks();
+    return rc;
+}
+
+static int matvec_main(int argc, char **argv) {
     const char *file = NULL, *tensor = NULL, *in = NULL, *outp = NULL, *backend = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

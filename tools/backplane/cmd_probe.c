@@ -79,7 +79,8 @@ int bp_cmd_probe(int argc, char **argv) {
     else printf("backends, in dispatch order:\n");
     for (int i = 0; i <= n; i++) {
         const char *name, *display, *reason;
-        bool compiled, enabled, unverified = false;
+        bool compiled, enabled;
+        const char *unverified = NULL;
         if (i < n) {
             const bp_seam_slot *s = bp_seam_slot_at(i);
             name = s->caps->name;
@@ -97,10 +98,12 @@ int bp_cmd_probe(int argc, char **argv) {
             printf("    {\"name\": \"%s\", \"display\": \"%s\", \"compiled\": %s, \"enabled\": %s, \"reason\": ", name,
                    display, compiled ? "true" : "false", enabled ? "true" : "false");
             bp_cli_json_str(stdout, reason);
-            printf(", \"unverified\": %s}%s\n", unverified ? "true" : "false", i < n ? "," : "");
+            printf(", \"unverified\": ");
+            bp_cli_json_str(stdout, unverified);
+            printf("}%s\n", i < n ? "," : "");
         } else {
-            printf("  %-7s compiled: %-3s  enabled: %-3s  %s%s\n", name, compiled ? "yes" : "no",
-                   enabled ? "yes" : "no", reason, unverified ? "  [UNVERIFIED: its kernels cannot be built or run here]" : "");
+            printf("  %-7s compiled: %-3s  enabled: %-3s  %s%s%s%s\n", name, compiled ? "yes" : "no",
+                   enabled ? "yes" : "no", reason, unverified ? "  [" : "", unverified ? unverified : "", unverified ? "]" : "");
         }
     }
 
@@ -132,7 +135,9 @@ int bp_cmd_probe(int argc, char **argv) {
                     printf(", \"gemm\": %s, \"prefill\": ", s->caps->has_gemm(ki->kind) ? "true" : "false");
                     bp_cli_json_str(stdout, !kn ? NULL : s->caps->has_gemm(ki->kind) ? "gemm"
                                                                                      : s->caps->prefill_fallback_name);
-                    printf(", \"unverified\": %s}", s->caps->unverified && kn ? "true" : "false");
+                    printf(", \"unverified\": ");
+                    bp_cli_json_str(stdout, kn ? s->caps->unverified : NULL);
+                    printf("}");
                 }
                 printf("}");
             }
@@ -146,9 +151,9 @@ int bp_cmd_probe(int argc, char **argv) {
                     const bp_seam_slot *s = bp_seam_slot_at(i);
                     const char *kn = s->caps->matvec_kernel(ki->kind);
                     if (!kn) continue;
-                    printf("%s%s %s%s%s", any ? "; " : "", s->caps->display_name, kn,
+                    printf("%s%s %s%s%s%s", any ? "; " : "", s->caps->display_name, kn,
                            s->caps->has_gemm(ki->kind) ? " +gemm" : " (prefill per-position)",
-                           s->caps->unverified ? " UNVERIFIED" : "");
+                           s->caps->unverified ? " " : "", s->caps->unverified ? s->caps->unverified : "");
                     any = true;
                 }
                 printf("%s |", any ? "" : "CPU only");
