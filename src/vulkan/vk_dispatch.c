@@ -1,0 +1,274 @@
+/* The Vulkan half of the seam (src/seam/seam.h): probe, launch table, matvec and GEMM.
+ *
+ * A weight is uploaded once, on first use, into device buffers of at most maxStorageBufferRange
+ * bytes each (split by rows: lavapipe's 128 MiB is less than one vocabulary-sized F16 matrix),
+ * and cached in bp_weight.backend_state. Activations go through two scratch buffers of the op
+ * cache, reused across calls. Pipelines come from the op cache: built once per (kind, op).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kinds/kinds_internal.h"
+#include "seam/seam.h"
+#include "vulkan/vk_internal.h"
+#include "vulkan/vk_spirv.h"
+
+enum { VK_SLOT_X = 0, VK_SLOT_Y = 1 };
+#define VK_GEMM_TM 32 /* tile sizes of shaders/gemm.comp */
+#define VK_GEMM_TN 32
+
+/* ---- the process-wide device ---------------------------------------------------------------- */
+
+static pthread_mutex_t vk_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool vk_tried;
+static char vk_why[256];
+static bp_vk_ctx vk_ctx;
+static bp_device *vk_dev;
+static size_t vk_test_range;
+/* Serialises matvec/gemm: they share the scratch buffers. */
+static pthread_mutex_t vk_run_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The IQ grids, uploaded once per device; bound as the fourth argument of every kernel. */
+static void *vk_iq_buf;
+
+static void vk_teardown(void) {
+    pthread_mutex_lock(&vk_init_lock);
+    if (vk_dev) {
+        if (vk_iq_buf) bp_dev_free(vk_dev, vk_iq_buf);
+        vk_iq_buf = NULL;
+        /* Weights still alive are swept by the ledger; their state is freed later without
+         * touching the device (see weight_free). */
+        bp_device_close(vk_dev);
+        vk_dev = NULL;
+        /* The instance is left to the process exit: vkDestroyInstance makes the loader unload
+         * the driver, and lavapipe then leaves a 128-byte block LeakSanitizer reports from an
+         * "unknown module" (TOOLCHAINS.md) in every sanitized program that used Vulkan. */
+        VkInstance keep = vk_ctx.instance;
+        vk_ctx.instance = VK_NULL_HANDLE;
+        bp_vk_ctx_destroy(&vk_ctx);
+        vk_ctx.instance = keep;
+    }
+    pthread_mutex_unlock(&vk_init_lock);
+}
+
+bp_device *bp_vk_device(char *why, size_t why_len) {
+    pthread_mutex_lock(&vk_init_lock);
+    if (!vk_tried) {
+        vk_tried = true;
+        if (bp_vk_ctx_create(&vk_ctx, vk_why, sizeof vk_why)) {
+            char name[32];
+            snprintf(name, sizeof name, "vulkan:%.24s", vk_ctx.name);
+            if (bp_device_open(&bp_vk_methods, &vk_ctx, name, &vk_dev) != BP_OK) {
+                snprintf(vk_why, sizeof vk_why, "bp_device_open: %s", bp_last_error());
+                bp_vk_ctx_destroy(&vk_ctx);
+                vk_dev = NULL;
+            } else {
+                atexit(vk_teardown);
+            }
+        }
+    }
+    bp_device *d = vk_dev;
+    if (!d && why) snprintf(why, why_len, "%s", vk_why);
+    pthread_mutex_unlock(&vk_init_lock);
+    return d;
+}
+
+bp_vk_ctx *bp_vk_ctx_of(bp_device *dev) { return dev ? (bp_vk_ctx *)dev->impl : NULL; }
+
+void bp_vk_test_set_max_range(size_t bytes) { vk_test_range = bytes; }
+
+size_t bp_vk_max_range(void) {
+    /* Capped at 1 GiB: NVIDIA reports 4 GiB - 1, more than one allocation may hold
+     * (maxMemoryAllocationSize), and the shaders index bytes with 32-bit integers. */
+    size_t r = vk_ctx.max_range < ((size_t)1 << 30) ? vk_ctx.max_range : ((size_t)1 << 30);
+    return vk_test_range && (vk_test_range < r || !r) ? vk_test_range : r;
+}
+
+/* ---- launch table ----------------------------------------------------------------------------- */
+
+static const bp_vk_spirv *spirv_of(bp_kind k) {
+    for (int i = 0; i < bp_vk_spirv_count; i++) {
+        if (bp_vk_spirv_table[i].kind == k) return &bp_vk_spirv_table[i];
+    }
+    return NULL;
+}
+
+static bool vk_has_launch(bp_kind k) {
+    const bp_vk_spirv *sp = spirv_of(k);
+    return sp && sp->code[BP_VK_OP_MATVEC] && sp->bytes[BP_VK_OP_MATVEC] >= 20 &&
+           sp->code[BP_VK_OP_GEMM] && sp->bytes[BP_VK_OP_GEMM] >= 20 &&
+           sp->code[BP_VK_OP_MATVEC][0] == 0x07230203u; /* the SPIR-V magic number */
+}
+
+static bool vk_probe(char *why, size_t why_len) {
+    bp_device *d = bp_vk_device(why, why_len);
+    if (d && why_len) snprintf(why, why_len, "%s", vk_ctx.name); /* the report names the device */
+    return d != NULL;
+}
+
+/* ---- weights ---------------------------------------------------------------------------------- */
+
+typedef struct vk_chunk {
+    void *buf;
+    int64_t row0, rows;
+} vk_chunk;
+
+typedef struct vk_weight {
+    bp_device *dev;
+    int n;
+    vk_chunk chunk[];
+} vk_weight;
+
+static void weight_free(void *state) {
+    vk_weight *vw = state;
+    if (!vw) return;
+    pthread_mutex_lock(&vk_init_lock);
+    bool alive = vk_dev == vw->dev; /* after teardown the ledger has swept these buffers */
+    pthread_mutex_unlock(&vk_init_lock);
+    for (int i = 0; alive && i < vw->n; i++) bp_dev_free(vw->dev, vw->chunk[i].buf);
+    free(vw);
+}
+
+/* Upload w in row chunks that each fit one storage-buffer binding, with 4 bytes to spare for
+ * the shaders' unaligned 32-bit reads at the very end. */
+static bp_status weight_upload(bp_device *dev, bp_weight *w, vk_weight **out) {
+    size_t range = bp_vk_max_range();
+    if (w->row_bytes + 4 > range)
+        return bp_fail(BP_E_SHAPE, "Vulkan: one row of %s weight (%zu bytes) exceeds maxStorageBufferRange (%zu bytes)",
+                       bp_kind_traits_of(w->kind)->info.name, w->row_bytes, range);
+    int64_t per = (int64_t)((range - 4) / w->row_bytes);
+    if (per > (int64_t)VK_GEMM_TM * 65535) per = (int64_t)VK_GEMM_TM * 65535; /* grid limit */
+    int64_t n = (w->rows + per - 1) / per;
+    vk_weight *vw = calloc(1, sizeof *vw + (size_t)n * sizeof(vk_chunk));
+    if (!vw) return bp_fail(BP_E_NOMEM, "Vulkan weight upload: out of host memory");
+    vw->dev = dev;
+    bp_status st = BP_OK;
+    for (int64_t i = 0; i < n && !st; i++) {
+        vk_chunk *ch = &vw->chunk[i];
+        ch->row0 = i * per;
+        ch->rows = w->rows - ch->row0 < per ? w->rows - ch->row0 : per;
+        size_t bytes = (size_t)ch->rows * w->row_bytes;
+        st = bp_dev_alloc(dev, bytes + 4, &ch->buf);
+        if (!st) {
+            vw->n++;
+            st = bp_dev_h2d(dev, ch->buf, 0, w->data + (size_t)ch->row0 * w->row_bytes, bytes);
+        }
+        if (!st) st = bp_dev_memset(dev, ch->buf, bytes, 0, 4);
+    }
+    if (st) {
+        weight_free(vw);
+        return st;
+    }
+    *out = vw;
+    return BP_OK;
+}
+
+/* ---- matvec and GEMM -------------------------------------------------------------------------- */
+
+static bp_launch launch_error(char *err, size_t err_len) {
+    snprintf(err, err_len, "%s", bp_last_error());
+    return BP_LAUNCH_ERROR;
+}
+
+/* Shapes checked before anything is queued: whole blocks per row, 32-bit indexing. */
+static bp_status check_shape(const bp_weight *w, int64_t t) {
+    const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
+    if (!tr) return bp_fail(BP_E_KIND, "Vulkan: unknown kind %d", (int)w->kind);
+    if (w->rows <= 0 || w->cols <= 0 || t <= 0 || w->cols % tr->info.block_elems)
+        return bp_fail(BP_E_SHAPE, "Vulkan %s: bad shape rows %lld cols %lld t %lld", tr->info.name,
+                       (long long)w->rows, (long long)w->cols, (long long)t);
+    size_t range = bp_vk_max_range();
+    if ((size_t)w->cols * 4 > range || (size_t)w->rows * 4 > range)
+        return bp_fail(BP_E_SHAPE, "Vulkan %s: %lld x %lld activations exceed maxStorageBufferRange (%zu bytes)",
+                       tr->info.name, (long long)w->rows, (long long)w->cols, range);
+    return BP_OK;
+}
+
+static bp_status run(bp_weight *w, const float *x, int64_t t, float *y, bool gemm) {
+    char why[256];
+    bp_device *dev = bp_vk_device(why, sizeof why);
+    if (!dev) return bp_fail(BP_E_UNSUPPORTED, "Vulkan unavailable: %s", why);
+    bp_status st = check_shape(w, t);
+    if (st) return st;
+    const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
+    vk_weight *vw = w->backend_state[BP_BACKEND_VULKAN];
+    if (!vw) {
+        if ((st = weight_upload(dev, w, &vw))) return st;
+        w->backend_state[BP_BACKEND_VULKAN] = vw;
+        w->backend_free[BP_BACKEND_VULKAN] = weight_free;
+    }
+    char kname[48];
+    snprintf(kname, sizeof kname, "%s_%s", gemm ? "gemm" : "matvec", tr->info.name);
+    bp_kernel *k;
+    if ((st = bp_dev_kernel(dev, kname, &k))) return st;
+    /* Batches of inputs whose x and y each fit one binding. */
+    size_t range = bp_vk_max_range();
+    int64_t tb = (int64_t)(range / ((size_t)(w->cols > w->rows ? w->cols : w->rows) * 4));
+    if (tb > (int64_t)VK_GEMM_TN * 65535) tb = (int64_t)VK_GEMM_TN * 65535;
+    if (tb > t) tb = t;
+    if (!vk_iq_buf) {
+        void *b;
+        if ((st = bp_dev_alloc(dev, bp_vk_iq_nwords * 4, &b))) return st;
+        if ((st = bp_dev_h2d(dev, b, 0, bp_vk_iq_words, bp_vk_iq_nwords * 4))) {
+            bp_dev_free(dev, b);
+            return st;
+        }
+        vk_iq_buf = b;
+    }
+    void *xb, *yb;
+    if ((st = bp_dev_scratch(dev, VK_SLOT_X, (size_t)tb * (size_t)w->cols * 4, &xb))) return st;
+    if ((st = bp_dev_scratch(dev, VK_SLOT_Y, (size_t)tb * (size_t)w->rows * 4, &yb))) return st;
+    uint32_t nsub_per_blk = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
+    for (int64_t t0 = 0; t0 < t; t0 += tb) {
+        int64_t tn = t - t0 < tb ? t - t0 : tb;
+        /* Upload, kernels and download queue on the default stream: one submission, one wait. */
+        if ((st = bp_dev_h2d_on(dev, NULL, xb, 0, x + (size_t)t0 * (size_t)w->cols, (size_t)tn * (size_t)w->cols * 4))) return st;
+        for (int i = 0; i < vw->n; i++) {
+            const vk_chunk *ch = &vw->chunk[i];
+            bp_vk_push pc = {
+                .rows = (uint32_t)ch->rows, .cols = (uint32_t)w->cols, .row_bytes = (uint32_t)w->row_bytes,
+                .nsub = (uint32_t)(w->cols / tr->info.block_elems) * nsub_per_blk, .t = (uint32_t)tn,
+                .y_row0 = (uint32_t)ch->row0, .y_stride = (uint32_t)w->rows,
+            };
+            bp_launch_dims d = {{0, 0, 1}, {64, 1, 1}, 0};
+            if (gemm) {
+                d.grid[0] = (uint32_t)((ch->rows + VK_GEMM_TM - 1) / VK_GEMM_TM);
+                d.grid[1] = (uint32_t)((tn + VK_GEMM_TN - 1) / VK_GEMM_TN);
+            } else { /* one workgroup per row, folded into 2-D past 65535 rows */
+                d.grid[0] = (uint32_t)(ch->rows < 65535 ? ch->rows : 65535);
+                d.grid[1] = (uint32_t)((ch->rows + 65534) / 65535);
+            }
+            bp_kernel_arg args[5] = {bp_arg_buf(ch->buf, 0), bp_arg_buf(xb, 0), bp_arg_buf(yb, 0),
+                                     bp_arg_buf(vk_iq_buf, 0), bp_arg_bytes(&pc, sizeof pc)};
+            if ((st = bp_dev_launch(dev, NULL, k, &d, args, 5))) return st;
+        }
+        if ((st = bp_dev_d2h_on(dev, NULL, y + (size_t)t0 * (size_t)w->rows, yb, 0, (size_t)tn * (size_t)w->rows * 4))) return st;
+        if ((st = bp_dev_stream_sync(dev, NULL))) return st;
+    }
+    return BP_OK;
+}
+
+static bp_launch vk_matvec(bp_weight *w, const float *x, float *y, char *err, size_t err_len) {
+    if (!vk_has_launch(w->kind)) return BP_LAUNCH_NO_KERNEL;
+    pthread_mutex_lock(&vk_run_lock);
+    bp_status st = run(w, x, 1, y, false);
+    pthread_mutex_unlock(&vk_run_lock);
+    return st ? launch_error(err, err_len) : BP_LAUNCH_OK;
+}
+
+static bp_launch vk_gemm(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
+    if (!vk_has_launch(w->kind)) return BP_LAUNCH_NO_KERNEL;
+    pthread_mutex_lock(&vk_run_lock);
+    bp_status st = run(w, x, t, y, t > 1);
+    pthread_mutex_unlock(&vk_run_lock);
+    return st ? launch_error(err, err_len) : BP_LAUNCH_OK;
+}
+
+const bp_backend_dispatch bp_dispatch_vulkan = {
+    .probe = vk_probe,
+    .has_launch = vk_has_launch,
+    .wants = NULL,
+    .matvec = vk_matvec,
+    .gemm = vk_gemm,
+};
