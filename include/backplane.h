@@ -119,6 +119,11 @@ bp_status bp_gemm_on(bp_weight *w, const char *backend, const float *x, int64_t 
  * Returns a thread-local copy, valid until the next call on this thread (ops on one weight may
  * run on several threads). */
 const char *bp_weight_last_path(const bp_weight *w);
+/* Exact mode: no reduced-precision matrix units (a GPU GEMM on f16 tensor cores rounds weights
+ * and activations to f16). Default from BACKPLANE_EXACT=1|true|on, read once at first use;
+ * the setter overrides it for the whole process. */
+bool bp_exact_mode(void);
+void bp_set_exact_mode(bool on);
 /* Print how many ops fell back, from where, and why, since the process started. */
 void bp_fallback_report(FILE *out);
 

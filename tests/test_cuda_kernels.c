@@ -244,9 +244,9 @@ int main(void) {
         e = run_case(ki->kind, "cuda", rows, cols, t, &st, path, sizeof path);
         CHECK(e <= NMSE_MAX, "%s gemm t=%lld on CUDA: NMSE %.3g > %.1g (%s)", ki->name, (long long)t, e, NMSE_MAX, path);
         fprintf(stderr, "  %-8s gemm   NMSE %.2e  [%s]\n", ki->name, e, path);
-        setenv("BACKPLANE_EXACT", "1", 1); /* the f32 prefill kernels */
+        bp_set_exact_mode(true); /* the f32 prefill kernels */
         e = run_case(ki->kind, "cuda", rows, cols, t, &st, path, sizeof path);
-        unsetenv("BACKPLANE_EXACT");
+        bp_set_exact_mode(false);
         CHECK(e <= 1e-8, "%s exact gemm t=%lld on CUDA: NMSE %.3g > 1e-8 (%s)", ki->name, (long long)t, e, path);
         fprintf(stderr, "  %-8s exact  NMSE %.2e\n", ki->name, e);
     }

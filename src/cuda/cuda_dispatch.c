@@ -143,13 +143,9 @@ static bp_status launch(const char *name, const bp_launch_dims *dims, void **par
     return s ? s : bp_dev_launch_raw(cu_dev, cu_stream, k, dims, params, n);
 }
 
-/* Exact mode: BACKPLANE_EXACT=1|true|on keeps prefill off the f16 tensor cores (weights and
- * activations rounded to f16, activations above 65504 overflow) and on the f32 kernels. The
- * decode kernels are unaffected (q8 activations, f32 accumulation). */
-static bool exact_mode(void) {
-    const char *e = getenv("BACKPLANE_EXACT"); /* per call: cheap next to a launch, and testable */
-    return e && (!strcmp(e, "1") || !strcasecmp(e, "true") || !strcasecmp(e, "on"));
-}
+/* Exact mode (bp_exact_mode: BACKPLANE_EXACT or bp_set_exact_mode) keeps prefill off the f16
+ * tensor cores (weights and activations rounded to f16, activations above 65504 overflow) and
+ * on the f32 kernels. The decode kernels are unaffected (q8 activations, f32 accumulation). */
 
 /* Y[t][rows] = X[t][cols] W^T; t == 1 runs the decode kernels. Called under cu_lock. */
 static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
@@ -187,7 +183,7 @@ static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
                               (uint32_t)((tt + BP_CU_GEMM_TILE - 1) / BP_CU_GEMM_TILE), 1},
                              {BP_CU_GEMM_THREADS, 1, 1}, 0};
         void *gp[] = {&wp, &pitch, &rows, &cols, &xb, &tt, &yb};
-        snprintf(name, sizeof name, exact_mode() ? "gemm_exact_%s" : "gemm_%s", kt->info.name);
+        snprintf(name, sizeof name, bp_exact_mode() ? "gemm_exact_%s" : "gemm_%s", kt->info.name);
         if ((s = launch(name, &gd, gp, 7))) return s;
     }
     if ((s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes))) return s;

@@ -8,7 +8,7 @@
 //   - tensor cores (wmma 16x16x16, f16 inputs, f32 accumulate) for every quantized kind and F16:
 //     their dequantized values are small multiples of an f16 scale, so f16 holds them;
 //   - plain f32 FMA for F32 and BF16, whose range or precision f16 would not keep.
-// BACKPLANE_EXACT=1 selects the f32 kernel for every kind (the "gemm_exact_<KIND>" rows).
+// Exact mode (bp_exact_mode, BACKPLANE_EXACT=1) selects the f32 kernel for every kind (the "gemm_exact_<KIND>" rows).
 // The tile load is simple (no double buffering, no cp.async); faster staging is future work
 // that a GPU run must measure first.
 #include <cuda_fp16.h>
