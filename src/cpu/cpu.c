@@ -1,16 +1,450 @@
-/* PLACEHOLDER until the optimized CPU kernels land: the CPU backend runs the reference. */
-#include "cpu/cpu.h"
+/* The CPU backend's entry points: pick the instruction-set path once (CPUID, or
+ * BACKPLANE_CPU_ISA), choose per call between the decode kernel (run once per input, batch up to
+ * its max_batch) and the panel GEMM, quantize activations once per call, repack a weight at
+ * first use when its kernel wants that, and share rows out over the pool. The kernels live in
+ * kern_*.c, one family per file so each gets its own -m flags (backend.cmake) and one binary
+ * runs on any x86-64:
+ *   kern_scalar.c   any machine: reference dequantizer + float dot (the fallback of every path)
+ *   kern_avx2.c     float decode (F32/F16/BF16), generic decode, f32 panel GEMM, quantizers
+ *   kern_avx2q.c    integer-dot decode: 32-element kinds and k-quants
+ *   kern_avx2p.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
+ *                   IQ4_NL MXFP4)
+ *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
+ *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
+ *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
+ *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both) */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-bp_status bp_cpu_matvec(bp_weight *w, const float *x, float *y) {
-    return bp_ref_matvec(w->kind, w->data, w->row_bytes * (size_t)w->rows, w->rows, w->cols, x, y);
+#include "core/error.h"
+#include "cpu/cpu_internal.h"
+
+static bp_cpu_ops g_ops[BP_CPU_ISA_COUNT];
+static bool g_have[BP_CPU_ISA_COUNT];
+static bp_cpu_isa g_isa;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* "CPU avx2 Q4_K panel GEMM (...)": built once per ISA and kind so reports get stable strings. */
+static char g_gemm_names[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND][96];
+
+static const char *const isa_names[BP_CPU_ISA_COUNT] = {"scalar", "avx2", "avx512"};
+
+/* CPUID and XGETBV directly, not __builtin_cpu_supports: compilers disagree on its feature
+ * names (clang 14 has no "f16c"), and the OS must have enabled the wide registers (XCR0) or
+ * the first AVX instruction faults even on a CPU that has it. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static uint64_t xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
 }
 
-bp_status bp_cpu_gemm(bp_weight *w, const float *x, int64_t t, float *y) {
-    return bp_ref_gemm(w->kind, w->data, w->row_bytes * (size_t)w->rows, w->rows, w->cols, x, t, y);
+static bool cpu_has(bp_cpu_isa isa) {
+    if (isa == BP_CPU_ISA_SCALAR) return true;
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12), f16c = c & (1u << 29);
+    if (!osxsave || !avx) return false;
+    uint64_t xcr = xcr0();
+    if ((xcr & 0x6) != 0x6) return false; /* XMM and YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    bool avx2 = b & (1u << 5);
+    bool base = avx2 && fma && f16c;
+    if (isa == BP_CPU_ISA_AVX2) return base;
+    bool f = b & (1u << 16), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
+    bool zmm_state = (xcr & 0xe0) == 0xe0; /* opmask, ZMM0-15 upper halves, ZMM16-31 */
+    return isa == BP_CPU_ISA_AVX512 && base && f && bw && vl && vnni && zmm_state;
 }
+#else
+static bool cpu_has(bp_cpu_isa isa) { return isa == BP_CPU_ISA_SCALAR; }
+#endif
+
+/* The int8 GEMM re-rounds the weights; the float kinds are promised float accuracy. */
+static bool use_gemm_q8(const bp_cpu_ops *ops, bp_kind k) {
+    return ops->gemm_q8 && k != BP_KIND_F32 && k != BP_KIND_F16 && k != BP_KIND_BF16;
+}
+
+static void name_gemms(bp_cpu_isa isa) {
+    for (int k = 0; k < BP_CPU_MAX_KIND; k++) {
+        const bp_kind_traits *t = bp_kind_traits_of((bp_kind)k);
+        if (!t) continue;
+        bool q8 = use_gemm_q8(&g_ops[isa], (bp_kind)k);
+        snprintf(g_gemm_names[isa][k], sizeof g_gemm_names[isa][k], "CPU %s %s %s", q8 ? "avx512" : g_ops[isa].gemm_isa,
+                 t->info.name, q8 ? g_ops[isa].gemm_q8_name : g_ops[isa].gemm_name);
+    }
+}
+
+static void init_once(void) {
+    bp_cpu_scalar_init(&g_ops[BP_CPU_ISA_SCALAR]);
+    g_have[BP_CPU_ISA_SCALAR] = true;
+    if (cpu_has(BP_CPU_ISA_AVX2)) {
+        g_ops[BP_CPU_ISA_AVX2] = g_ops[BP_CPU_ISA_SCALAR];
+        g_have[BP_CPU_ISA_AVX2] = bp_cpu_avx2_init(&g_ops[BP_CPU_ISA_AVX2]);
+        if (g_have[BP_CPU_ISA_AVX2]) {
+            bp_cpu_avx2q_init(&g_ops[BP_CPU_ISA_AVX2]);
+            bp_cpu_avx2iq_init(&g_ops[BP_CPU_ISA_AVX2]);
+            bp_cpu_avx2dq_init(&g_ops[BP_CPU_ISA_AVX2]);
+            bp_cpu_avx2p_init(&g_ops[BP_CPU_ISA_AVX2]);
+        }
+    }
+    if (g_have[BP_CPU_ISA_AVX2] && cpu_has(BP_CPU_ISA_AVX512)) {
+        g_ops[BP_CPU_ISA_AVX512] = g_ops[BP_CPU_ISA_AVX2];
+        g_have[BP_CPU_ISA_AVX512] = bp_cpu_avx512_init(&g_ops[BP_CPU_ISA_AVX512]);
+        if (g_have[BP_CPU_ISA_AVX512]) bp_cpu_avx512p_init(&g_ops[BP_CPU_ISA_AVX512]);
+    }
+    for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
+        if (g_have[i]) name_gemms((bp_cpu_isa)i);
+    g_isa = BP_CPU_ISA_SCALAR;
+    for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
+        if (g_have[i]) g_isa = (bp_cpu_isa)i;
+    const char *e = getenv("BACKPLANE_CPU_ISA");
+    if (e && *e) {
+        int want = -1;
+        for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
+            if (!strcmp(e, isa_names[i])) want = i;
+        if (want < 0) fprintf(stderr, "backplane: BACKPLANE_CPU_ISA=%s is not scalar|avx2|avx512; using %s\n", e, isa_names[g_isa]);
+        else if (!g_have[want]) fprintf(stderr, "backplane: BACKPLANE_CPU_ISA=%s is not available on this machine or build; using %s\n", e, isa_names[g_isa]);
+        else g_isa = (bp_cpu_isa)want;
+    }
+}
+
+const char *bp_cpu_isa_name(bp_cpu_isa isa) {
+    return (unsigned)isa < BP_CPU_ISA_COUNT ? isa_names[isa] : "unknown";
+}
+
+bool bp_cpu_isa_available(bp_cpu_isa isa) {
+    pthread_once(&g_once, init_once);
+    return (unsigned)isa < BP_CPU_ISA_COUNT && g_have[isa];
+}
+
+bp_cpu_isa bp_cpu_isa_current(void) {
+    pthread_once(&g_once, init_once);
+    return g_isa;
+}
+
+bp_status bp_cpu_isa_force(bp_cpu_isa isa) {
+    if (!bp_cpu_isa_available(isa))
+        return bp_fail(BP_E_UNSUPPORTED, "CPU ISA path %s is not available on this machine or build",
+                       bp_cpu_isa_name(isa));
+    g_isa = isa;
+    return BP_OK;
+}
+
+int bp_cpu_threads(void) { return bp_pool_size(); }
+bp_status bp_cpu_set_threads(int n) { return bp_pool_resize(n); }
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+static const bp_cpu_vec_kernel *vec_kernel(const bp_cpu_ops *ops, bp_kind k) {
+    if ((unsigned)k < BP_CPU_MAX_KIND && ops->vec[k].fn) return &ops->vec[k];
+    return &ops->vec_generic;
+}
+
+/* A specialized decode kernel repeated per input beats dequantizing a panel only for a few
+ * inputs: it streams the weights t times but never writes them out as floats. */
+enum { SMALL_BATCH = 4 };
+
+static bool use_vec_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
+    const bp_cpu_vec_kernel *vk = vec_kernel(ops, k);
+    return t <= 1 || (vk != &ops->vec_generic && t <= (vk->max_batch ? vk->max_batch : SMALL_BATCH));
+}
+
+static bool g_repack = true;
+void bp_cpu_set_repack(bool on) { g_repack = on; }
 
 const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
-    (void)k;
-    (void)t;
-    return "CPU reference";
+    pthread_once(&g_once, init_once);
+    const bp_cpu_ops *ops = &g_ops[g_isa];
+    if (!bp_kind_traits_of(k)) return "CPU (unknown kind)";
+    if (use_vec_for_batch(ops, k, t)) {
+        const bp_cpu_vec_kernel *vk = vec_kernel(ops, k);
+        return vk->pack && !g_repack ? ops->vec_plain[k].name : vk->name;
+    }
+    return g_gemm_names[g_isa][k];
+}
+
+static bp_status check_weight(const bp_weight *w, const void *x, const void *y, int64_t t,
+                              const bp_kind_traits **kt) {
+    if (!w) return bp_fail(BP_E_INVAL, "CPU: weight is NULL");
+    *kt = bp_kind_traits_of(w->kind);
+    if (!*kt) return bp_fail(BP_E_KIND, "CPU: unknown kind id %d", (int)w->kind);
+    if (w->rows < 0 || w->cols < 0 || t < 0)
+        return bp_fail(BP_E_SHAPE, "CPU %s: negative shape %lld x %lld, batch %lld", (*kt)->info.name,
+                       (long long)w->rows, (long long)w->cols, (long long)t);
+    size_t rb;
+    bp_status s = bp_kind_row_bytes(w->kind, w->cols, &rb);
+    if (s) return s;
+    if (rb != w->row_bytes)
+        return bp_fail(BP_E_SHAPE, "CPU %s: row_bytes %zu, expected %zu for %lld columns", (*kt)->info.name,
+                       w->row_bytes, rb, (long long)w->cols);
+    if (w->rows && w->cols && !w->data) return bp_fail(BP_E_INVAL, "CPU %s: weight data is NULL", (*kt)->info.name);
+    if (w->rows && t && (!x || !y)) return bp_fail(BP_E_INVAL, "CPU %s: input or output is NULL", (*kt)->info.name);
+    return BP_OK;
+}
+
+/* Threads worth using: below ~64 KiB of weights the wake-up costs more than it saves. */
+static size_t g_min_parallel = 65536;
+void bp_cpu_set_min_parallel_bytes(size_t bytes) { g_min_parallel = bytes; }
+
+static int threads_for(const bp_cpu_job *job, int pool_n) {
+    size_t bytes = job->row_bytes * (size_t)job->rows;
+    size_t per = job->batch > 1 ? 4 : 1;
+    if (bytes * per < g_min_parallel) return 1;
+    int n = pool_n;
+    if (n > job->rows) n = (int)job->rows;
+    return n < 1 ? 1 : n;
+}
+
+/* Work is handed out in chunks from an atomic counter (see bp_pool_run). Which thread computes
+ * a row never changes the row's value: a row is always computed whole, by one thread, with
+ * the same code. Decode chunks are multiples of 4 rows so threads do not share a line of y. */
+typedef struct task {
+    const bp_cpu_job *job;
+    void (*gemm)(const bp_cpu_job *, int, int64_t, int64_t);
+    int64_t chunk_rows, nchunks;
+    _Atomic int64_t next;
+} task;
+
+static void task_init(task *tk, const bp_cpu_job *job, int nth, int64_t unit) {
+    tk->job = job;
+    tk->gemm = NULL;
+    /* About 8 chunks per thread: small enough to balance a late thread, large enough that the
+     * counter is touched rarely. */
+    int64_t units = (job->rows + unit - 1) / unit;
+    int64_t per = units / (8 * (int64_t)nth);
+    if (per < 1) per = 1;
+    tk->chunk_rows = per * unit;
+    tk->nchunks = (job->rows + tk->chunk_rows - 1) / tk->chunk_rows;
+    atomic_init(&tk->next, 0);
+}
+
+static void run_task(void *ctx, int ith, int nth) {
+    (void)nth;
+    task *tk = ctx;
+    const bp_cpu_job *job = tk->job;
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&tk->next, 1, memory_order_relaxed);
+        if (c >= tk->nchunks) return;
+        int64_t r0 = c * tk->chunk_rows, r1 = r0 + tk->chunk_rows;
+        if (r1 > job->rows) r1 = job->rows;
+        if (tk->gemm) tk->gemm(job, ith, r0, r1);
+        else job->vk->fn(job, r0, r1);
+    }
+}
+
+static size_t act_bytes(bp_cpu_act act, int64_t cols) {
+    switch (act) {
+    case BP_ACT_Q8X32P: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
+    case BP_ACT_Q8X32: return (size_t)(cols / 32) * sizeof(bp_q8x32);
+    case BP_ACT_Q8X256:
+    case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);
+    default: return 0;
+    }
+}
+
+static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf) {
+    if (act == BP_ACT_Q8X32) ops->quant_q8x32(x, cols, buf);
+    else if (act == BP_ACT_Q8X256) ops->quant_q8x256(x, cols, buf);
+    else if (act == BP_ACT_Q8X32P) ops->quant_q8x32p(x, cols, buf);
+    else if (act == BP_ACT_Q8X256P) ops->quant_q8x256p(x, cols, buf);
+}
+
+static void free_packed(void *p) {
+    bp_cpu_packed *pk = p;
+    if (pk) free(pk->data);
+    free(pk);
+}
+
+/* The weight's repacked copy for kernel vk, made at first use. Two threads racing here both
+ * pack; one copy is published with a compare-and-swap and the other freed. A copy made for a
+ * different layout (another ISA path was forced since) is replaced. */
+static const bp_cpu_packed *packed_for(bp_weight *w, const bp_cpu_vec_kernel *vk) {
+    bp_cpu_packed *cur = __atomic_load_n((bp_cpu_packed **)&w->backend_state[BP_BACKEND_CPU], __ATOMIC_ACQUIRE);
+    if (cur && cur->layout == vk->pack) return cur;
+    bp_cpu_packed *pk = calloc(1, sizeof *pk);
+    if (!pk) return NULL;
+    pk->kind = w->kind;
+    pk->layout = vk->pack;
+    if (!vk->pack(w->data, w->rows, w->cols, w->row_bytes, pk)) {
+        free(pk);
+        return NULL;
+    }
+    __atomic_store_n(&w->backend_free[BP_BACKEND_CPU], free_packed, __ATOMIC_RELEASE);
+    if (__atomic_compare_exchange_n((bp_cpu_packed **)&w->backend_state[BP_BACKEND_CPU], &cur, pk, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        /* Replacing a stale layout: nothing can be reading it (forcing an ISA is not safe while a
+         * kernel runs, see bp_cpu_isa_force). */
+        free_packed(cur);
+        return pk;
+    }
+    free_packed(pk);
+    return cur;
+}
+
+/* One call with the pool held (or, when another thread holds it, on this thread alone with
+ * scratch of its own). */
+static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int64_t t, float *y) {
+    const bp_cpu_ops *ops = &g_ops[g_isa];
+    bp_cpu_job job = {.kt = kt, .w = w->data, .row_bytes = w->row_bytes, .rows = w->rows,
+                      .cols = w->cols, .batch = t, .x = x, .y = y};
+    bool vec = use_vec_for_batch(ops, w->kind, t);
+    bool q8 = !vec && use_gemm_q8(ops, w->kind);
+    job.vk = vec_kernel(ops, w->kind);
+    job.dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
+    if (vec && job.vk->pack && !(g_repack && (job.packed = packed_for(w, job.vk)))) {
+        /* No memory for a second copy: the plain-layout kernel reads the caller's bytes. */
+        if (!ops->vec_plain[w->kind].fn)
+            return bp_fail(BP_E_NOMEM, "CPU %s: no memory for the repacked %lld x %lld weight", kt->info.name,
+                           (long long)w->rows, (long long)w->cols);
+        job.vk = &ops->vec_plain[w->kind];
+    }
+    size_t abytes = vec ? act_bytes(job.vk->act, w->cols) : q8 ? ops->gemm_q8_bytes(t, w->cols) : 0;
+    /* Multi-input kernels take every input's activations at once. */
+    size_t abuf = vec && job.vk->multi ? abytes * (size_t)t : abytes;
+
+    bool held = bp_pool_acquire();
+    float *own_scratch = NULL;
+    void *own_act = NULL;
+    void *act = NULL;
+    if (held) {
+        job.scratch = bp_pool_scratch();
+        act = abuf ? bp_pool_act_buffer(abuf) : NULL;
+    } else {
+        if (posix_memalign((void **)&own_scratch, 64, BP_CPU_SCRATCH_FLOATS * sizeof(float))) own_scratch = NULL;
+        job.scratch = &own_scratch;
+        act = abuf && posix_memalign(&own_act, 64, abuf) == 0 ? own_act : NULL;
+    }
+    bp_status s = BP_OK;
+    if ((abuf && !act) || !job.scratch[0]) {
+        s = bp_fail(BP_E_NOMEM, "CPU %s: no memory for scratch", kt->info.name);
+        goto out;
+    }
+
+    int nth = held ? threads_for(&job, bp_pool_size()) : 1;
+    if (vec && job.vk->multi) {
+        /* All inputs quantized up front, then one pass over the weights for all of them. */
+        for (int64_t j = 0; j < t; j++) quantize_act(ops, job.vk->act, x + j * w->cols, w->cols, (char *)act + (size_t)j * abytes);
+        job.xq = act;
+        job.xq_stride = abytes;
+        task tk;
+        task_init(&tk, &job, nth, 4);
+        if (nth > 1) bp_pool_run(run_task, &tk, nth);
+        else run_task(&tk, 0, 1);
+    } else if (vec) {
+        for (int64_t j = 0; j < t; j++) {
+            job.x = x + j * w->cols;
+            job.y = y + j * w->rows;
+            job.xq = act;
+            quantize_act(ops, job.vk->act, job.x, w->cols, act);
+            task tk;
+            task_init(&tk, &job, nth, 4);
+            if (nth > 1) bp_pool_run(run_task, &tk, nth);
+            else run_task(&tk, 0, 1);
+        }
+    } else {
+        task tk;
+        task_init(&tk, &job, nth, BP_CPU_NR);
+        tk.gemm = ops->gemm;
+        if (q8) {
+            ops->gemm_q8_prep(x, t, w->cols, act);
+            job.xq = act;
+            tk.gemm = ops->gemm_q8;
+        }
+        if (nth > 1) bp_pool_run(run_task, &tk, nth);
+        else run_task(&tk, 0, 1);
+    }
+out:
+    if (held) bp_pool_release();
+    free(own_scratch);
+    free(own_act);
+    return s;
+}
+
+bp_status bp_cpu_matvec(bp_weight *w, const float *x, float *y) { return bp_cpu_gemm(w, x, 1, y); }
+
+bp_status bp_cpu_gemm(bp_weight *w, const float *x, int64_t t, float *y) {
+    pthread_once(&g_once, init_once);
+    const bp_kind_traits *kt = NULL;
+    bp_status s = check_weight(w, x, y, t, &kt);
+    if (s) return s;
+    if (w->rows == 0 || t == 0) return BP_OK;
+    if (w->cols == 0) {
+        memset(y, 0, (size_t)(w->rows * t) * sizeof *y);
+        return BP_OK;
+    }
+    return run(w, kt, x, t, y);
+}
+
+/* ---- read bandwidth ---------------------------------------------------------------------- */
+
+typedef struct bw_ctx {
+    const uint8_t *buf;
+    size_t bytes;
+    uint64_t (*read_sum)(const uint8_t *, size_t);
+    _Atomic size_t next;
+    uint64_t sink[256];
+} bw_ctx;
+
+enum { BW_CHUNK = 1 << 20 };
+
+static void bw_task(void *ctx, int ith, int nth) {
+    (void)nth;
+    bw_ctx *c = ctx;
+    for (;;) {
+        size_t off = atomic_fetch_add_explicit(&c->next, BW_CHUNK, memory_order_relaxed);
+        if (off >= c->bytes) return;
+        size_t n = c->bytes - off < BW_CHUNK ? c->bytes - off : BW_CHUNK;
+        c->sink[ith & 255] ^= c->read_sum(c->buf + off, n);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes) {
+    pthread_once(&g_once, init_once);
+    segment &= ~(size_t)4095;
+    if (segment == 0 || bytes < segment || passes < 1) return -1;
+    size_t nseg = bytes / segment;
+    bytes = nseg * segment;
+    void *buf;
+    if (posix_memalign(&buf, 4096, bytes)) return -1;
+    int nt = (int)nseg * passes;
+    double *times = malloc(sizeof(double) * (size_t)nt);
+    if (!times) {
+        free(buf);
+        return -1;
+    }
+    /* Touch every page first: the first pass would otherwise time page faults. */
+    memset(buf, 1, bytes);
+    bw_ctx c = {.bytes = segment, .read_sum = g_ops[g_isa].read_sum};
+    bool held = bp_pool_acquire();
+    int nth = held ? bp_pool_size() : 1;
+    for (int i = 0; i < nt; i++) {
+        c.buf = (const uint8_t *)buf + (size_t)(i % (int)nseg) * segment;
+        atomic_store(&c.next, 0);
+        double t0 = now_s();
+        if (held) bp_pool_run(bw_task, &c, nth);
+        else bw_task(&c, 0, 1);
+        times[i] = now_s() - t0;
+    }
+    if (held) bp_pool_release();
+    qsort(times, (size_t)nt, sizeof *times, cmp_dbl);
+    double med = nt % 2 ? times[nt / 2] : 0.5 * (times[nt / 2 - 1] + times[nt / 2]);
+    free(times);
+    free(buf);
+    return med > 0 ? (double)segment / med / 1e9 : -1;
 }

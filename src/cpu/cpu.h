@@ -12,4 +12,40 @@ bp_status bp_cpu_gemm(bp_weight *w, const float *x, int64_t t, float *y);
 /* Name of the CPU kernel that runs kind k at batch t, e.g. "CPU avx2 Q4_K" (for reports). */
 const char *bp_cpu_kernel_name(bp_kind k, int64_t t);
 
+/* ---- instruction-set paths and threads (tests and `backplane bench` force these) ------- */
+
+/* The kernel families, chosen once per process from CPUID; BACKPLANE_CPU_ISA=scalar|avx2|
+ * avx512 forces one (a forced path the machine lacks falls back to the best it has, with a
+ * line on stderr). Every path gives results within the tests' tolerance of the reference. */
+typedef enum bp_cpu_isa {
+    BP_CPU_ISA_SCALAR = 0, /* portable C, any machine */
+    BP_CPU_ISA_AVX2 = 1,   /* x86-64 AVX2 + FMA + F16C */
+    BP_CPU_ISA_AVX512 = 2, /* AVX2 path plus AVX-512 F/BW/VL/VNNI kernels where they exist */
+    BP_CPU_ISA_COUNT
+} bp_cpu_isa;
+
+const char *bp_cpu_isa_name(bp_cpu_isa isa);
+/* Whether this build has the path and this machine can run it. */
+bool bp_cpu_isa_available(bp_cpu_isa isa);
+/* The path in use (decided on first use). */
+bp_cpu_isa bp_cpu_isa_current(void);
+/* Force a path for the rest of the process (tests); BP_E_UNSUPPORTED when unavailable. Not
+ * safe while another thread is running a CPU kernel. */
+bp_status bp_cpu_isa_force(bp_cpu_isa isa);
+
+/* Threads used per call: the machine's online CPUs, or BACKPLANE_THREADS. */
+int bp_cpu_threads(void);
+/* Resize the pool (1..256). Results are identical for every count: each output element is
+ * computed by one thread, in the same order. Not safe while a CPU kernel runs. */
+bp_status bp_cpu_set_threads(int n);
+
+/* The machine's read bandwidth in GB/s (1e9 bytes/s) with all pool threads and the current ISA
+ * path: the median over `passes` sweeps of a `bytes` buffer read one `segment` at a time, each
+ * segment timed on its own, as `backplane bench` times one decode call. `bytes` should be
+ * several times the last-level cache so every segment comes from DRAM; short timed segments
+ * (a few MB, like one weight matrix) keep a shared machine's preemptions out of the median,
+ * as they are kept out of the decode medians it is compared with. Negative when the buffer
+ * cannot be allocated. */
+double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes);
+
 #endif

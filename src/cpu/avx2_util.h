@@ -1,0 +1,84 @@
+/* Helpers shared by the AVX2 kernel files (include only from files built with -mavx2 -mfma
+ * -mf16c, inside their #if __AVX2__ block). All static inline: nothing here is emitted into a
+ * file built without AVX2, so no AVX2 code can be reached on a machine without it. */
+#ifndef BP_CPU_AVX2_UTIL_H
+#define BP_CPU_AVX2_UTIL_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static ALWAYS_INLINE float f16(const uint8_t *p) { return _cvtsh_ss(bp_load_u16(p)); }
+
+static ALWAYS_INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Sum of u8 x s8 products, 4 per int32 lane. maddubs saturates at +-32767: every caller's
+ * operands keep a pair below that (largest: 63 * 127 * 2 = 16002 for Q6_K). */
+static ALWAYS_INLINE __m256i dot_us(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+/* Signed x signed: move the sign of a onto b, then unsigned |a| x signed. |a| <= 127 (no -128
+ * in any table or in our activations), so a pair stays under 2 * 127 * 127 = 32258. */
+static ALWAYS_INLINE __m256i dot_ss(__m256i a, __m256i b) {
+    return dot_us(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+/* u8 x s8 pairs (16 int16) times per-lane int16 scales, summed to 8 int32. */
+static ALWAYS_INLINE __m256i dot_us_scaled(__m256i u, __m256i s, __m256i sc16) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), sc16);
+}
+/* Low 128-bit lane scale a, high lane scale b (two 16-element groups in one register). */
+static ALWAYS_INLINE __m256i scales2(int a, int b) {
+    return _mm256_set_m128i(_mm_set1_epi16((int16_t)b), _mm_set1_epi16((int16_t)a));
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles (elements 0..15) then high (16..31). */
+static ALWAYS_INLINE __m256i nibbles32(const uint8_t *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m256i lh = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+    return _mm256_and_si256(lh, _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits -> 32 bytes, byte i = 0xff when bit i is set. */
+static ALWAYS_INLINE __m256i bits32(uint32_t b) {
+    __m256i v = _mm256_set1_epi32((int)b);
+    v = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2,
+                                                 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    v = _mm256_or_si256(v, bit);
+    return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+}
+
+static ALWAYS_INLINE __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* From 16 int16 scales (a group's scale per 16 elements), the pair g, g+1 (g even) as one
+ * register: scale g in the low 128-bit lane, g+1 in the high. Two shuffles, no scalar work. */
+static ALWAYS_INLINE __m256i pair_scales(__m256i sc16, int g) {
+    __m256i d = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(g / 2));
+    return _mm256_shuffle_epi8(d, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3,
+                                                   2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
+}
+
+/* sum_g w[g] * bsums[g] over a q8x256 block's 16 group sums, as 8 int32 lanes (no horizontal
+ * sum: the lanes are added into a vector accumulator). w: 16 int16. */
+static ALWAYS_INLINE __m256i group_dot(__m256i w16, const bp_q8x256 *x) {
+    return _mm256_madd_epi16(w16, _mm256_loadu_si256((const __m256i *)x->bsums));
+}
+
+static ALWAYS_INLINE __m256i load16_u8_to_i16(const uint8_t *p) {
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* A 16-entry byte table in both 128-bit lanes, for pshufb lookups. */
+static ALWAYS_INLINE __m256i table16(const int8_t *t) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
+}
+
+#endif

@@ -1,0 +1,170 @@
+/* Internals shared by the CPU backend's files: the job passed to kernels, the per-ISA kernel
+ * table, the activation formats and the thread pool. */
+#ifndef BP_CPU_INTERNAL_H
+#define BP_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/cpu.h"
+#include "kinds/kinds_internal.h"
+
+/* Activations quantized once per call, in OUR layout (not GGUF's): the sum of each block's
+ * quants is precomputed so offset kinds (Q4_0's -8, Q4_1's min, Q4_K's mins) cost one
+ * multiply per block instead of a second pass. */
+typedef struct bp_q8x32 {
+    int8_t q[32];
+    float d;   /* x ~= d * q */
+    int32_t s; /* sum of q */
+    float ds;  /* d * s, so an offset term costs one multiply-add per block */
+} bp_q8x32;
+
+typedef struct bp_q8x256 {
+    int8_t q[256];
+    float d;
+    int16_t bsums[16]; /* sum of each 16 consecutive q */
+} bp_q8x256;
+
+typedef enum bp_cpu_act {
+    BP_ACT_F32 = 0,  /* the kernel reads x as floats */
+    BP_ACT_Q8X32 = 1,
+    BP_ACT_Q8X256 = 2,
+    /* For repacked 32-element kinds: blocks padded to a multiple of 8; per pair of blocks the
+     * 64 quants as [b0 0..15, b1 0..15, b0 16..31, b1 16..31] (the order a 32-byte load of two
+     * blocks' packed nibbles unpacks to); then all block scales d, then all d * sum(q). */
+    BP_ACT_Q8X32P = 3,
+    /* bp_q8x256 with each pair of 32-element groups' quants stored as [g0 0..15, g1 0..15,
+     * g0 16..31, g1 16..31], so 32 bytes of two groups' packed nibbles multiply straight. */
+    BP_ACT_Q8X256P = 4,
+} bp_cpu_act;
+
+/* Panel GEMM blocking: NR weight rows by KC columns are dequantized once and reused for the
+ * whole batch. KC is a multiple of every kind's block (256) so a chunk is whole blocks. */
+enum { BP_CPU_NR = 16, BP_CPU_KC = 256, BP_CPU_MR = 6 };
+
+typedef struct bp_cpu_job {
+    const bp_kind_traits *kt;
+    const uint8_t *w;
+    size_t row_bytes;
+    int64_t rows, cols, batch;
+    const float *x; /* batch x cols */
+    const void *xq; /* x quantized per the kernel's activation format (decode) */
+    size_t xq_stride; /* bytes between inputs' activations, for multi-input kernels */
+    float *y;       /* batch x rows */
+    const struct bp_cpu_vec_kernel *vk;
+    const struct bp_cpu_packed *packed; /* the repacked weight, for kernels that need one */
+    float **scratch; /* per thread: BP_CPU_SCRATCH_FLOATS floats, 64-byte aligned */
+    bp_dequant_fn dequant; /* for GEMM panels: the ISA's fast one or the reference */
+} bp_cpu_job;
+
+enum { BP_CPU_SCRATCH_FLOATS = 2 * BP_CPU_NR * BP_CPU_KC + 1024 };
+
+/* Computes y[r] for r in [r0, r1) of one input (decode). */
+typedef void (*bp_cpu_vec_fn)(const bp_cpu_job *job, int64_t r0, int64_t r1);
+/* Makes a kernel's repacked copy of a weight; false when out of memory. */
+typedef bool (*bp_cpu_pack_fn)(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes,
+                               struct bp_cpu_packed *out);
+
+typedef struct bp_cpu_vec_kernel {
+    bp_cpu_vec_fn fn;
+    bp_cpu_act act;
+    const char *name; /* "CPU avx2 Q4_K (q8_K int dot)" */
+    /* Up to this batch the kernel runs (once per input, or once for all with multi) instead of
+     * the panel GEMM (0: the default, 4). Crossovers measured on the dev machine (1024 x 4096,
+     * one core): per-input ~16 for Q4_0/Q4_K, ~10 for Q6_K, ~6 for the grid IQ kinds (whose
+     * decode is compute-bound); multi-input repacked kernels ~48-64+. */
+    int max_batch;
+    /* Non-NULL: the kernel reads a repacked copy of the weight (job->packed), made by this at
+     * first use and kept in bp_weight.backend_state[BP_BACKEND_CPU]; the caller's bytes are
+     * never written. Returns false when out of memory. */
+    bp_cpu_pack_fn pack;
+    /* true: fn computes all job->batch inputs in one pass over the weights (their activations
+     * job->xq_stride bytes apart), instead of being called once per input. */
+    bool multi;
+} bp_cpu_vec_kernel;
+
+/* A repacked weight: rows of row_stride bytes at data, in the kernel's own layout. */
+typedef struct bp_cpu_packed {
+    bp_kind kind;
+    bp_cpu_pack_fn layout; /* the pack function that made it: a different kernel repacks anew */
+    size_t row_stride;
+    uint8_t *data;
+} bp_cpu_packed;
+
+enum { BP_CPU_MAX_KIND = 64 };
+
+typedef struct bp_cpu_ops {
+    const char *isa_name;
+    bp_cpu_vec_kernel vec[BP_CPU_MAX_KIND]; /* fn NULL: use vec_generic */
+    bp_cpu_vec_kernel vec_generic;          /* dequantize a chunk, float dot */
+    /* For kinds whose vec kernel repacks: the kernel on the plain layout, run when the
+     * repacked copy cannot be allocated (a weight too big to hold twice). */
+    bp_cpu_vec_kernel vec_plain[BP_CPU_MAX_KIND];
+    /* Faster dequantizers than the reference for the GEMM panels, per kind (NULL: reference).
+     * Same contract as bp_dequant_fn; values may differ from the reference in the last bit. */
+    bp_dequant_fn dequant[BP_CPU_MAX_KIND];
+    /* Panel GEMM over the thread's share of the row panels. */
+    void (*gemm)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
+    const char *gemm_name;
+    const char *gemm_isa; /* the instruction set of the GEMM kernel (an ISA path inherits) */
+    /* Optional int8 GEMM for the quantized kinds (not F32/F16/BF16): prep quantizes X into a
+     * buffer of gemm_q8_bytes(T, cols) that job->xq then points to. */
+    void (*gemm_q8)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
+    void (*gemm_q8_prep)(const float *x, int64_t T, int64_t cols, void *buf);
+    size_t (*gemm_q8_bytes)(int64_t T, int64_t cols);
+    const char *gemm_q8_name;
+    void (*quant_q8x32)(const float *x, int64_t n, bp_q8x32 *out);
+    void (*quant_q8x256)(const float *x, int64_t n, bp_q8x256 *out);
+    void (*quant_q8x32p)(const float *x, int64_t n, void *out);
+    void (*quant_q8x256p)(const float *x, int64_t n, bp_q8x256 *out);
+    /* Read n bytes (n a multiple of 256) as fast as possible; returns a value that depends on
+     * every byte so the compiler cannot drop the loads. For the bandwidth figure. */
+    uint64_t (*read_sum)(const uint8_t *p, size_t n);
+} bp_cpu_ops;
+
+/* Each ISA file fills in what it has on top of the previous level's table; returns false when
+ * the file was built without its instruction set. */
+void bp_cpu_scalar_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2q_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512p_init(bp_cpu_ops *ops);
+
+/* Scalar activation quantizers (also the fallback of every path). */
+void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);
+void bp_cpu_quant_q8x256_scalar(const float *x, int64_t n, bp_q8x256 *out);
+/* The AVX2 one (same results); only in builds with AVX2 files, only for AVX2 callers. */
+void bp_cpu_quant_q8x32_avx2(const float *x, int64_t n, bp_q8x32 *out);
+void bp_cpu_quant_q8x256_avx2(const float *x, int64_t n, bp_q8x256 *out);
+
+/* Weights below this many bytes run on one thread (the wake-up costs more than it saves).
+ * Tests set 0 so that small shapes exercise the row split too. */
+void bp_cpu_set_min_parallel_bytes(size_t bytes);
+/* false: never repack, run the plain-layout kernels (as when the copy cannot be allocated).
+ * Tests use it to cover both. */
+void bp_cpu_set_repack(bool on);
+
+/* ---- thread pool ----------------------------------------------------------------------- */
+typedef void (*bp_pool_fn)(void *ctx, int ith, int nth);
+
+/* Take the pool for one call. False when another thread holds it (the caller then runs on its
+ * own thread with its own scratch): two user threads never share workers or scratch. */
+bool bp_pool_acquire(void);
+void bp_pool_release(void);
+/* Run fn(ctx, i, n) for i in [0, n) (the caller is thread 0) and wait; the pool must be held,
+ * n <= bp_pool_size(). A worker that has not started by the time the caller has finished its
+ * own call is cancelled, never waited for: fn must share work out dynamically (an atomic
+ * chunk counter), so that the caller alone can finish it. On a shared machine a worker may
+ * not be scheduled for milliseconds, and a static split would stall the whole call on it. */
+void bp_pool_run(bp_pool_fn fn, void *ctx, int n);
+int bp_pool_size(void);
+bp_status bp_pool_resize(int n);
+/* While held: per-thread scratch of BP_CPU_SCRATCH_FLOATS floats, and one buffer of at least
+ * `bytes` for quantized activations (grown only when a call needs more than any before). */
+float **bp_pool_scratch(void);
+void *bp_pool_act_buffer(size_t bytes);
+
+#endif

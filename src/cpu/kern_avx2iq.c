@@ -1,0 +1,459 @@
+/* AVX2 integer-dot decode kernels for the low-bit kinds (TQ2_0, TQ1_0, Q1_0, NVFP4) and the
+ * grid-coded IQ kinds, against activations quantized once per call. The grid kinds look up
+ * 8 (or 4) unsigned magnitudes per index and move the weights' signs onto the activations
+ * (x ^ m) - m, so one maddubs multiplies 32 weights. Layouts and byte offsets as in the
+ * reference (src/kinds/ref_iquants.c, ref_lowbit.c), which these are tested against. */
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "cpu/avx2_util.h"
+#include "kinds/iq_tables.h"
+
+/* Negate the bytes of x where mask is 0xff. */
+static ALWAYS_INLINE __m256i negate_where(__m256i x, __m256i mask) {
+    return _mm256_sub_epi8(_mm256_xor_si256(x, mask), mask);
+}
+
+/* Four sign bytes (one bit per weight, weight j of 8 at bit j) -> 32 byte masks. */
+static ALWAYS_INLINE __m256i sign_masks(uint32_t s4) { return bits32(s4); }
+
+/* The 128 sign patterns of the IQ2/IQ3 kinds as 8 byte masks each (0xff: negative), built
+ * once: four table loads then give the masks of 32 weights, with no bit shuffling. */
+static uint64_t g_signmask[128];
+
+static void init_signmask(void) {
+    for (int i = 0; i < 128; i++) {
+        uint64_t m = 0;
+        for (int j = 0; j < 8; j++)
+            if ((bp_ksigns_iq2xs[i] >> j) & 1) m |= (uint64_t)0xff << (8 * j);
+        g_signmask[i] = m;
+    }
+}
+
+static ALWAYS_INLINE __m256i signmask4(unsigned a, unsigned b, unsigned c, unsigned d) {
+    return _mm256_set_epi64x((long long)g_signmask[d], (long long)g_signmask[c], (long long)g_signmask[b],
+                             (long long)g_signmask[a]);
+}
+
+static ALWAYS_INLINE __m256i ksigns_masks(uint32_t aux) {
+    return signmask4(aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
+}
+
+/* ---- TQ2_0: 66 bytes, qs[64] | d; element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 --- */
+static void vec_tq2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 66) {
+            const bp_q8x256 *x = &xq[i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int n = 0; n < 2; n++) {
+                __m256i v = load32(b + 32 * n);
+                for (int j = 0; j < 4; j++) {
+                    sumi = _mm256_add_epi32(sumi, dot_us(_mm256_and_si256(v, m3), load32(x->q + 128 * n + 32 * j)));
+                    v = _mm256_srli_epi16(v, 2);
+                }
+            }
+            /* Stored 0, 1, 2 for -1, 0, 1: subtract the activation sum once. */
+            sumi = _mm256_sub_epi32(sumi, group_dot(_mm256_set1_epi16(1), x));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b + 64) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* ---- TQ1_0: 54 bytes, qs[48] | qh[4] | d. Elements 0-159: trit e/32 of qs[e%32]; 160-239:
+ * trit (e-160)/16 of qs[32 + e%16]; 240-255: trit (e-240)/4 of qh[e%4]. Trit k of byte q is
+ * ((q * 3^k mod 256) * 3) >> 8, i.e. [q * 3^k mod 256 >= 86] + [... >= 171]: byte adds for the
+ * x3 steps (they wrap mod 256 by themselves) and two byte compares per trit. */
+static ALWAYS_INLINE __m256i trit_of(__m256i q) {
+    __m256i s = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)); /* unsigned order as signed */
+    __m256i c1 = _mm256_cmpgt_epi8(s, _mm256_set1_epi8(85 - 128));
+    __m256i c2 = _mm256_cmpgt_epi8(s, _mm256_set1_epi8(170 - 128));
+    return _mm256_abs_epi8(_mm256_add_epi8(c1, c2));
+}
+static ALWAYS_INLINE __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
+static ALWAYS_INLINE __m128i times3x(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
+
+static void vec_tq1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 54) {
+            const bp_q8x256 *x = &xq[i];
+            __m256i sumi = _mm256_setzero_si256();
+            __m256i q = load32(b);
+            for (int k = 0; k < 5; k++) {
+                sumi = _mm256_add_epi32(sumi, dot_us(trit_of(q), load32(x->q + 32 * k)));
+                q = times3(q);
+            }
+            /* Bytes 32..47: trit k of byte 32 + l is element 160 + 16k + l, two trits per
+             * register (lanes k, k+1); then trit 4 of them beside the qh tail, where byte
+             * 4k + l of a broadcast qh needs 3^k: element 240 + 4k + l. */
+            __m128i q1 = _mm_loadu_si128((const __m128i *)(b + 32));
+            __m256i v = _mm256_set_m128i(times3x(q1), q1);
+            sumi = _mm256_add_epi32(sumi, dot_us(trit_of(v), load32(x->q + 160)));
+            v = times3(times3(v));
+            sumi = _mm256_add_epi32(sumi, dot_us(trit_of(v), load32(x->q + 192)));
+            __m128i q81 = times3x(_mm256_extracti128_si256(v, 1));
+            __m128i h0 = _mm_set1_epi32((int)bp_load_u32(b + 48));
+            __m128i h1 = times3x(h0), h2 = times3x(h1), h3 = times3x(h2);
+            __m128i tail = _mm_blend_epi32(_mm_blend_epi32(h0, h1, 2), _mm_blend_epi32(h2, h3, 8), 12);
+            sumi = _mm256_add_epi32(sumi, dot_us(trit_of(_mm256_set_m128i(tail, q81)), load32(x->q + 224)));
+            /* Stored 0, 1, 2 for -1, 0, 1: subtract the activation sum once. */
+            sumi = _mm256_sub_epi32(sumi, group_dot(_mm256_set1_epi16(1), x));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b + 52) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* ---- Q1_0: 18 bytes, d | qs[16]; bit j of the 128 set: +d, clear: -d. Against q8x32: the dot is
+ * 2 * (sum of x where the bit is set) - (sum of all x). */
+static void vec_q1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x32 *xq = job->xq;
+    const int64_t nb = job->cols / 128;
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        float offs = 0;
+        for (int64_t i = 0; i < nb; i++, b += 18) {
+            const float d = f16(b);
+            for (int s = 0; s < 4; s++) {
+                const bp_q8x32 *x = &xq[4 * i + s];
+                __m256i sel = _mm256_and_si256(bits32(bp_load_u32(b + 2 + 4 * s)), load32(x->q));
+                __m256i p = dot_us(ones, sel);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(2 * d * x->d), _mm256_cvtepi32_ps(p), acc);
+                offs -= d * x->ds;
+            }
+        }
+        job->y[r] = hsum8(acc) + offs;
+    }
+}
+
+/* ---- Q2_0: 18 bytes, d | qs[16]; element j is bits 2*(j%4) of qs[j/4], 0..3 meaning -1..2.
+ * 8 bytes shifted by 0, 2, 4, 6 in the four 64-bit quarters put element 4b+k at byte 8k+b; the
+ * activations are permuted the same way in registers (within lanes, then across). */
+static void vec_q2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x32 *xq = job->xq;
+    const int64_t nb = job->cols / 64;
+    const __m256i m3 = _mm256_set1_epi8(3), sh = _mm256_setr_epi64x(0, 2, 4, 6);
+    const __m256i in_lane = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5,
+                                             9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m256i across = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        float offs = 0;
+        for (int64_t i = 0; i < nb; i++, b += 18) {
+            const float d = f16(b);
+            for (int h = 0; h < 2; h++) {
+                const bp_q8x32 *x = &xq[2 * i + h];
+                uint64_t qv;
+                memcpy(&qv, b + 2 + 8 * h, 8);
+                __m256i q = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x((long long)qv), sh), m3);
+                __m256i xp = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(load32(x->q), in_lane), across);
+                float dd = d * x->d;
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(dot_us(q, xp)), acc);
+                offs -= d * x->ds;
+            }
+        }
+        job->y[r] = hsum8(acc) + offs;
+    }
+}
+
+/* ---- NVFP4: 36 bytes, d[4] (UE4M3 per 16) | qs[32]; in sub-block s, element j < 8 is the low
+ * nibble of qs[8s + j], j >= 8 the high nibble of qs[8s + j - 8]. */
+static float g_ue4m3_half[256];
+
+static void init_ue4m3(void) {
+    for (int v = 0; v < 256; v++) {
+        uint8_t x = (uint8_t)v;
+        float f = 0;
+        if (x != 0 && x != 0x7f) {
+            int ex = (x >> 3) & 15, man = x & 7;
+            f = ex == 0 ? (float)man / 512.0f : (1.0f + (float)man / 8.0f) * (float)(1 << ex) / 128.0f;
+        }
+        g_ue4m3_half[v] = f * 0.5f;
+    }
+}
+
+static const int8_t fp4_doubled_iq[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x32 *xq = job->xq;
+    const int64_t nb = job->cols / 64;
+    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)fp4_doubled_iq));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 36) {
+            for (int h = 0; h < 2; h++) {
+                const bp_q8x32 *x = &xq[2 * i + h];
+                __m128i v = _mm_loadu_si128((const __m128i *)(b + 4 + 16 * h));
+                __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+                __m256i idx = _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi));
+                __m256i q = _mm256_shuffle_epi8(tbl, idx);
+                __m256i p = dot_ss(q, load32(x->q));
+                float s0 = g_ue4m3_half[b[2 * h]] * x->d, s1 = g_ue4m3_half[b[2 * h + 1]] * x->d;
+                __m256 sc = _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
+                acc = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), acc);
+            }
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* ---- grid kinds against bp_q8x256 ------------------------------------------------------- */
+
+/* IQ2_XXS, 66 bytes: d; per 32 weights 8 bytes: 4 grid indices, u32 of four 7-bit sign
+ * indices and a 4-bit scale s: w = d * (2s + 1) / 8 * grid * sign. */
+static void vec_iq2_xxs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 66) {
+            const bp_q8x256 *x = &xq[i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t *q = b + 2 + 8 * ib;
+                uint32_t aux = bp_load_u32(q + 4);
+                __m256i g = _mm256_set_epi64x((long long)bp_iq2xxs_grid[q[3]], (long long)bp_iq2xxs_grid[q[2]],
+                                              (long long)bp_iq2xxs_grid[q[1]], (long long)bp_iq2xxs_grid[q[0]]);
+                __m256i xs = negate_where(load32(x->q + 32 * ib), ksigns_masks(aux));
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1))));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* IQ2_XS, 74 bytes: d; 32 u16 at 2 (9-bit grid index, 7-bit sign index); 8 scale bytes at 66,
+ * 4 bits per 16 weights: w = d * (2s + 1) / 8 * grid * sign. */
+static void vec_iq2_xs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 74) {
+            const bp_q8x256 *x = &xq[i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t *q = b + 2 + 8 * ib;
+                uint16_t q0 = bp_load_u16(q), q1 = bp_load_u16(q + 2), q2 = bp_load_u16(q + 4), q3 = bp_load_u16(q + 6);
+                __m256i g = _mm256_set_epi64x((long long)bp_iq2xs_grid[q3 & 511], (long long)bp_iq2xs_grid[q2 & 511],
+                                              (long long)bp_iq2xs_grid[q1 & 511], (long long)bp_iq2xs_grid[q0 & 511]);
+                __m256i xs = negate_where(load32(x->q + 32 * ib), signmask4(q0 >> 9, q1 >> 9, q2 >> 9, q3 >> 9));
+                uint8_t sc = b[66 + ib];
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, scales2(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* IQ2_S, 82 bytes: d; 32 low index bytes at 2; 32 sign bytes at 34; 8 qh bytes at 66 (2 high
+ * index bits per group of 8); 8 scale bytes at 74, 4 bits per 16 weights. */
+static void vec_iq2_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 82) {
+            const bp_q8x256 *x = &xq[i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t *qs = b + 2 + 4 * ib;
+                unsigned qh = b[66 + ib];
+                __m256i g = _mm256_set_epi64x((long long)bp_iq2s_grid[qs[3] | ((qh << 2) & 0x300)],
+                                              (long long)bp_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
+                                              (long long)bp_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
+                                              (long long)bp_iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
+                __m256i xs = negate_where(load32(x->q + 32 * ib), sign_masks(bp_load_u32(b + 34 + 4 * ib)));
+                uint8_t sc = b[74 + ib];
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, scales2(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* IQ3_XXS, 98 bytes: d; 64 index bytes at 2 (grid of 4 weights); 8 u32 at 66: four 7-bit sign
+ * indices and a 4-bit scale s: w = d * (2s + 1) / 4 * grid * sign. */
+static void vec_iq3_xxs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 98) {
+            const bp_q8x256 *x = &xq[i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t *q = b + 2 + 8 * ib;
+                uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
+                __m256i g = _mm256_set_epi32((int)bp_iq3xxs_grid[q[7]], (int)bp_iq3xxs_grid[q[6]], (int)bp_iq3xxs_grid[q[5]],
+                                             (int)bp_iq3xxs_grid[q[4]], (int)bp_iq3xxs_grid[q[3]], (int)bp_iq3xxs_grid[q[2]],
+                                             (int)bp_iq3xxs_grid[q[1]], (int)bp_iq3xxs_grid[q[0]]);
+                __m256i xs = negate_where(load32(x->q + 32 * ib), ksigns_masks(aux));
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1))));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.25f), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* IQ3_S, 110 bytes: d; 64 low index bytes at 2; 8 qh bytes at 66 (9th index bit); 32 sign bytes
+ * at 74; 4 scale bytes at 106, 4 bits per 32 weights: w = d * (2s + 1) * grid * sign. */
+static void vec_iq3_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 110) {
+            const bp_q8x256 *x = &xq[i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t *q = b + 2 + 8 * ib;
+                unsigned qh = b[66 + ib];
+                int gi[8];
+                for (int k = 0; k < 8; k++) gi[k] = (int)bp_iq3s_grid[q[k] | (((qh >> k) & 1u) << 8)];
+                __m256i g = _mm256_loadu_si256((const __m256i *)gi);
+                __m256i xs = negate_where(load32(x->q + 32 * ib), sign_masks(bp_load_u32(b + 74 + 4 * ib)));
+                int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15;
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, _mm256_set1_epi16((int16_t)(2 * s + 1))));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* IQ1 kinds: w = dl * (grid + delta) with grid in {-1, 0, 1} and delta = +-1/8, so w = dl / 8 *
+ * (8 grid + sign(delta)): a signed byte in -9..9, one maddubs per 32 weights. */
+static ALWAYS_INLINE __m256i times8_plus(__m256i g, __m256i ds) {
+    __m256i g2 = _mm256_add_epi8(g, g);
+    __m256i g4 = _mm256_add_epi8(g2, g2);
+    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), ds);
+}
+
+/* IQ1_S, 50 bytes: d; 32 low index bytes at 2; 8 u16 at 34 per 32 weights: four 3-bit high
+ * index parts, a 3-bit scale (2s + 1), the delta sign (bit 15). */
+static void vec_iq1_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 50) {
+            const bp_q8x256 *x = &xq[i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                unsigned qh = bp_load_u16(b + 34 + 2 * ib);
+                const uint8_t *q = b + 2 + 4 * ib;
+                __m256i g = _mm256_set_epi64x((long long)bp_iq1s_grid[q[3] | (((qh >> 9) & 7u) << 8)],
+                                              (long long)bp_iq1s_grid[q[2] | (((qh >> 6) & 7u) << 8)],
+                                              (long long)bp_iq1s_grid[q[1] | (((qh >> 3) & 7u) << 8)],
+                                              (long long)bp_iq1s_grid[q[0] | ((qh & 7u) << 8)]);
+                __m256i w = times8_plus(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
+                __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load32(x->q + 32 * ib), w));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7u) + 1))));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* IQ1_M, 56 bytes: 32 low index bytes at 0; 16 qh bytes at 32 (a nibble per 8 weights: 3 high
+ * index bits, delta sign); 4 u16 at 48: 3-bit scales per 16 weights (2s + 1) and, in their top
+ * nibbles, the f16 super-scale. */
+/* Four delta-sign bits -> four bytes of +1 / -1 (0xff). */
+static const uint32_t ds_lut[16] = {
+    0x01010101u, 0x010101ffu, 0x0101ff01u, 0x0101ffffu, 0x01ff0101u, 0x01ff01ffu, 0x01ffff01u, 0x01ffffffu,
+    0xff010101u, 0xff0101ffu, 0xff01ff01u, 0xff01ffffu, 0xffff0101u, 0xffff01ffu, 0xffffff01u, 0xffffffffu,
+};
+
+static void vec_iq1_m(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    /* Scale i (of 16, 3 bits) is bits 3(i%4) of u16 i/4: replicate each u16 four times, shift
+     * left by 9 - 3(i%4) with a multiply (AVX2 has no per-lane 16-bit shift), then right by 9. */
+    const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
+                                         7, 6, 7, 6, 7);
+    const __m256i mul = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
+    const __m256i bcast = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                           3, 3, 3, 3, 3, 3);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 56) {
+            const bp_q8x256 *x = &xq[i];
+            uint16_t sc[4];
+            for (int k = 0; k < 4; k++) sc[k] = bp_load_u16(b + 48 + 2 * k);
+            uint16_t dbits = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0u) | ((sc[2] >> 4) & 0x0f00u) | (sc[3] & 0xf000u));
+            __m256i s16 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), rep);
+            s16 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(s16, mul), 9), _mm256_set1_epi16(7));
+            const __m256i sc16 = _mm256_add_epi16(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
+            __m256i sumi = _mm256_setzero_si256();
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t *q = b + 4 * ib;
+                unsigned hh = bp_load_u16(b + 32 + 2 * ib);
+                __m256i g = _mm256_set_epi64x((long long)bp_iq1s_grid[q[3] | ((hh >> 4) & 0x700u)],
+                                              (long long)bp_iq1s_grid[q[2] | (hh & 0x700u)],
+                                              (long long)bp_iq1s_grid[q[1] | ((hh << 4) & 0x700u)],
+                                              (long long)bp_iq1s_grid[q[0] | ((hh << 8) & 0x700u)]);
+                unsigned idx = ((hh >> 3) & 1u) | ((hh >> 6) & 2u) | ((hh >> 9) & 4u) | ((hh >> 12) & 8u);
+                __m256i ds = _mm256_shuffle_epi8(_mm256_set1_epi32((int)ds_lut[idx]), bcast);
+                __m256i w = times8_plus(g, ds);
+                __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load32(x->q + 32 * ib), w));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc16, 2 * ib)));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(dbits) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
+    init_ue4m3();
+    init_signmask();
+#define SET(K, FN, ACT, NAME) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (" NAME " int dot)", 0, NULL, false}
+    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K");
+    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K");
+    SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0");
+    SET(Q2_0, vec_q2_0, BP_ACT_Q8X32, "q8_0");
+    SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0");
+    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K");
+    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K");
+    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K");
+    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K");
+    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K");
+    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K");
+    SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K");
+#undef SET
+    return true;
+}
+
+#else
+bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif

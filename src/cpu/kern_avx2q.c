@@ -1,0 +1,339 @@
+/* AVX2 integer-dot decode kernels: activations were quantized once per call to 8 bits
+ * (bp_q8x32 / bp_q8x256), weights are decoded to 8-bit integers in registers and multiplied
+ * with maddubs/madd, so the weights stream at memory speed instead of being expanded to
+ * floats. Block layouts are the published GGUF ones (ggml-common.h); byte offsets are written
+ * out per kind. Each block's contribution is d_w * d_x * (integer dot) plus, for offset kinds,
+ * a scalar term from the precomputed activation sums. */
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "cpu/avx2_util.h"
+
+/* ---- 32-element kinds against bp_q8x32 --------------------------------------------------- */
+
+/* One loop shape for every 32-element kind: DECODE sets `q` (32 bytes), `d` (weight scale) and,
+ * when HAS_OFF, `off` (a per-block term times d_x * s_x: the -8 of Q4_0, Q4_1's min); SIGNED
+ * says whether q holds signed or unsigned bytes. */
+#define Q32_KERNEL(NAME, BB, SIGNED, HAS_OFF, DECODE)                                             \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                             \
+        const bp_q8x32 *xq = job->xq;                                                             \
+        const int64_t nb = job->cols / 32;                                                        \
+        for (int64_t r = r0; r < r1; r++) {                                                       \
+            const uint8_t *b = job->w + (size_t)r * job->row_bytes;                              \
+            __m256 acc = _mm256_setzero_ps();                                                     \
+            float offs = 0;                                                                       \
+            for (int64_t i = 0; i < nb; i++, b += (BB)) {                                         \
+                __m256i q;                                                                        \
+                float d, off = 0;                                                                 \
+                (void)off;                                                                        \
+                DECODE;                                                                           \
+                __m256i x8 = load32(xq[i].q);                                                     \
+                __m256i p = SIGNED ? dot_ss(q, x8) : dot_us(q, x8);                               \
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * xq[i].d), _mm256_cvtepi32_ps(p), acc);   \
+                if (HAS_OFF) offs += off * xq[i].ds;                                                \
+            }                                                                                     \
+            job->y[r] = hsum8(acc) + offs;                                                        \
+        }                                                                                         \
+    }
+
+Q32_KERNEL(vec_q8_0, 34, 1, 0, { d = f16(b); q = load32(b + 2); })
+Q32_KERNEL(vec_q4_0, 18, 0, 1, { d = f16(b); q = nibbles32(b + 2); off = -8 * d; })
+Q32_KERNEL(vec_q4_1, 20, 0, 1, { d = f16(b); off = f16(b + 2); q = nibbles32(b + 4); })
+Q32_KERNEL(vec_q5_0, 22, 0, 1, {
+    d = f16(b);
+    q = _mm256_or_si256(nibbles32(b + 6), _mm256_and_si256(bits32(bp_load_u32(b + 2)), _mm256_set1_epi8(0x10)));
+    off = -16 * d;
+})
+Q32_KERNEL(vec_q5_1, 24, 0, 1, {
+    d = f16(b);
+    off = f16(b + 2);
+    q = _mm256_or_si256(nibbles32(b + 8), _mm256_and_si256(bits32(bp_load_u32(b + 4)), _mm256_set1_epi8(0x10)));
+})
+
+static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+
+/* E8M0 exponent -> 2^(e-127) / 2, the half pairing with the doubled E2M1 table. */
+static ALWAYS_INLINE float e8m0_half(uint8_t e) {
+    uint32_t u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+Q32_KERNEL(vec_iq4_nl, 18, 1, 0, { d = f16(b); q = _mm256_shuffle_epi8(table16(iq4nl_values), nibbles32(b + 2)); })
+/* The E2M1 table shifted by +12 to be unsigned (0..24): maddubs needs no sign moves, and the
+ * shift comes back as -12 * sum(x). */
+static const int8_t fp4_doubled_plus12[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+Q32_KERNEL(vec_mxfp4, 17, 0, 1, {
+    d = e8m0_half(b[0]);
+    q = _mm256_shuffle_epi8(table16(fp4_doubled_plus12), nibbles32(b + 1));
+    off = -12 * d;
+})
+
+/* ---- 256-element k-quants against bp_q8x256 --------------------------------------------- */
+
+/* The 6-bit scale/min pairs of Q4_K and Q5_K: 12 bytes hold 8 scales and 8 mins; unpacked
+ * four at a time in 32-bit words. */
+static ALWAYS_INLINE void scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), a2 = bp_load_u32(s + 8);
+    uint32_t w[4] = {a0 & 0x3f3f3f3fu, (a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4), a1 & 0x3f3f3f3fu,
+                     ((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4)};
+    memcpy(sc, w, 8);
+    memcpy(mn, w + 2, 8);
+}
+
+/* The mins term of Q4_K / Q5_K: min j pairs with the activation sums of groups 2j, 2j+1. */
+static ALWAYS_INLINE __m256i mins_dot(const uint8_t mn[8], const bp_q8x256 *x) {
+    uint64_t m;
+    memcpy(&m, mn, 8);
+    __m128i v = _mm_cvtsi64_si128((long long)m);
+    return group_dot(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v)), x);
+}
+
+static void vec_q4_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 144) {
+            uint8_t sc[8], mn[8];
+            scale_min_k4(b + 4, sc, mn);
+            const bp_q8x256 *x = &xq[i];
+            __m256i msum = mins_dot(mn, x);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                __m256i v = load32(b + 16 + 32 * j);
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(lo, load32(x->q + 64 * j), _mm256_set1_epi16(sc[2 * j])));
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(hi, load32(x->q + 64 * j + 32), _mm256_set1_epi16(sc[2 * j + 1])));
+            }
+            float dx = x->d;
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * dx), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(-f16(b + 2) * dx), _mm256_cvtepi32_ps(msum), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+static void vec_q5_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 176) {
+            uint8_t sc[8], mn[8];
+            scale_min_k4(b + 4, sc, mn);
+            const bp_q8x256 *x = &xq[i];
+            __m256i msum = mins_dot(mn, x);
+            __m256i qh = load32(b + 16);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                __m256i v = load32(b + 48 + 32 * j);
+                __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, one), 4);
+                __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4);
+                qh = _mm256_srli_epi16(qh, 2);
+                __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), h0);
+                __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h1);
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(lo, load32(x->q + 64 * j), _mm256_set1_epi16(sc[2 * j])));
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(hi, load32(x->q + 64 * j + 32), _mm256_set1_epi16(sc[2 * j + 1])));
+            }
+            float dx = x->d;
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * dx), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(-f16(b + 2) * dx), _mm256_cvtepi32_ps(msum), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+static void vec_q6_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 210) {
+            const bp_q8x256 *x = &xq[i];
+            const int8_t *sc = (const int8_t *)(b + 192);
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+            __m256i sumi = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = b + 64 * h, *qhp = b + 128 + 32 * h;
+                const int8_t *xp = x->q + 128 * h;
+                __m256i l0 = load32(ql), l1 = load32(ql + 32), qh = load32(qhp);
+                __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+                __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+                __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+                __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(q1, load32(xp), pair_scales(sc16, 8 * h)));
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(q2, load32(xp + 32), pair_scales(sc16, 8 * h + 2)));
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(q3, load32(xp + 64), pair_scales(sc16, 8 * h + 4)));
+                sumi = _mm256_add_epi32(sumi, dot_us_scaled(q4, load32(xp + 96), pair_scales(sc16, 8 * h + 6)));
+            }
+            /* Quants are stored +32: subtract 32 * sum(scale * activation) once per block. */
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(group_dot(sc16, x), 5));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b + 208) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+static void vec_q2_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 84) {
+            const bp_q8x256 *x = &xq[i];
+            const __m256i sc16 = load16_u8_to_i16(b);
+            const __m256i lo16 = _mm256_and_si256(sc16, _mm256_set1_epi16(15));
+            const __m256i msum = group_dot(_mm256_srli_epi16(sc16, 4), x);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int n = 0; n < 2; n++) {
+                __m256i v = load32(b + 16 + 32 * n);
+                for (int j = 0; j < 4; j++) {
+                    __m256i q = _mm256_and_si256(v, m3);
+                    v = _mm256_srli_epi16(v, 2);
+                    sumi = _mm256_add_epi32(sumi, dot_us_scaled(q, load32(x->q + 128 * n + 32 * j),
+                                                                pair_scales(lo16, 8 * n + 2 * j)));
+                }
+            }
+            float dx = x->d;
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b + 80) * dx), _mm256_cvtepi32_ps(sumi), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(-f16(b + 82) * dx), _mm256_cvtepi32_ps(msum), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* Q3_K's 16 6-bit scales (stored +32) from 12 bytes, as 16 int16. */
+static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
+    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), t = bp_load_u32(s + 8);
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+    __m128i v = _mm_setr_epi32((int)((a0 & k2) | (((t >> 0) & k1) << 4)), (int)((a1 & k2) | (((t >> 2) & k1) << 4)),
+                               (int)(((a0 >> 4) & k2) | (((t >> 4) & k1) << 4)),
+                               (int)(((a1 >> 4) & k2) | (((t >> 6) & k1) << 4)));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
+}
+
+static void vec_q3_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 110) {
+            const bp_q8x256 *x = &xq[i];
+            const __m256i sc16 = scales_q3_k(b + 96);
+            __m256i hm = load32(b);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int n = 0; n < 2; n++) {
+                __m256i v = load32(b + 32 + 32 * n);
+                for (int j = 0; j < 4; j++) {
+                    /* value = low 2 bits + 4 * high bit - 4: unsigned 0..7 here, the -4 below. */
+                    __m256i q = _mm256_or_si256(_mm256_and_si256(v, m3), _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
+                    v = _mm256_srli_epi16(v, 2);
+                    hm = _mm256_srli_epi16(hm, 1);
+                    sumi = _mm256_add_epi32(sumi, dot_us_scaled(q, load32(x->q + 128 * n + 32 * j), pair_scales(sc16, 8 * n + 2 * j)));
+                }
+            }
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(group_dot(sc16, x), 2));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b + 108) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* IQ4_XS, 136 bytes: d; scales_h u16 at 2; scales_l[4] at 4; qs[128] at 8, 16 bytes per 32
+ * weights (low nibbles: weights 0..15, high: 16..31), value kvalues_iq4nl[nibble] times
+ * d * (6-bit scale - 32). Against BP_ACT_Q8X256P: one 32-byte load is two groups' nibbles. */
+static void vec_iq4_xs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+    const bp_q8x256 *xq = job->xq;
+    const int64_t nb = job->cols / 256;
+    const __m256i tbl = table16(iq4nl_values), m4 = _mm256_set1_epi8(0x0f);
+    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i m15 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3);
+    const __m256i pick[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+                             _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b += 136) {
+            const bp_q8x256 *x = &xq[i];
+            /* The 8 6-bit scales (minus 32) at once: lane ib gets low nibble ib of scales_l and
+             * bits 2ib..2ib+1 of scales_h, copied into both 16-bit halves so one permute makes
+             * madd's multiplier for a pair of groups. */
+            __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), m15);
+            __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), m3);
+            __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+            ls = _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(ls, 16));
+            __m256i sumi = _mm256_setzero_si256();
+            for (int p = 0; p < 4; p++) {
+                __m256i v = load32(b + 8 + 32 * p);
+                __m256i qa = _mm256_shuffle_epi8(tbl, _mm256_and_si256(v, m4));
+                __m256i qb = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                __m256i xa = load32(x->q + 64 * p), xb = load32(x->q + 64 * p + 32);
+                __m256i pa = _mm256_maddubs_epi16(_mm256_sign_epi8(qa, qa), _mm256_sign_epi8(xa, qa));
+                __m256i pb = _mm256_maddubs_epi16(_mm256_sign_epi8(qb, qb), _mm256_sign_epi8(xb, qb));
+                __m256i sc = _mm256_permutevar8x32_epi32(ls, pick[p]);
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(pa, sc), _mm256_madd_epi16(pb, sc)));
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        job->y[r] = hsum8(acc);
+    }
+}
+
+/* q8x256 with each pair of groups interleaved by halves (BP_ACT_Q8X256P). */
+static void quant_q8x256p(const float *x, int64_t n, bp_q8x256 *out) {
+    bp_cpu_quant_q8x256_avx2(x, n, out);
+    for (int64_t b = 0; b < n / 256; b++) {
+        int8_t t[256];
+        memcpy(t, out[b].q, 256);
+        for (int p = 0; p < 4; p++) {
+            memcpy(out[b].q + 64 * p, t + 64 * p, 16);
+            memcpy(out[b].q + 64 * p + 16, t + 64 * p + 32, 16);
+            memcpy(out[b].q + 64 * p + 32, t + 64 * p + 16, 16);
+            memcpy(out[b].q + 64 * p + 48, t + 64 * p + 48, 16);
+        }
+    }
+}
+
+bool bp_cpu_avx2q_init(bp_cpu_ops *ops) {
+/* Memory-bound kernels: repeating them per input beats the panel GEMM up to ~8 inputs. */
+#define SET(K, FN, ACT, NAME) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (" NAME " int dot)", 8, NULL, false}
+    SET(Q8_0, vec_q8_0, BP_ACT_Q8X32, "q8_0");
+    SET(Q4_0, vec_q4_0, BP_ACT_Q8X32, "q8_0");
+    SET(Q4_1, vec_q4_1, BP_ACT_Q8X32, "q8_0");
+    SET(Q5_0, vec_q5_0, BP_ACT_Q8X32, "q8_0");
+    SET(Q5_1, vec_q5_1, BP_ACT_Q8X32, "q8_0");
+    SET(IQ4_NL, vec_iq4_nl, BP_ACT_Q8X32, "q8_0");
+    SET(MXFP4, vec_mxfp4, BP_ACT_Q8X32, "q8_0");
+    SET(Q2_K, vec_q2_k, BP_ACT_Q8X256, "q8_K");
+    SET(Q3_K, vec_q3_k, BP_ACT_Q8X256, "q8_K");
+    SET(Q4_K, vec_q4_k, BP_ACT_Q8X256, "q8_K");
+    SET(Q5_K, vec_q5_k, BP_ACT_Q8X256, "q8_K");
+    SET(Q6_K, vec_q6_k, BP_ACT_Q8X256, "q8_K");
+    SET(IQ4_XS, vec_iq4_xs, BP_ACT_Q8X256P, "q8_K");
+    ops->quant_q8x256p = quant_q8x256p;
+#undef SET
+    return true;
+}
+
+#else
+bool bp_cpu_avx2q_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif

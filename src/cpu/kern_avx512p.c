@@ -1,0 +1,29 @@
+/* AVX-512 VNNI decode on repacked weights for the 32-element kinds (kernels in
+ * kern_packed.inc): vpdpbusd does a maddubs + madd in one instruction, without the 16-bit
+ * intermediate. */
+#include <stdlib.h>
+
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "cpu/avx2_util.h"
+
+static ALWAYS_INLINE __m256i dot_u2(__m256i a, __m256i xa, __m256i b, __m256i xb) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), a, xa), b, xb);
+}
+
+/* |a| (<= 127: no -128 in any table or activation) times b with a's sign, one instruction. */
+static ALWAYS_INLINE __m256i dot_s1(__m256i a, __m256i b) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+#define BP_P_INIT bp_cpu_avx512p_init
+#define BP_P_ISA "avx512"
+#include "cpu/kern_packed.inc"
+
+#else
+bool bp_cpu_avx512p_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif

@@ -1,0 +1,172 @@
+/* Every CPU kernel against the reference (bp_ref_gemm, double accumulation over the kinds'
+ * reference dequantizers), for every weight kind, every ISA path this machine has, awkward
+ * shapes (rows not a multiple of the thread count / SIMD width / panel, one block per row,
+ * wide rows, column counts that leave a partial GEMM depth block) and odd batches. Also:
+ * the result is bit-identical for 1, 2 and 3 threads. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+#include "harness.h"
+
+/* ggml's threshold for its matmul tests; the float kinds lose only float rounding. */
+static double tolerance(bp_kind k) {
+    return (k == BP_KIND_F32 || k == BP_KIND_F16 || k == BP_KIND_BF16) ? 1e-9 : 5e-4;
+}
+
+static bool all_finite(const float *v, size_t n, float limit) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) || fabsf(v[i]) > limit) return false;
+    return true;
+}
+
+/* Random weights: quantized random floats where a quantizer exists; otherwise random bytes per
+ * block, redrawn until the reference decodes them to finite values of sane size (random f16
+ * scale bytes can be Inf/NaN or 6e4, which no real model holds). */
+static bool make_weights(const bp_kind_info *ki, int64_t rows, int64_t cols, uint8_t *w, uint64_t *rng) {
+    size_t rb;
+    bp_kind_row_bytes(ki->kind, cols, &rb);
+    float *buf = malloc(sizeof(float) * (size_t)cols);
+    bool ok = true;
+    for (int64_t r = 0; r < rows && ok; r++) {
+        uint8_t *row = w + (size_t)r * rb;
+        bool done = false;
+        if (ki->can_quantize) {
+            for (int64_t i = 0; i < cols; i++) buf[i] = bp_test_randf(rng);
+            if (bp_quantize(ki->kind, buf, cols, row, rb) == BP_OK &&
+                bp_dequantize(ki->kind, row, rb, buf, cols) == BP_OK && all_finite(buf, (size_t)cols, 1e3f))
+                done = true;
+        }
+        for (int64_t b = 0; !done && b < cols / ki->block_elems; b++) {
+            uint8_t *blk = row + (size_t)b * ki->block_bytes;
+            int tries = 0;
+            for (;; tries++) {
+                for (uint32_t i = 0; i < ki->block_bytes; i++) blk[i] = (uint8_t)bp_test_rand(rng);
+                if (bp_dequantize(ki->kind, blk, ki->block_bytes, buf, ki->block_elems) == BP_OK &&
+                    all_finite(buf, ki->block_elems, 1e3f))
+                    break;
+                if (tries > 200) {
+                    ok = false;
+                    break;
+                }
+            }
+            if (!ok) break;
+        }
+    }
+    free(buf);
+    return ok;
+}
+
+static int g_verbose; /* BP_TEST_VERBOSE=1: print every NMSE and the kernel that produced it */
+
+typedef struct shape {
+    int64_t rows, cols;
+} shape;
+
+static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
+    const int64_t be = ki->block_elems;
+    const shape shapes[] = {
+        {37, be},                        /* one block per row; rows odd, not a panel multiple */
+        {19, 4096},                      /* wide rows: 16 GEMM depth blocks */
+        {50, 768},                       /* 3 depth blocks exactly */
+        {35, be == 1 ? 37 : be * 5},     /* a partial depth block; odd columns for the float kinds */
+    };
+    const int64_t batches[] = {1, 2, 5, 13, 37}; /* 37: past every max_batch, so the GEMM runs */
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t rows = shapes[si].rows, cols = shapes[si].cols;
+        size_t rb;
+        if (bp_kind_row_bytes(ki->kind, cols, &rb) != BP_OK) continue;
+        uint8_t *w = malloc(rb * (size_t)rows);
+        bp_weight wt;
+        memset(&wt, 0, sizeof wt);
+        bool wt_used = false;
+        const int64_t tmax = 37;
+        float *x = malloc(sizeof(float) * (size_t)(tmax * cols));
+        float *ref = malloc(sizeof(float) * (size_t)(tmax * rows));
+        float *got = malloc(sizeof(float) * (size_t)(tmax * rows));
+        float *got1 = malloc(sizeof(float) * (size_t)(tmax * rows));
+        if (!make_weights(ki, rows, cols, w, rng)) {
+            BP_SKIP("%s: could not draw finite random blocks (reference dequantizer still a placeholder?)", ki->name);
+            goto next;
+        }
+        for (int64_t i = 0; i < tmax * cols; i++) x[i] = bp_test_randf(rng);
+        wt_used = true;
+        wt.kind = ki->kind;
+        wt.rows = rows;
+        wt.cols = cols;
+        wt.row_bytes = rb;
+        wt.data = w;
+        for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+            const int64_t t = batches[bi];
+            CHECK_OK(bp_ref_gemm(ki->kind, w, rb * (size_t)rows, rows, cols, x, t, ref));
+            if (!all_finite(ref, (size_t)(t * rows), INFINITY)) {
+                BP_SKIP("%s: the reference output is not finite (placeholder reference?)", ki->name);
+                goto next;
+            }
+            for (int isa = 0; isa < BP_CPU_ISA_COUNT; isa++) {
+                if (!bp_cpu_isa_available((bp_cpu_isa)isa)) continue;
+                CHECK_OK(bp_cpu_isa_force((bp_cpu_isa)isa));
+                /* Passes 0-2: 1, 2 and 3 threads, bit-identical. Pass 3: repacking off, so the
+                 * plain-layout kernels (the fallback when a copy cannot be allocated) run too;
+                 * they sum in another order, so only their error is checked. */
+                for (int pass = 0; pass < 4; pass++) {
+                    const int nth = pass < 3 ? pass + 1 : 2;
+                    bp_cpu_set_repack(pass < 3);
+                    CHECK_OK(bp_cpu_set_threads(nth));
+                    float *out = pass == 0 ? got1 : got;
+                    for (int64_t i = 0; i < t * rows; i++) out[i] = NAN;
+                    CHECK_OK(bp_cpu_gemm(&wt, x, t, out));
+                    double e = bp_test_nmse(out, ref, (size_t)(t * rows));
+                    if (g_verbose && (pass == 0 || pass == 3))
+                        fprintf(stderr, "%-8s %-7s %4lldx%-5lld t=%-3lld NMSE %.2e  %s%s\n", ki->name,
+                                bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols,
+                                (long long)t, e, bp_cpu_kernel_name(ki->kind, t), pass == 3 ? " [repack off]" : "");
+                    CHECK(e <= tolerance(ki->kind), "%s %s [%s]%s %lldx%lld t=%lld threads=%d: NMSE %.3g > %.3g",
+                          ki->name, bp_cpu_isa_name((bp_cpu_isa)isa), bp_cpu_kernel_name(ki->kind, t),
+                          pass == 3 ? " repack off" : "", (long long)rows, (long long)cols, (long long)t, nth, e,
+                          tolerance(ki->kind));
+                    if (pass == 1 || pass == 2)
+                        CHECK(!memcmp(out, got1, sizeof(float) * (size_t)(t * rows)),
+                              "%s %s %lldx%lld t=%lld: %d threads differ from 1 thread", ki->name,
+                              bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, nth);
+                }
+                bp_cpu_set_repack(true);
+            }
+        }
+    next:
+        /* Kernels that repack keep their copy in the weight, as bp_weight_free would free it. */
+        if (wt_used && wt.backend_state[BP_BACKEND_CPU] && wt.backend_free[BP_BACKEND_CPU])
+            wt.backend_free[BP_BACKEND_CPU](wt.backend_state[BP_BACKEND_CPU]);
+        free(w);
+        free(x);
+        free(ref);
+        free(got);
+        free(got1);
+    }
+}
+
+int main(int argc, char **argv) {
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    bp_cpu_set_min_parallel_bytes(0);
+    g_verbose = getenv("BP_TEST_VERBOSE") != NULL;
+    for (int isa = 0; isa < BP_CPU_ISA_COUNT; isa++)
+        fprintf(stderr, "ISA %s: %s\n", bp_cpu_isa_name((bp_cpu_isa)isa),
+                bp_cpu_isa_available((bp_cpu_isa)isa) ? "tested" : "not available here");
+    for (int i = 0; i < bp_kind_table_size(); i++) {
+        const bp_kind_info *ki = bp_kind_at(i);
+        if (ki->role != BP_ROLE_W) continue;
+        if (argc > 1 && strcmp(argv[1], ki->name)) continue;
+        check_kind(ki, &rng);
+    }
+    /* Bad input is an error, never a crash. */
+    bp_weight bad;
+    memset(&bad, 0, sizeof bad);
+    bad.kind = BP_KIND_Q4_0;
+    bad.rows = 2;
+    bad.cols = 33;
+    float xv[64] = {0}, yv[4];
+    CHECK(bp_cpu_matvec(&bad, xv, yv) == BP_E_SHAPE, "Q4_0 with 33 columns must be BP_E_SHAPE");
+    CHECK(bp_cpu_matvec(NULL, xv, yv) == BP_E_INVAL, "NULL weight must be BP_E_INVAL");
+    return bp_test_finish();
+}
