@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_common.h"
 #include "cpu/cpu.h"
 
 enum { MAX_LIST = 64 };
@@ -42,7 +43,7 @@ typedef struct opts {
 static int usage(FILE *f, int rc) {
     fprintf(f,
             "usage: backplane bench [--kind K ...] [--backend B ...] [--rows R --cols C] [--batch T ...]\n"
-            "                       [--reps N] [--threads N] [--json]\n"
+            "                       [--reps N] [--threads N] [--json] [--fallbacks]\n"
             "  --kind K     a weight kind (repeat, or comma-separated); default: all 28\n"
             "  --backend B  cpu (default), cpu-ref, or a backend name (vulkan, cuda, opencl, ...)\n"
             "  --rows/--cols  matrix shape, default 4096 x 4096\n"
@@ -52,6 +53,7 @@ static int usage(FILE *f, int rc) {
             "  --min-share P  on a shared machine: time a figure again (up to 5 tries) while its timed\n"
             "               calls got under P%% of the CPUs; the table's CPU share column says what it got\n"
             "  --json       {\"read_bandwidth_gbps\": x, \"results\": [...]}\n"
+            "  --fallbacks  print how many ops fell back, from where and why\n"
             "BACKPLANE_CPU_ISA=scalar|avx2|avx512 forces the CPU kernels' instruction set.\n");
     return rc;
 }
@@ -288,7 +290,16 @@ out:
     return rc;
 }
 
+static int bench_main(int argc, char **argv);
+
 int bp_cmd_bench(int argc, char **argv) {
+    bp_cli_take_fallbacks(&argc, argv);
+    int rc = bench_main(argc, argv);
+    bp_cli_print_fallbacks();
+    return rc;
+}
+
+static int bench_main(int argc, char **argv) {
     opts o;
     int p = parse(argc, argv, &o);
     if (p) return usage(p > 0 ? stdout : stderr, p > 0 ? 0 : 2);
