@@ -1,0 +1,186 @@
+/* The OpenCL half of the seam (src/seam/seam.h): probe, launch table, matvec and GEMM.
+ *
+ * A weight is uploaded once, on first use, and cached in bp_weight.backend_state; activations
+ * and results go through two scratch buffers of the op cache, reused across calls. Kernels
+ * come from the op cache: the one program is built on the first launch and never again.
+ * One lock serializes every launch (the scratch buffers and kernel arguments are shared).
+ *
+ * The device is opened on first use and kept until the process exits (not closed at exit:
+ * weights freed after that would touch a dead context, and every object stays reachable from
+ * here, so leak checkers do not report it).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kinds/kinds_internal.h"
+#include "opencl/cl_internal.h"
+
+enum { CL_SLOT_X = 0, CL_SLOT_Y = 1 };
+#define CL_MV_LS 64  /* BP_CL_MV_LS of cl_kernels.cl */
+#define CL_MV_ROWS 8 /* BP_CL_MV_ROWS (a mismatch drops rows: the 33-row tests catch it) */
+#define CL_TILE 16  /* BP_CL_TILE */
+
+static pthread_mutex_t cl_open_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cl_run_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool cl_tried;
+static char cl_why[256];
+static bp_cl_ctx cl_ctx;
+static bp_device *cl_dev;
+
+bp_device *bp_cl_device(char *why, size_t why_len) {
+    pthread_mutex_lock(&cl_open_lock);
+    if (!cl_tried) {
+        cl_tried = true;
+        if (bp_cl_ctx_create(&cl_ctx, cl_why, sizeof cl_why)) {
+            char name[32];
+            snprintf(name, sizeof name, "opencl:%.24s", cl_ctx.name);
+            if (bp_device_open(&bp_cl_methods, &cl_ctx, name, &cl_dev) != BP_OK) {
+                snprintf(cl_why, sizeof cl_why, "bp_device_open: %s", bp_last_error());
+                bp_cl_ctx_destroy(&cl_ctx);
+                cl_dev = NULL;
+            }
+        }
+    }
+    bp_device *d = cl_dev;
+    if (!d && why) snprintf(why, why_len, "%s", cl_why);
+    pthread_mutex_unlock(&cl_open_lock);
+    return d;
+}
+
+bp_cl_ctx *bp_cl_ctx_of(bp_device *dev) { return dev ? (bp_cl_ctx *)dev->impl : NULL; }
+
+/* The probe opens the device (platform, device, context, queue: cheap) but does not build the
+ * program, so `backplane probe` stays fast; the build happens at the first launch. */
+static bool cl_probe(char *why, size_t why_len) {
+    bp_device *d = bp_cl_device(why, why_len);
+    if (d) snprintf(why, why_len, "%s", cl_ctx.name);
+    return d != NULL;
+}
+
+/* Device-free: the kind is claimed (caps and cl_kernels.cl expand the same X-macro lists of
+ * cuda_kind_math.h) and the embedded program really instantiates those lists. */
+static bool cl_has_launch(bp_kind k) {
+    static const char *const inst[] = {"BP_CU_QUANT_KINDS(BP_CL_QUANT)", "BP_CU_FLOAT_KINDS(BP_CL_FLOAT)"};
+    if (!bp_caps_opencl.matvec_kernel(k)) return false;
+    const bp_kind_traits *t = bp_kind_traits_of(k);
+    if (!t || t->info.role != BP_ROLE_W) return false;
+    const bool quant = t->info.block_elems > 1;
+    return strstr(bp_cl_program_source, inst[quant ? 0 : 1]) != NULL;
+}
+
+/* The device copy of a weight. */
+typedef struct cl_weight {
+    bp_device *dev;
+    void *buf;
+} cl_weight;
+
+static void cl_weight_free(void *p) {
+    cl_weight *cw = p;
+    pthread_mutex_lock(&cl_run_lock);
+    bp_dev_free(cw->dev, cw->buf);
+    pthread_mutex_unlock(&cl_run_lock);
+    free(cw);
+}
+
+static bp_status upload_locked(bp_weight *w, cl_weight **out) {
+    cl_weight *cw = w->backend_state[BP_BACKEND_OPENCL];
+    if (cw) {
+        *out = cw;
+        return BP_OK;
+    }
+    size_t bytes;
+    if (!bp_mul_size(w->row_bytes, (size_t)w->rows, &bytes) || bytes == 0)
+        return bp_fail(BP_E_SHAPE, "OpenCL upload: %lld rows of %zu bytes", (long long)w->rows, w->row_bytes);
+    cw = calloc(1, sizeof *cw);
+    if (!cw) return bp_fail(BP_E_NOMEM, "OpenCL upload: no memory");
+    cw->dev = cl_dev;
+    bp_status s = bp_dev_alloc(cl_dev, bytes, &cw->buf);
+    if (!s) s = bp_dev_h2d(cl_dev, cw->buf, 0, w->data, bytes);
+    if (s) {
+        if (cw->buf) bp_dev_free(cl_dev, cw->buf);
+        free(cw);
+        return s;
+    }
+    w->backend_state[BP_BACKEND_OPENCL] = cw;
+    w->backend_free[BP_BACKEND_OPENCL] = cl_weight_free;
+    *out = cw;
+    return BP_OK;
+}
+
+/* Y[t][rows] = X[t][cols] W^T; t == 1 runs the matvec kernel. Called under cl_run_lock. */
+static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
+    char why[256];
+    if (!bp_cl_device(why, sizeof why)) return bp_fail(BP_E_UNSUPPORTED, "%s", why);
+    const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
+    const char *kn = kt->info.name;
+    /* The kernels index with int and launch rows (matvec) or ceil(rows/16) x ceil(t/16)
+     * work-groups: refuse what would overflow either, and anything the row layout contradicts. */
+    size_t row_bytes = 0;
+    if (w->rows < 1 || w->cols < 1 || t < 1 || w->rows > INT32_MAX / CL_MV_LS || w->cols > INT32_MAX / 4 ||
+        t > INT32_MAX / 4 || (double)t * (double)w->cols > (double)INT32_MAX ||
+        (double)t * (double)w->rows > (double)INT32_MAX)
+        return bp_fail(BP_E_SHAPE, "OpenCL %s: %lld x %lld, t=%lld is outside the kernels' int range", kn,
+                       (long long)w->rows, (long long)w->cols, (long long)t);
+    if (bp_kind_row_bytes(w->kind, w->cols, &row_bytes) != BP_OK || row_bytes != w->row_bytes ||
+        (kt->info.block_elems > 1 && w->cols % 32 != 0) || kt->info.block_bytes > 224)
+        return bp_fail(BP_E_SHAPE, "OpenCL %s: %lld columns do not make whole blocks of %u (row %zu bytes)", kn,
+                       (long long)w->cols, kt->info.block_elems, w->row_bytes);
+    cl_weight *cw = NULL;
+    bp_status s = upload_locked(w, &cw);
+    if (s) return s;
+    const size_t xbytes = (size_t)t * (size_t)w->cols * sizeof(float);
+    const size_t ybytes = (size_t)t * (size_t)w->rows * sizeof(float);
+    void *xb, *yb;
+    if ((s = bp_dev_scratch(cl_dev, CL_SLOT_X, xbytes, &xb)) || (s = bp_dev_scratch(cl_dev, CL_SLOT_Y, ybytes, &yb)))
+        return s;
+    if ((s = bp_dev_h2d(cl_dev, xb, 0, x, xbytes))) return s;
+    char name[48];
+    snprintf(name, sizeof name, "%s_%s", t == 1 ? "matvec" : "gemm", kn);
+    bp_kernel *k;
+    if ((s = bp_dev_kernel(cl_dev, name, &k))) return s;
+    const int rows = (int)w->rows, cols = (int)w->cols, tt = (int)t;
+    const int64_t rb = (int64_t)w->row_bytes;
+    if (t == 1) {
+        const bp_launch_dims d = {{(uint32_t)((rows + CL_MV_ROWS - 1) / CL_MV_ROWS), 1, 1}, {CL_MV_LS, 1, 1}, 0};
+        const bp_kernel_arg a[] = {bp_arg_buf(cw->buf, 0), bp_arg_i64(rb), bp_arg_i32(rows), bp_arg_i32(cols),
+                                   bp_arg_buf(xb, 0),      bp_arg_buf(yb, 0)};
+        s = bp_dev_launch(cl_dev, NULL, k, &d, a, 6);
+    } else {
+        const bp_launch_dims d = {
+            {(uint32_t)((rows + CL_TILE - 1) / CL_TILE), (uint32_t)((tt + CL_TILE - 1) / CL_TILE), 1},
+            {CL_TILE, CL_TILE, 1}, 0};
+        const bp_kernel_arg a[] = {bp_arg_buf(cw->buf, 0), bp_arg_i64(rb), bp_arg_i32(rows), bp_arg_i32(cols),
+                                   bp_arg_buf(xb, 0),      bp_arg_i32(tt), bp_arg_buf(yb, 0)};
+        s = bp_dev_launch(cl_dev, NULL, k, &d, a, 7);
+    }
+    if (s) return s;
+    return bp_dev_d2h(cl_dev, y, yb, 0, ybytes); /* blocking, in order after the kernel */
+}
+
+static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
+    if (!cl_has_launch(w->kind)) return BP_LAUNCH_NO_KERNEL;
+    pthread_mutex_lock(&cl_run_lock);
+    bp_status s = run_locked(w, x, t, y);
+    pthread_mutex_unlock(&cl_run_lock);
+    if (s == BP_OK) return BP_LAUNCH_OK;
+    snprintf(err, err_len, "%s", bp_last_error());
+    return BP_LAUNCH_ERROR;
+}
+
+static bp_launch cl_matvec(bp_weight *w, const float *x, float *y, char *err, size_t err_len) {
+    return run(w, x, 1, y, err, err_len);
+}
+
+static bp_launch cl_gemm(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
+    return run(w, x, t, y, err, err_len);
+}
+
+const bp_backend_dispatch bp_dispatch_opencl = {
+    .probe = cl_probe,
+    .has_launch = cl_has_launch,
+    .wants = NULL,
+    .matvec = cl_matvec,
+    .gemm = cl_gemm,
+};
