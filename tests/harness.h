@@ -1,7 +1,7 @@
 /* A minimal test harness: CHECK records a failure with file:line and goes on; a test program
  * ends with bp_test_finish(), which prints "N passed, N failed" and returns the exit status.
- * A test that cannot run here (no device) calls BP_SKIP, which says so on stderr: a skip is
- * never a silent pass. */
+ * A test that cannot run here (no device) calls BP_SKIP, which says so on stderr and makes the
+ * program exit 77, which ctest reports as "Skipped": a skip is never a silent pass. */
 #ifndef BP_TEST_HARNESS_H
 #define BP_TEST_HARNESS_H
 
