@@ -19,6 +19,14 @@ typedef void (*bp_quantize_fn)(const float *src, void *dst, int64_t nblocks);
 #include "kinds.def"
 #undef BP_KIND
 
+/* Block geometry as compile-time constants, for kernels that step through blocks:
+ * BP_BLOCK_BYTES_Q4_K, BP_BLOCK_ELEMS_Q4_K, ... */
+enum {
+#define BP_KIND(NAME, ID, BE, BB, ROLE, Q) BP_BLOCK_BYTES_##NAME = BB, BP_BLOCK_ELEMS_##NAME = BE,
+#include "kinds.def"
+#undef BP_KIND
+};
+
 typedef struct bp_kind_traits {
     bp_kind_info info;
     bp_dequant_fn dequant;

@@ -20,22 +20,6 @@
 
 #include "kinds/kinds_internal.h"
 
-/* No fused multiply-add: it would change the last bit against the reference. */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-enum {
-    Q2K_BYTES = 84,
-    Q3K_BYTES = 110,
-    Q4K_BYTES = 144,
-    Q5K_BYTES = 176,
-    Q6K_BYTES = 210,
-    Q8K_BYTES = 292,
-};
-
 /* ---------------------------------------------------------------- shared helpers */
 
 static float load_f16(const uint8_t *p) { return bp_f16_to_f32(bp_load_u16(p)); }
@@ -104,7 +88,7 @@ static int q3k_scale(const uint8_t *s, int g) {
  * Element e sits in qs[(e/128)*32 + e%32] at bit 2*((e%128)/32); group e/16. */
 void bp_dequant_Q2_K(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += Q2K_BYTES, dst += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q2_K, dst += BP_QK_K) {
         const float d = load_f16(b + 80), dmin = load_f16(b + 82);
         for (int e = 0; e < BP_QK_K; e++) {
             const uint8_t sc = b[e / 16];
@@ -121,7 +105,7 @@ void bp_dequant_Q2_K(const void *src, float *dst, int64_t nblocks) {
  * out as in Q2_K; its high bit is bit e/32 of hmask[e%32], and a CLEAR bit means "minus 4". */
 void bp_dequant_Q3_K(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += Q3K_BYTES, dst += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q3_K, dst += BP_QK_K) {
         const float d = load_f16(b + 108);
         for (int e = 0; e < BP_QK_K; e++) {
             const float dl = d * (float)q3k_scale(b + 96, e / 16);
@@ -136,7 +120,7 @@ void bp_dequant_Q3_K(const void *src, float *dst, int64_t nblocks) {
  * qs[(s/2)*32 + e%32], low nibble for even s, high nibble for odd s. */
 void bp_dequant_Q4_K(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += Q4K_BYTES, dst += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q4_K, dst += BP_QK_K) {
         const float d = load_f16(b), dmin = load_f16(b + 2);
         for (int s = 0; s < 8; s++) {
             int sc, m;
@@ -156,7 +140,7 @@ void bp_dequant_Q4_K(const void *src, float *dst, int64_t nblocks) {
  * bit of element 32*s + l is bit s of qh[l]. */
 void bp_dequant_Q5_K(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += Q5K_BYTES, dst += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q5_K, dst += BP_QK_K) {
         const float d = load_f16(b), dmin = load_f16(b + 2);
         for (int s = 0; s < 8; s++) {
             int sc, m;
@@ -178,7 +162,7 @@ void bp_dequant_Q5_K(const void *src, float *dst, int64_t nblocks) {
  * qh[c*32 + r%32] at bit 2*(r/32); the value is that 6-bit number minus 32. */
 void bp_dequant_Q6_K(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += Q6K_BYTES, dst += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q6_K, dst += BP_QK_K) {
         const float d = load_f16(b + 208);
         for (int e = 0; e < BP_QK_K; e++) {
             const int c = e / 128, r = e % 128;
@@ -193,7 +177,7 @@ void bp_dequant_Q6_K(const void *src, float *dst, int64_t nblocks) {
 /* Q8_K, 292 bytes: d (float32) | qs[256] (int8) | bsums[16] (int16, unused here). */
 void bp_dequant_Q8_K(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += Q8K_BYTES, dst += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q8_K, dst += BP_QK_K) {
         const float d = load_f32(b);
         for (int e = 0; e < BP_QK_K; e++) dst[e] = d * (float)(int8_t)b[4 + e];
     }
@@ -370,7 +354,7 @@ static void pack_2bit(uint8_t *qs, const uint8_t *L) {
 
 void bp_quantize_Q2_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += Q2K_BYTES, src += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q2_K, src += BP_QK_K) {
         uint8_t L[BP_QK_K];
         float scales[16], mins[16], w[16], max_scale = 0, max_min = 0;
         for (int j = 0; j < 16; j++) {
@@ -380,7 +364,7 @@ void bp_quantize_Q2_K(const float *src, void *dst, int64_t nblocks) {
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
-        memset(b, 0, Q2K_BYTES);
+        memset(b, 0, BP_BLOCK_BYTES_Q2_K);
         /* 4-bit scales and mins relative to the block's largest; d = max/15 so the largest is 15. */
         if (max_scale > 0) {
             const float is = 15.0f / max_scale;
@@ -408,7 +392,7 @@ void bp_quantize_Q2_K(const float *src, void *dst, int64_t nblocks) {
 
 void bp_quantize_Q3_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += Q3K_BYTES, src += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q3_K, src += BP_QK_K) {
         int8_t L[BP_QK_K];
         float scales[16], amax = 0, max_scale = 0;
         for (int j = 0; j < 16; j++) {
@@ -418,7 +402,7 @@ void bp_quantize_Q3_K(const float *src, void *dst, int64_t nblocks) {
                 max_scale = scales[j];
             }
         }
-        memset(b, 0, Q3K_BYTES);
+        memset(b, 0, BP_BLOCK_BYTES_Q3_K);
         uint8_t *sc = b + 96;
         if (max_scale != 0) {
             /* Signed 6-bit scales; the largest maps to -32 (the end with more room). */
@@ -483,9 +467,9 @@ static void quantize_k4(const float *src, uint8_t *b, int nmax, float rmin, int 
 
 void bp_quantize_Q4_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += Q4K_BYTES, src += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q4_K, src += BP_QK_K) {
         uint8_t L[BP_QK_K];
-        memset(b, 0, Q4K_BYTES);
+        memset(b, 0, BP_BLOCK_BYTES_Q4_K);
         quantize_k4(src, b, 15, -1.0f, 20, L);
         for (int s = 0; s < 8; s++)
             for (int l = 0; l < 32; l++)
@@ -495,9 +479,9 @@ void bp_quantize_Q4_K(const float *src, void *dst, int64_t nblocks) {
 
 void bp_quantize_Q5_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += Q5K_BYTES, src += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q5_K, src += BP_QK_K) {
         uint8_t L[BP_QK_K];
-        memset(b, 0, Q5K_BYTES);
+        memset(b, 0, BP_BLOCK_BYTES_Q5_K);
         quantize_k4(src, b, 31, -0.5f, 15, L);
         for (int s = 0; s < 8; s++)
             for (int l = 0; l < 32; l++) {
@@ -510,7 +494,7 @@ void bp_quantize_Q5_K(const float *src, void *dst, int64_t nblocks) {
 
 void bp_quantize_Q6_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += Q6K_BYTES, src += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q6_K, src += BP_QK_K) {
         int8_t L[BP_QK_K];
         float scales[16], amax = 0, max_scale = 0;
         for (int j = 0; j < 16; j++) {
@@ -520,7 +504,7 @@ void bp_quantize_Q6_K(const float *src, void *dst, int64_t nblocks) {
                 max_scale = scales[j];
             }
         }
-        memset(b, 0, Q6K_BYTES);
+        memset(b, 0, BP_BLOCK_BYTES_Q6_K);
         if (amax < 1e-15f) continue; /* all-zero block: d = 0, every byte 0 */
         /* Signed 8-bit scales; the largest maps to -128. */
         const float iscale = -128.0f / max_scale;
@@ -546,14 +530,14 @@ void bp_quantize_Q6_K(const float *src, void *dst, int64_t nblocks) {
  * that the K-quant dot products use to apply the mins. */
 void bp_quantize_Q8_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += Q8K_BYTES, src += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q8_K, src += BP_QK_K) {
         float amax = 0, vmax = 0;
         for (int e = 0; e < BP_QK_K; e++)
             if (fabsf(src[e]) > amax) {
                 amax = fabsf(src[e]);
                 vmax = src[e];
             }
-        memset(b, 0, Q8K_BYTES); /* all-zero block: d = 0, quants and sums 0 */
+        memset(b, 0, BP_BLOCK_BYTES_Q8_K); /* all-zero block: d = 0, quants and sums 0 */
         if (amax == 0) continue;
         const float iscale = -127.0f / vmax;
         for (int e = 0; e < BP_QK_K; e++)

@@ -12,22 +12,6 @@
 
 #include "kinds/kinds_internal.h"
 
-/* No fused multiply-add: it would change the last bit against the reference. */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-enum {
-    TQ1_BYTES = 54,
-    TQ2_BYTES = 66,
-    MXFP4_BYTES = 17,
-    NVFP4_BYTES = 36,
-    Q1_0_BYTES = 18,
-    Q2_0_BYTES = 18,
-};
-
 /* E2M1 code -> twice its value (so every entry is an integer; the block scales carry the 1/2). */
 static const int8_t fp4_doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -69,7 +53,7 @@ static int tq1_trit(uint8_t byte, int k) {
  * (e-160)/16 of qs[32 + e%16]; 240-255: trit (e-240)/4 of qh[e%4]. */
 void bp_dequant_TQ1_0(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += TQ1_BYTES, dst += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_TQ1_0, dst += BP_QK_K) {
         const float d = load_f16(b + 52);
         for (int e = 0; e < BP_QK_K; e++) {
             int t;
@@ -84,7 +68,7 @@ void bp_dequant_TQ1_0(const void *src, float *dst, int64_t nblocks) {
 /* TQ2_0, 66 bytes: qs[64] | d. Element e: bits 2*((e%128)/32) of qs[(e/128)*32 + e%32], minus 1. */
 void bp_dequant_TQ2_0(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += TQ2_BYTES, dst += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_TQ2_0, dst += BP_QK_K) {
         const float d = load_f16(b + 64);
         for (int e = 0; e < BP_QK_K; e++) {
             const int q = (b[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
@@ -97,7 +81,7 @@ void bp_dequant_TQ2_0(const void *src, float *dst, int64_t nblocks) {
  * high nibble of qs[j-16]. */
 void bp_dequant_MXFP4(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += MXFP4_BYTES, dst += 32) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_MXFP4, dst += 32) {
         const float d = e8m0_half(b[0]);
         for (int j = 0; j < 16; j++) {
             dst[j] = d * (float)fp4_doubled[b[1 + j] & 0x0F];
@@ -110,7 +94,7 @@ void bp_dequant_MXFP4(const void *src, float *dst, int64_t nblocks) {
  * the low nibble of qs[8s + j], j >= 8 the high nibble of qs[8s + j - 8]. */
 void bp_dequant_NVFP4(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += NVFP4_BYTES, dst += 64) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_NVFP4, dst += 64) {
         for (int s = 0; s < 4; s++) {
             const float d = ue4m3_half(b[s]);
             for (int j = 0; j < 8; j++) {
@@ -125,7 +109,7 @@ void bp_dequant_NVFP4(const void *src, float *dst, int64_t nblocks) {
 /* Q1_0, 18 bytes: d | qs[16]; bit j%8 of qs[j/8] set means +d, clear means -d. */
 void bp_dequant_Q1_0(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += Q1_0_BYTES, dst += 128) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q1_0, dst += 128) {
         const float d = load_f16(b);
         for (int j = 0; j < 128; j++) dst[j] = ((b[2 + j / 8] >> (j % 8)) & 1) ? d : -d;
     }
@@ -135,7 +119,7 @@ void bp_dequant_Q1_0(const void *src, float *dst, int64_t nblocks) {
  * (Consecutive elements share a byte here, unlike TQ2_0.) */
 void bp_dequant_Q2_0(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += Q2_0_BYTES, dst += 64) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q2_0, dst += 64) {
         const float d = load_f16(b);
         for (int j = 0; j < 64; j++) {
             const int q = (b[2 + j / 4] >> (2 * (j % 4))) & 3;
@@ -164,7 +148,7 @@ static void ternary_quants(const float *x, uint8_t *t, float *d_out) {
 
 void bp_quantize_TQ1_0(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += TQ1_BYTES, src += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_TQ1_0, src += BP_QK_K) {
         uint8_t t[BP_QK_K];
         float d;
         ternary_quants(src, t, &d);
@@ -193,7 +177,7 @@ void bp_quantize_TQ1_0(const float *src, void *dst, int64_t nblocks) {
 
 void bp_quantize_TQ2_0(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += TQ2_BYTES, src += BP_QK_K) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_TQ2_0, src += BP_QK_K) {
         uint8_t t[BP_QK_K];
         float d;
         ternary_quants(src, t, &d);
@@ -220,7 +204,7 @@ static uint8_t mxfp4_exponent(float amax) {
 
 void bp_quantize_MXFP4(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += MXFP4_BYTES, src += 32) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_MXFP4, src += 32) {
         float amax = 0;
         for (int j = 0; j < 32; j++)
             if (fabsf(src[j]) > amax) amax = fabsf(src[j]);
