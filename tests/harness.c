@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include "kinds/kinds_internal.h"
+
 int bp_test_passed, bp_test_failed, bp_test_skipped;
 
 void bp_test_fail_at(const char *file, int line, const char *fmt, ...) {
@@ -84,4 +86,51 @@ void *bp_test_read_file(const char *path, size_t *len) {
     if (!buf) bp_test_fail_at(__FILE__, __LINE__, "cannot read %s", path);
     else if (len) *len = (size_t)n;
     return buf;
+}
+
+/* Test weights: real quantizations of random floats where the kind has a quantizer; random
+ * blocks otherwise, with each block's scale fields overwritten by a small finite f16 (random
+ * bytes there could be Inf/NaN, which would test nothing). */
+uint8_t *bp_test_make_weight(bp_kind k, int64_t rows, int64_t cols, uint64_t *rng, size_t *bytes_out) {
+    const bp_kind_info *info = bp_kind_lookup((uint32_t)k);
+    size_t row_bytes;
+    if (bp_kind_row_bytes(k, cols, &row_bytes) != BP_OK) return NULL;
+    size_t bytes = row_bytes * (size_t)rows;
+    uint8_t *w = malloc(bytes + 1);
+    if (info->can_quantize) {
+        float *f = malloc(sizeof(float) * (size_t)cols);
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t c = 0; c < cols; c++) f[c] = bp_test_randf(rng);
+            if (bp_quantize(k, f, cols, w + (size_t)r * row_bytes, row_bytes) != BP_OK) {
+                free(f);
+                free(w);
+                return NULL;
+            }
+        }
+        free(f);
+    } else {
+        for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)bp_test_rand(rng);
+        size_t nb = bytes / info->block_bytes;
+        for (size_t b = 0; b < nb; b++) {
+            uint8_t *blk = w + b * info->block_bytes;
+            uint16_t h = bp_f32_to_f16(0.002f + 0.03f * (float)(bp_test_rand(rng) % 1000) / 1000.0f);
+            if (k == BP_KIND_IQ1_M) { /* the f16 scale lives in the top nibbles of 4 u16 */
+                for (int j = 0; j < 4; j++) {
+                    uint16_t sc = bp_load_u16(blk + 48 + 2 * j);
+                    sc = (uint16_t)((sc & 0x0FFF) | (((h >> (4 * j)) & 0xF) << 12));
+                    bp_store_u16(blk + 48 + 2 * j, sc);
+                }
+            } else if (k != BP_KIND_NVFP4) { /* NVFP4's UE4M3 scales are all finite */
+                bp_store_u16(blk, h);
+            }
+        }
+    }
+    *bytes_out = bytes;
+    return w;
+}
+
+bool bp_test_all_finite(const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return false;
+    return true;
 }

@@ -20,6 +20,12 @@ uint64_t bp_test_rand(uint64_t *state);
 float bp_test_randf(uint64_t *state); /* uniform in [-1, 1) */
 /* Normalised mean squared error of got against ref: sum (got-ref)^2 / sum ref^2. */
 double bp_test_nmse(const float *got, const float *ref, size_t n);
+/* rows x cols test weights of kind k (malloc'ed, *bytes set; NULL on failure): real
+ * quantizations of random floats where the kind has a quantizer, else random blocks whose
+ * scale fields are overwritten by small finite f16 values (random bytes there could be
+ * Inf/NaN, which would test nothing). */
+uint8_t *bp_test_make_weight(bp_kind k, int64_t rows, int64_t cols, uint64_t *rng, size_t *bytes);
+bool bp_test_all_finite(const float *v, size_t n);
 /* Read a whole file; NULL (with a failure recorded) when missing. Caller frees. */
 void *bp_test_read_file(const char *path, size_t *len);
 

@@ -18,59 +18,11 @@ extern const bp_backend_dispatch bp_dispatch_vulkan;
 
 #define NMSE_MAX 5e-4
 
-/* Test weights: real quantizations of random floats where the kind has a quantizer; random
- * blocks otherwise, with each block's scale fields overwritten by a small finite f16 (random
- * bytes there could be Inf/NaN, which would test nothing). */
-static uint8_t *make_weight(bp_kind k, int64_t rows, int64_t cols, uint64_t *rng, size_t *bytes_out) {
-    const bp_kind_info *info = bp_kind_lookup((uint32_t)k);
-    size_t row_bytes;
-    if (bp_kind_row_bytes(k, cols, &row_bytes) != BP_OK) return NULL;
-    size_t bytes = row_bytes * (size_t)rows;
-    uint8_t *w = malloc(bytes + 1);
-    if (info->can_quantize) {
-        float *f = malloc(sizeof(float) * (size_t)cols);
-        for (int64_t r = 0; r < rows; r++) {
-            for (int64_t c = 0; c < cols; c++) f[c] = bp_test_randf(rng);
-            if (bp_quantize(k, f, cols, w + (size_t)r * row_bytes, row_bytes) != BP_OK) {
-                free(f);
-                free(w);
-                return NULL;
-            }
-        }
-        free(f);
-    } else {
-        for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)bp_test_rand(rng);
-        size_t nb = bytes / info->block_bytes;
-        for (size_t b = 0; b < nb; b++) {
-            uint8_t *blk = w + b * info->block_bytes;
-            uint16_t h = bp_f32_to_f16(0.002f + 0.03f * (float)(bp_test_rand(rng) % 1000) / 1000.0f);
-            if (k == BP_KIND_IQ1_M) { /* the f16 scale lives in the top nibbles of 4 u16 */
-                for (int j = 0; j < 4; j++) {
-                    uint16_t sc = bp_load_u16(blk + 48 + 2 * j);
-                    sc = (uint16_t)((sc & 0x0FFF) | (((h >> (4 * j)) & 0xF) << 12));
-                    bp_store_u16(blk + 48 + 2 * j, sc);
-                }
-            } else if (k != BP_KIND_NVFP4) { /* NVFP4's UE4M3 scales are all finite */
-                bp_store_u16(blk, h);
-            }
-        }
-    }
-    *bytes_out = bytes;
-    return w;
-}
-
-static bool finite_all(const float *v, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(v[i])) return false;
-    }
-    return true;
-}
-
 /* One (kind, rows, cols, t) case: Vulkan matvec (t == 1) or GEMM against the reference. */
 static void check_case(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_t *rng) {
     const char *kn = bp_kind_lookup((uint32_t)k)->name;
     size_t bytes = 0;
-    uint8_t *wd = make_weight(k, rows, cols, rng, &bytes);
+    uint8_t *wd = bp_test_make_weight(k, rows, cols, rng, &bytes);
     CHECK(wd != NULL, "%s: could not make a %lld x %lld weight: %s", kn, (long long)rows, (long long)cols, bp_last_error());
     if (!wd) return;
     float *x = malloc(sizeof(float) * (size_t)(t * cols));
@@ -81,7 +33,7 @@ static void check_case(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_
     bp_weight *w = NULL;
     CHECK_OK(bp_weight_create(k, wd, bytes, rows, cols, &w));
     CHECK_OK(bp_ref_gemm(k, wd, bytes, rows, cols, x, t, ref));
-    if (w && finite_all(ref, (size_t)(t * rows))) {
+    if (w && bp_test_all_finite(ref, (size_t)(t * rows))) {
         char err[256] = "";
         bp_launch r = t == 1 ? bp_dispatch_vulkan.matvec(w, x, got, err, sizeof err)
                              : bp_dispatch_vulkan.gemm(w, x, t, got, err, sizeof err);
@@ -105,7 +57,7 @@ static void check_case(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_
  * reporting the path that ran. */
 static void check_public_api(uint64_t *rng) {
     size_t bytes;
-    uint8_t *wd = make_weight(BP_KIND_Q4_K, 9, 512, rng, &bytes);
+    uint8_t *wd = bp_test_make_weight(BP_KIND_Q4_K, 9, 512, rng, &bytes);
     bp_weight *w = NULL;
     CHECK_OK(bp_weight_create(BP_KIND_Q4_K, wd, bytes, 9, 512, &w));
     float x[2 * 512], ref[18], got[18];
@@ -136,7 +88,7 @@ static void check_split(uint64_t *rng) {
     /* A row larger than one binding is declined with a named cause, not run wrong. */
     bp_vk_test_set_max_range(256);
     size_t bytes;
-    uint8_t *wd = make_weight(BP_KIND_Q8_0, 2, 256, rng, &bytes);
+    uint8_t *wd = bp_test_make_weight(BP_KIND_Q8_0, 2, 256, rng, &bytes);
     bp_weight *w = NULL;
     CHECK_OK(bp_weight_create(BP_KIND_Q8_0, wd, bytes, 2, 256, &w));
     float x[256] = {0}, y[2];
