@@ -20,12 +20,17 @@ typedef struct path {
     bool per_position;
 } path;
 
+/* The CPU picks its kernel by batch (multi-input matvec for small batches, the panel GEMM for
+ * large ones), so a prefill path is named at one batch: 512, the prefill `backplane bench`
+ * measures. */
+enum { PROBE_PREFILL_BATCH = 512 };
+
 static void route(bp_kind k, bool prefill, path *p) {
     int i = bp_seam_route(k);
     memset(p, 0, sizeof *p);
     if (i < 0) {
         p->backend = "CPU";
-        p->kernel = bp_cpu_kernel_name(k, prefill ? 8 : 1);
+        p->kernel = bp_cpu_kernel_name(k, prefill ? PROBE_PREFILL_BATCH : 1);
         snprintf(p->label, sizeof p->label, "%s", p->kernel);
         return;
     }
@@ -110,7 +115,7 @@ int bp_cmd_probe(int argc, char **argv) {
     /* Kinds. */
     if (json) printf("  ],\n  \"kinds\": [\n");
     else {
-        printf("\n| kind | decode | prefill |%s\n|---|---|---|", all ? " would run if present |" : "");
+        printf("\n| kind | decode (batch 1) | prefill (batch 512) |%s\n|---|---|---|", all ? " would run if present |" : "");
         printf("%s\n", all ? "---|" : "");
     }
     bool first = true;
