@@ -26,6 +26,11 @@ double bp_test_nmse(const float *got, const float *ref, size_t n);
  * Inf/NaN, which would test nothing). */
 uint8_t *bp_test_make_weight(bp_kind k, int64_t rows, int64_t cols, uint64_t *rng, size_t *bytes);
 bool bp_test_all_finite(const float *v, size_t n);
+/* One (kind, rows, cols, t) case on a backend's dispatch table (matvec when t == 1, else GEMM)
+ * against bp_ref_gemm, NMSE <= tol; true when it ran on the backend. */
+struct bp_backend_dispatch;
+bool bp_test_dispatch_case(const struct bp_backend_dispatch *d, bp_kind k, int64_t rows, int64_t cols,
+                           int64_t t, double tol, uint64_t *rng);
 /* Read a whole file; NULL (with a failure recorded) when missing. Caller frees. */
 void *bp_test_read_file(const char *path, size_t *len);
 

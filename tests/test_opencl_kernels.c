@@ -24,43 +24,11 @@
 
 static int cases_run;
 
-/* One (kind, rows, cols, t) case: OpenCL matvec (t == 1) or GEMM against the reference. */
+/* One (kind, rows, cols, t) case: OpenCL matvec (t == 1) or GEMM against the reference; the
+ * float kinds are held tighter. */
 static void check_case(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_t *rng) {
-    const bp_kind_info *info = bp_kind_lookup((uint32_t)k);
-    const char *kn = info->name;
-    const double tol = info->block_elems == 1 ? NMSE_FLOAT : NMSE_MAX;
-    size_t bytes = 0;
-    uint8_t *wd = bp_test_make_weight(k, rows, cols, rng, &bytes);
-    CHECK(wd != NULL, "%s: could not make a %lld x %lld weight: %s", kn, (long long)rows, (long long)cols,
-          bp_last_error());
-    if (!wd) return;
-    float *x = malloc(sizeof(float) * (size_t)(t * cols));
-    float *ref = malloc(sizeof(float) * (size_t)(t * rows));
-    float *got = malloc(sizeof(float) * (size_t)(t * rows));
-    for (int64_t i = 0; i < t * cols; i++) x[i] = bp_test_randf(rng);
-    for (int64_t i = 0; i < t * rows; i++) got[i] = NAN;
-    bp_weight *w = NULL;
-    CHECK_OK(bp_weight_create(k, wd, bytes, rows, cols, &w));
-    CHECK_OK(bp_ref_gemm(k, wd, bytes, rows, cols, x, t, ref));
-    if (w && bp_test_all_finite(ref, (size_t)(t * rows))) {
-        char err[256] = "";
-        bp_launch r = t == 1 ? bp_dispatch_opencl.matvec(w, x, got, err, sizeof err)
-                             : bp_dispatch_opencl.gemm(w, x, t, got, err, sizeof err);
-        CHECK(r == BP_LAUNCH_OK, "%s %s rows %lld cols %lld t %lld: launch %d: %s", kn, t == 1 ? "matvec" : "gemm",
-              (long long)rows, (long long)cols, (long long)t, (int)r, err);
-        double e = bp_test_nmse(got, ref, (size_t)(t * rows));
-        CHECK(e <= tol, "%s %s rows %lld cols %lld t %lld: NMSE %.3g > %.1g (got[0] %g ref[0] %g)", kn,
-              t == 1 ? "matvec" : "gemm", (long long)rows, (long long)cols, (long long)t, e, tol, (double)got[0],
-              (double)ref[0]);
-        cases_run++;
-    } else if (w) {
-        CHECK(0, "%s: the CPU reference gave non-finite output (reference kernel missing?)", kn);
-    }
-    bp_weight_free(w);
-    free(wd);
-    free(x);
-    free(ref);
-    free(got);
+    const double tol = bp_kind_lookup((uint32_t)k)->block_elems == 1 ? NMSE_FLOAT : NMSE_MAX;
+    if (bp_test_dispatch_case(&bp_dispatch_opencl, k, rows, cols, t, tol, rng)) cases_run++;
 }
 
 /* Through the public API and the seam, forced onto OpenCL, reporting the path that ran. */

@@ -20,37 +20,7 @@ extern const bp_backend_dispatch bp_dispatch_vulkan;
 
 /* One (kind, rows, cols, t) case: Vulkan matvec (t == 1) or GEMM against the reference. */
 static void check_case(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_t *rng) {
-    const char *kn = bp_kind_lookup((uint32_t)k)->name;
-    size_t bytes = 0;
-    uint8_t *wd = bp_test_make_weight(k, rows, cols, rng, &bytes);
-    CHECK(wd != NULL, "%s: could not make a %lld x %lld weight: %s", kn, (long long)rows, (long long)cols, bp_last_error());
-    if (!wd) return;
-    float *x = malloc(sizeof(float) * (size_t)(t * cols));
-    float *ref = malloc(sizeof(float) * (size_t)(t * rows));
-    float *got = malloc(sizeof(float) * (size_t)(t * rows));
-    for (int64_t i = 0; i < t * cols; i++) x[i] = bp_test_randf(rng);
-    for (int64_t i = 0; i < t * rows; i++) got[i] = NAN;
-    bp_weight *w = NULL;
-    CHECK_OK(bp_weight_create(k, wd, bytes, rows, cols, &w));
-    CHECK_OK(bp_ref_gemm(k, wd, bytes, rows, cols, x, t, ref));
-    if (w && bp_test_all_finite(ref, (size_t)(t * rows))) {
-        char err[256] = "";
-        bp_launch r = t == 1 ? bp_dispatch_vulkan.matvec(w, x, got, err, sizeof err)
-                             : bp_dispatch_vulkan.gemm(w, x, t, got, err, sizeof err);
-        CHECK(r == BP_LAUNCH_OK, "%s %s rows %lld cols %lld t %lld: launch %d: %s", kn, t == 1 ? "matvec" : "gemm",
-              (long long)rows, (long long)cols, (long long)t, (int)r, err);
-        double e = bp_test_nmse(got, ref, (size_t)(t * rows));
-        CHECK(e <= NMSE_MAX, "%s %s rows %lld cols %lld t %lld: NMSE %.3g > %.1g (got[0] %g ref[0] %g)", kn,
-              t == 1 ? "matvec" : "gemm", (long long)rows, (long long)cols, (long long)t, e, NMSE_MAX,
-              (double)got[0], (double)ref[0]);
-    } else if (w) {
-        CHECK(0, "%s: the CPU reference gave non-finite output (reference kernel missing?)", kn);
-    }
-    bp_weight_free(w);
-    free(wd);
-    free(x);
-    free(ref);
-    free(got);
+    bp_test_dispatch_case(&bp_dispatch_vulkan, k, rows, cols, t, NMSE_MAX, rng);
 }
 
 /* Through the public API and the seam: forced onto Vulkan, and the seam's own choice, both
