@@ -78,11 +78,14 @@ void *bp_test_read_file(const char *path, size_t *len) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
+    /* One byte more, a NUL: callers parse text files with string functions (strtok_r ran
+     * past the end of kinds_list.txt when the buffer had no terminator). */
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
         free(buf);
         buf = NULL;
     }
+    if (buf) buf[n] = '\0';
     fclose(f);
     if (!buf) bp_test_fail_at(__FILE__, __LINE__, "cannot read %s", path);
     else if (len) *len = (size_t)n;
