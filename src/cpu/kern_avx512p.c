@@ -2,6 +2,7 @@
  * kern_packed.inc): vpdpbusd does a maddubs + madd in one instruction, without the 16-bit
  * intermediate. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu/cpu_internal.h"
 
@@ -15,6 +16,13 @@ static ALWAYS_INLINE __m256i dot_u2(__m256i a, __m256i xa, __m256i b, __m256i xb
 /* |a| (<= 127: no -128 in any table or activation) times b with a's sign, one instruction. */
 static ALWAYS_INLINE __m256i dot_s1(__m256i a, __m256i b) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+/* Q5's fifth bit: the 32-bit mask loads straight into a mask register, one masked add. */
+static ALWAYS_INLINE __m256i add_bit4(__m256i v, const uint8_t *qh) {
+    __mmask32 k;
+    memcpy(&k, qh, sizeof k);
+    return _mm256_mask_add_epi8(v, k, v, _mm256_set1_epi8(0x10));
 }
 
 #define BP_P_INIT bp_cpu_avx512p_init
