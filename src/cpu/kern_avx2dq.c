@@ -45,7 +45,7 @@ static void dq_bf16(const void *src, float *dst, int64_t n) {
 static void dq_q6_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
-    for (int64_t i = 0; i < nb; i++, b += 210, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q6_K, dst += BP_BLOCK_ELEMS_Q6_K) {
         const float d = f16(b + 208);
         const int8_t *sc = (const int8_t *)(b + 192);
         for (int h = 0; h < 2; h++) {
@@ -66,7 +66,7 @@ static void dq_q6_k(const void *src, float *dst, int64_t nb) {
 static void dq_q2_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m3 = _mm256_set1_epi8(3);
-    for (int64_t i = 0; i < nb; i++, b += 84, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q2_K, dst += BP_BLOCK_ELEMS_Q2_K) {
         const float d = f16(b + 80), dmin = f16(b + 82);
         for (int n = 0; n < 2; n++) {
             __m256i v = load32(b + 16 + 32 * n);
@@ -85,7 +85,7 @@ static void dq_q2_k(const void *src, float *dst, int64_t nb) {
 static void dq_q3_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
-    for (int64_t i = 0; i < nb; i++, b += 110, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q3_K, dst += BP_BLOCK_ELEMS_Q3_K) {
         const float d = f16(b + 108);
         uint32_t a0 = bp_load_u32(b + 96), a1 = bp_load_u32(b + 100), t = bp_load_u32(b + 104);
         const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
@@ -110,7 +110,7 @@ static void dq_q3_k(const void *src, float *dst, int64_t nb) {
 static void dq_tq2_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    for (int64_t i = 0; i < nb; i++, b += 66, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_TQ2_0, dst += BP_BLOCK_ELEMS_TQ2_0) {
         const float d = f16(b + 64);
         for (int n = 0; n < 2; n++) {
             __m256i v = load32(b + 32 * n);
@@ -124,7 +124,7 @@ static void dq_tq2_0(const void *src, float *dst, int64_t nb) {
 
 static void dq_q1_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nb; i++, b += 18, dst += 128) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q1_0, dst += BP_BLOCK_ELEMS_Q1_0) {
         const float d = f16(b);
         for (int s = 0; s < 4; s++) {
             /* Set bit: +1, clear: -1, as bytes: (mask & 2) - 1. */
@@ -147,7 +147,7 @@ static ALWAYS_INLINE uint32_t ksigns4_dq(uint32_t aux) {
 
 static void dq_iq2_xxs(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nb; i++, b += 66, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_XXS, dst += BP_BLOCK_ELEMS_IQ2_XXS) {
         const float d = f16(b);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = b + 2 + 8 * ib;
@@ -162,7 +162,7 @@ static void dq_iq2_xxs(const void *src, float *dst, int64_t nb) {
 
 static void dq_iq2_xs(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nb; i++, b += 74, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_XS, dst += BP_BLOCK_ELEMS_IQ2_XS) {
         const float d = f16(b);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = b + 2 + 8 * ib;
@@ -180,7 +180,7 @@ static void dq_iq2_xs(const void *src, float *dst, int64_t nb) {
 
 static void dq_iq2_s(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nb; i++, b += 82, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_S, dst += BP_BLOCK_ELEMS_IQ2_S) {
         const float d = f16(b);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *qs = b + 2 + 4 * ib;
@@ -198,7 +198,7 @@ static void dq_iq2_s(const void *src, float *dst, int64_t nb) {
 
 static void dq_iq3_xxs(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nb; i++, b += 98, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ3_XXS, dst += BP_BLOCK_ELEMS_IQ3_XXS) {
         const float d = f16(b);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = b + 2 + 8 * ib;
@@ -214,7 +214,7 @@ static void dq_iq3_xxs(const void *src, float *dst, int64_t nb) {
 
 static void dq_iq3_s(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nb; i++, b += 110, dst += 256) {
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ3_S, dst += BP_BLOCK_ELEMS_IQ3_S) {
         const float d = f16(b);
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = b + 2 + 8 * ib;

@@ -47,7 +47,7 @@ static void vec_tq2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 66) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_TQ2_0) {
             const bp_q8x256 *x = &xq[i];
             __m256i sumi = _mm256_setzero_si256();
             for (int n = 0; n < 2; n++) {
@@ -84,7 +84,7 @@ static void vec_tq1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 54) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_TQ1_0) {
             const bp_q8x256 *x = &xq[i];
             __m256i sumi = _mm256_setzero_si256();
             __m256i q = load32(b);
@@ -123,7 +123,7 @@ static void vec_q1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
         float offs = 0;
-        for (int64_t i = 0; i < nb; i++, b += 18) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q1_0) {
             const float d = f16(b);
             for (int s = 0; s < 4; s++) {
                 const bp_q8x32 *x = &xq[4 * i + s];
@@ -151,7 +151,7 @@ static void vec_q2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
         float offs = 0;
-        for (int64_t i = 0; i < nb; i++, b += 18) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q2_0) {
             const float d = f16(b);
             for (int h = 0; h < 2; h++) {
                 const bp_q8x32 *x = &xq[2 * i + h];
@@ -194,7 +194,7 @@ static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 36) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_NVFP4) {
             for (int h = 0; h < 2; h++) {
                 const bp_q8x32 *x = &xq[2 * i + h];
                 __m128i v = _mm_loadu_si128((const __m128i *)(b + 4 + 16 * h));
@@ -221,7 +221,7 @@ static void vec_iq2_xxs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 66) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_XXS) {
             const bp_q8x256 *x = &xq[i];
             __m256i sumi = _mm256_setzero_si256();
             for (int ib = 0; ib < 8; ib++) {
@@ -246,7 +246,7 @@ static void vec_iq2_xs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 74) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_XS) {
             const bp_q8x256 *x = &xq[i];
             __m256i sumi = _mm256_setzero_si256();
             for (int ib = 0; ib < 8; ib++) {
@@ -272,7 +272,7 @@ static void vec_iq2_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 82) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_S) {
             const bp_q8x256 *x = &xq[i];
             __m256i sumi = _mm256_setzero_si256();
             for (int ib = 0; ib < 8; ib++) {
@@ -300,7 +300,7 @@ static void vec_iq3_xxs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 98) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ3_XXS) {
             const bp_q8x256 *x = &xq[i];
             __m256i sumi = _mm256_setzero_si256();
             for (int ib = 0; ib < 8; ib++) {
@@ -326,7 +326,7 @@ static void vec_iq3_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 110) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ3_S) {
             const bp_q8x256 *x = &xq[i];
             __m256i sumi = _mm256_setzero_si256();
             for (int ib = 0; ib < 8; ib++) {
@@ -361,7 +361,7 @@ static void vec_iq1_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 50) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ1_S) {
             const bp_q8x256 *x = &xq[i];
             __m256i sumi = _mm256_setzero_si256();
             for (int ib = 0; ib < 8; ib++) {
@@ -403,7 +403,7 @@ static void vec_iq1_m(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 56) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ1_M) {
             const bp_q8x256 *x = &xq[i];
             uint16_t sc[4];
             for (int k = 0; k < 4; k++) sc[k] = bp_load_u16(b + 48 + 2 * k);

@@ -98,7 +98,7 @@ static void vec_q4_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 144) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q4_K) {
             uint8_t sc[8], mn[8];
             scale_min_k4(b + 4, sc, mn);
             const bp_q8x256 *x = &xq[i];
@@ -125,7 +125,7 @@ static void vec_q5_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 176) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_K) {
             uint8_t sc[8], mn[8];
             scale_min_k4(b + 4, sc, mn);
             const bp_q8x256 *x = &xq[i];
@@ -157,7 +157,7 @@ static void vec_q6_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 210) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q6_K) {
             const bp_q8x256 *x = &xq[i];
             const int8_t *sc = (const int8_t *)(b + 192);
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
@@ -193,7 +193,7 @@ static void vec_q2_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 84) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q2_K) {
             const bp_q8x256 *x = &xq[i];
             const __m256i sc16 = load16_u8_to_i16(b);
             const __m256i lo16 = _mm256_and_si256(sc16, _mm256_set1_epi16(15));
@@ -233,7 +233,7 @@ static void vec_q3_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 110) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q3_K) {
             const bp_q8x256 *x = &xq[i];
             const __m256i sc16 = scales_q3_k(b + 96);
             __m256i hm = load32(b);
@@ -269,7 +269,7 @@ static void vec_iq4_xs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += 136) {
+        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ4_XS) {
             const bp_q8x256 *x = &xq[i];
             /* The 8 6-bit scales (minus 32) at once: lane ib gets low nibble ib of scales_l and
              * bits 2ib..2ib+1 of scales_h, copied into both 16-bit halves so one permute makes
