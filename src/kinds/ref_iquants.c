@@ -27,7 +27,7 @@ static float signed_by(float v, unsigned signs, int j) { return (signs >> j) & 1
  * sign-table indices (bits 0..27) and a 4-bit scale (bits 28..31). */
 void bp_dequant_IQ2_XXS(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 66) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ2_XXS) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = b + 2 + 8 * ib;
@@ -47,7 +47,7 @@ void bp_dequant_IQ2_XXS(const void *src, float *dst, int64_t nblocks) {
  * first. */
 void bp_dequant_IQ2_XS(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 74) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ2_XS) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
         const uint8_t *scales = b + 66;
         for (int g = 0; g < 32; g++) {
@@ -67,7 +67,7 @@ void bp_dequant_IQ2_XS(const void *src, float *dst, int64_t nblocks) {
  * 10-bit index into the 1024-row grid); 8 scale bytes at 74, 4 bits per 16 weights. */
 void bp_dequant_IQ2_S(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 82) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ2_S) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
         const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
         for (int g = 0; g < 32; g++) {
@@ -86,7 +86,7 @@ void bp_dequant_IQ2_S(const void *src, float *dst, int64_t nblocks) {
  * in bits 28..31. */
 void bp_dequant_IQ3_XXS(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 98) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ3_XXS) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = b + 2 + 8 * ib;
@@ -107,7 +107,7 @@ void bp_dequant_IQ3_XXS(const void *src, float *dst, int64_t nblocks) {
  * at 106, 4 bits per 32 weights, used as d * (1 + 2 s). */
 void bp_dequant_IQ3_S(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 110) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ3_S) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
         const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
         for (int k = 0; k < 256; k++) {
@@ -126,7 +126,7 @@ void bp_dequant_IQ3_S(const void *src, float *dst, int64_t nblocks) {
  * scale (bits 12..14, used as 2 s + 1) and the sign of the delta shift (bit 15). */
 void bp_dequant_IQ1_S(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 50) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ1_S) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
         for (int ib = 0; ib < 8; ib++) {
             const uint16_t qh = bp_load_u16(b + 34 + 2 * ib);
@@ -147,7 +147,7 @@ void bp_dequant_IQ1_S(const void *src, float *dst, int64_t nblocks) {
  * and, in their top nibbles, the four nibbles of the f16 super-scale d (u16 0 holds the lowest). */
 void bp_dequant_IQ1_M(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 56) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ1_M) {
         uint16_t sc[4];
         for (int k = 0; k < 4; k++) sc[k] = bp_load_u16(b + 48 + 2 * k);
         const uint16_t dbits = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0u) |
@@ -169,7 +169,7 @@ void bp_dequant_IQ1_M(const void *src, float *dst, int64_t nblocks) {
  * the high nibble; each nibble indexes the 16 non-uniform values kvalues_iq4nl. */
 void bp_dequant_IQ4_NL(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 18) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ4_NL) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
         for (int j = 0; j < 16; j++) {
             dst[j] = d * (float)bp_kvalues_iq4nl[b[2 + j] & 15];
@@ -184,7 +184,7 @@ void bp_dequant_IQ4_NL(const void *src, float *dst, int64_t nblocks) {
  * IQ4_NL's 16 bytes. The 6-bit scale is signed with bias 32. */
 void bp_dequant_IQ4_XS(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 136) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ4_XS) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
         const uint16_t scales_h = bp_load_u16(b + 2);
         for (int ib = 0; ib < 8; ib++) {

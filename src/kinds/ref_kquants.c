@@ -250,16 +250,26 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     return scale;
 }
 
+/* The element of largest magnitude, with its sign (the first one on ties), and that magnitude
+ * in *amax: what every symmetric fit and the super-block scale step start from. */
+static float largest_magnitude(const float *x, int n, float *amax) {
+    float best = 0;
+    *amax = 0;
+    for (int i = 0; i < n; i++) {
+        if (fabsf(x[i]) > *amax) {
+            *amax = fabsf(x[i]);
+            best = x[i];
+        }
+    }
+    return best;
+}
+
 /* Symmetric fit x[i] ~= scale * (L[i] - nmax) with L - nmax in [-nmax, nmax-1], weighted by
  * x^2, refined by moving one quant at a time while the weighted fit improves (ggml's
  * make_q3_quants with do_rmse). Returns the scale (its sign follows the largest element). */
 static float fit_q3(int n, int nmax, const float *x, int8_t *L) {
-    float amax = 0, vmax = 0;
-    for (int i = 0; i < n; i++)
-        if (fabsf(x[i]) > amax) {
-            amax = fabsf(x[i]);
-            vmax = x[i];
-        }
+    float amax;
+    const float vmax = largest_magnitude(x, n, &amax);
     if (amax < 1e-15f) {
         memset(L, 0, (size_t)n);
         return 0.0f;
@@ -300,12 +310,8 @@ static float fit_q3(int n, int nmax, const float *x, int8_t *L) {
 /* Symmetric fit with weights x^2 trying 19 grid spacings around nmax (ggml's make_qx_quants with
  * rmse_type 1 and no importance weights). L[i] - nmax in [-nmax, nmax-1]. Returns the scale. */
 static float fit_qx(int n, int nmax, const float *x, int8_t *L) {
-    float amax = 0, vmax = 0;
-    for (int i = 0; i < n; i++)
-        if (fabsf(x[i]) > amax) {
-            amax = fabsf(x[i]);
-            vmax = x[i];
-        }
+    float amax;
+    const float vmax = largest_magnitude(x, n, &amax);
     if (amax < 1e-15f) {
         memset(L, 0, (size_t)n);
         return 0.0f;
@@ -394,14 +400,9 @@ void bp_quantize_Q3_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q3_K, src += BP_QK_K) {
         int8_t L[BP_QK_K];
-        float scales[16], amax = 0, max_scale = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = fit_q3(16, 4, src + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > amax) {
-                amax = fabsf(scales[j]);
-                max_scale = scales[j];
-            }
-        }
+        float scales[16], amax;
+        for (int j = 0; j < 16; j++) scales[j] = fit_q3(16, 4, src + 16 * j, L + 16 * j);
+        const float max_scale = largest_magnitude(scales, 16, &amax);
         memset(b, 0, BP_BLOCK_BYTES_Q3_K);
         uint8_t *sc = b + 96;
         if (max_scale != 0) {
@@ -496,14 +497,9 @@ void bp_quantize_Q6_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q6_K, src += BP_QK_K) {
         int8_t L[BP_QK_K];
-        float scales[16], amax = 0, max_scale = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = fit_qx(16, 32, src + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > amax) {
-                amax = fabsf(scales[j]);
-                max_scale = scales[j];
-            }
-        }
+        float scales[16], amax;
+        for (int j = 0; j < 16; j++) scales[j] = fit_qx(16, 32, src + 16 * j, L + 16 * j);
+        const float max_scale = largest_magnitude(scales, 16, &amax);
         memset(b, 0, BP_BLOCK_BYTES_Q6_K);
         if (amax < 1e-15f) continue; /* all-zero block: d = 0, every byte 0 */
         /* Signed 8-bit scales; the largest maps to -128. */
@@ -531,12 +527,8 @@ void bp_quantize_Q6_K(const float *src, void *dst, int64_t nblocks) {
 void bp_quantize_Q8_K(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q8_K, src += BP_QK_K) {
-        float amax = 0, vmax = 0;
-        for (int e = 0; e < BP_QK_K; e++)
-            if (fabsf(src[e]) > amax) {
-                amax = fabsf(src[e]);
-                vmax = src[e];
-            }
+        float amax;
+        const float vmax = largest_magnitude(src, BP_QK_K, &amax);
         memset(b, 0, BP_BLOCK_BYTES_Q8_K); /* all-zero block: d = 0, quants and sums 0 */
         if (amax == 0) continue;
         const float iscale = -127.0f / vmax;

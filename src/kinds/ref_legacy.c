@@ -27,7 +27,7 @@ static float load_f16(const uint8_t *p) { return bp_f16_to_f32(bp_load_u16(p)); 
 
 void bp_dequant_Q4_0(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 18, dst += QK) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q4_0, dst += QK) {
         const float d = load_f16(b);
         for (int j = 0; j < QK / 2; j++) {
             dst[j] = d * (float)((b[2 + j] & 0x0f) - 8);
@@ -38,7 +38,7 @@ void bp_dequant_Q4_0(const void *src, float *dst, int64_t nblocks) {
 
 void bp_dequant_Q4_1(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 20, dst += QK) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q4_1, dst += QK) {
         const float d = load_f16(b), m = load_f16(b + 2);
         for (int j = 0; j < QK / 2; j++) {
             const float lo = d * (float)(b[4 + j] & 0x0f);
@@ -57,7 +57,7 @@ static int q5_value(const uint8_t *qs, uint32_t qh, int j) {
 
 void bp_dequant_Q5_0(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 22, dst += QK) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q5_0, dst += QK) {
         const float d = load_f16(b);
         const uint32_t qh = bp_load_u32(b + 2);
         for (int j = 0; j < QK; j++) dst[j] = d * (float)(q5_value(b + 6, qh, j) - 16);
@@ -66,7 +66,7 @@ void bp_dequant_Q5_0(const void *src, float *dst, int64_t nblocks) {
 
 void bp_dequant_Q5_1(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < nblocks; i++, b += 24, dst += QK) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q5_1, dst += QK) {
         const float d = load_f16(b), m = load_f16(b + 2);
         const uint32_t qh = bp_load_u32(b + 4);
         for (int j = 0; j < QK; j++) {
@@ -124,7 +124,7 @@ static float inverse(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
 
 void bp_quantize_Q4_0(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += 18, src += QK) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q4_0, src += QK) {
         const float d = signed_absmax(src) / -8.0f;
         const float id = inverse(d);
         bp_store_u16(b, bp_f32_to_f16(d));
@@ -137,20 +137,26 @@ void bp_quantize_Q4_0(const float *src, void *dst, int64_t nblocks) {
     }
 }
 
+/* Type-1 rounding ("w = d * q + min") shared by Q4_1 and Q5_1: d and min go to b and b + 2 as
+ * f16, the quants 0..levels to q. */
+static void quantize_type1(const float *src, int levels, uint8_t *b, int *q) {
+    float mn, mx;
+    min_max(src, &mn, &mx);
+    const float d = (mx - mn) / (float)levels;
+    const float id = inverse(d);
+    bp_store_u16(b, bp_f32_to_f16(d));
+    bp_store_u16(b + 2, bp_f32_to_f16(mn));
+    for (int j = 0; j < QK; j++) {
+        const float s = (src[j] - mn) * id;
+        q[j] = trunc_clamp(s + 0.5f, levels);
+    }
+}
+
 void bp_quantize_Q4_1(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += 20, src += QK) {
-        float mn, mx;
-        min_max(src, &mn, &mx);
-        const float d = (mx - mn) / 15.0f;
-        const float id = inverse(d);
-        bp_store_u16(b, bp_f32_to_f16(d));
-        bp_store_u16(b + 2, bp_f32_to_f16(mn));
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q4_1, src += QK) {
         int q[QK];
-        for (int j = 0; j < QK; j++) {
-            const float s = (src[j] - mn) * id;
-            q[j] = trunc_clamp(s + 0.5f, 15);
-        }
+        quantize_type1(src, 15, b, q);
         for (int j = 0; j < QK / 2; j++) b[4 + j] = (uint8_t)(q[j] | (q[j + QK / 2] << 4));
     }
 }
@@ -164,7 +170,7 @@ static void pack_q5(const int *q, uint8_t *qh_out, uint8_t *qs) {
 
 void bp_quantize_Q5_0(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += 22, src += QK) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q5_0, src += QK) {
         const float d = signed_absmax(src) / -16.0f;
         const float id = inverse(d);
         bp_store_u16(b, bp_f32_to_f16(d));
@@ -179,18 +185,9 @@ void bp_quantize_Q5_0(const float *src, void *dst, int64_t nblocks) {
 
 void bp_quantize_Q5_1(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += 24, src += QK) {
-        float mn, mx;
-        min_max(src, &mn, &mx);
-        const float d = (mx - mn) / 31.0f;
-        const float id = inverse(d);
-        bp_store_u16(b, bp_f32_to_f16(d));
-        bp_store_u16(b + 2, bp_f32_to_f16(mn));
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q5_1, src += QK) {
         int q[QK];
-        for (int j = 0; j < QK; j++) {
-            const float s = (src[j] - mn) * id;
-            q[j] = trunc_clamp(s + 0.5f, 31);
-        }
+        quantize_type1(src, 31, b, q);
         pack_q5(q, b + 4, b + 8);
     }
 }
@@ -219,7 +216,7 @@ static int quantize_q8_block(const float *x, uint8_t *qs, float *d_out) {
 
 void bp_quantize_Q8_0(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += 34, src += QK) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q8_0, src += QK) {
         float d;
         quantize_q8_block(src, b + 2, &d);
         bp_store_u16(b, bp_f32_to_f16(d));
@@ -228,7 +225,7 @@ void bp_quantize_Q8_0(const float *src, void *dst, int64_t nblocks) {
 
 void bp_quantize_Q8_1(const float *src, void *dst, int64_t nblocks) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < nblocks; i++, b += 36, src += QK) {
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_Q8_1, src += QK) {
         float d;
         const int sum = quantize_q8_block(src, b + 4, &d);
         bp_store_u16(b, bp_f32_to_f16(d));
