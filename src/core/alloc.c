@@ -1,0 +1,65 @@
+#include "core/alloc.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static atomic_llong n_calls;     /* allocations attempted */
+static atomic_llong fail_at;     /* call number that fails; 0: disarmed */
+static atomic_bool fail_sticky;  /* and every one after it */
+static atomic_llong n_injected;
+
+/* True when this call is to fail. */
+static bool injected(void) {
+    long long at = atomic_load_explicit(&fail_at, memory_order_relaxed);
+    long long me = atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed) + 1;
+    if (!at) return false;
+    if (me == at || (me > at && atomic_load_explicit(&fail_sticky, memory_order_relaxed))) {
+        atomic_fetch_add_explicit(&n_injected, 1, memory_order_relaxed);
+        return true;
+    }
+    return false;
+}
+
+void *bp_malloc(size_t n) { return injected() ? NULL : malloc(n ? n : 1); }
+
+void *bp_calloc(size_t count, size_t size) {
+    if (injected()) return NULL;
+    return calloc(count ? count : 1, size ? size : 1);
+}
+
+void *bp_realloc(void *p, size_t n) { return injected() ? NULL : realloc(p, n ? n : 1); }
+
+void *bp_aligned_alloc(size_t align, size_t n) {
+    if (injected()) return NULL;
+    if (align < sizeof(void *) || (align & (align - 1))) return NULL;
+    if (n > SIZE_MAX - align) return NULL;
+    size_t rounded = (n + align - 1) & ~(align - 1);
+    void *p = NULL;
+    return posix_memalign(&p, align, rounded ? rounded : align) ? NULL : p;
+}
+
+char *bp_strdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = bp_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void bp_free(void *p) { free(p); }
+
+void bp_alloc_fail_after(long long n, bool persistent) {
+    atomic_store(&fail_sticky, persistent);
+    atomic_store(&fail_at, n > 0 ? atomic_load(&n_calls) + n : 0);
+}
+
+long long bp_alloc_count(void) { return atomic_load(&n_calls); }
+long long bp_alloc_injected(void) { return atomic_load(&n_injected); }
+
+void bp_alloc_count_reset(void) {
+    atomic_store(&fail_at, 0);
+    atomic_store(&n_calls, 0);
+    atomic_store(&n_injected, 0);
+}

@@ -1,0 +1,39 @@
+/* Host allocations of the library, through one door so that tests can make any one of them fail.
+ *
+ * Every host allocation in src/ goes through these (not malloc/calloc/realloc/posix_memalign
+ * directly): the allocation-failure campaign walks N over every allocation a workload makes,
+ * fails the Nth, and checks that the result is a clear error or a counted fallback with correct
+ * numbers and nothing leaked. An allocation that bypasses this door is one that campaign can
+ * never fail, so a NULL check behind it is never proven.
+ *
+ * The wrappers record nothing per allocation (that is the device ledger's job); they count
+ * calls and consult the injection switch, which costs one relaxed atomic add when disarmed.
+ * Memory from bp_malloc / bp_calloc / bp_realloc / bp_aligned_alloc is released with bp_free
+ * (plain free() works too: they are the C library's allocations underneath).
+ */
+#ifndef BP_CORE_ALLOC_H
+#define BP_CORE_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+void *bp_malloc(size_t n);
+void *bp_calloc(size_t count, size_t size);
+void *bp_realloc(void *p, size_t n);
+/* align: a power of two, at least sizeof(void *). n is rounded up to a multiple of align. */
+void *bp_aligned_alloc(size_t align, size_t n);
+/* Duplicate a NUL-terminated string (NULL in, NULL out). */
+char *bp_strdup(const char *s);
+void bp_free(void *p);
+
+/* ---- failure injection (tests) ----------------------------------------------------------
+ * bp_alloc_fail_after(n, persistent): the n-th allocation from now (1-based) returns NULL; with
+ * persistent, every one after it does too (SQLite's "benign" vs "persistent" malloc faults).
+ * n <= 0 disarms. Counting is process-wide and thread-safe. */
+void bp_alloc_fail_after(long long n, bool persistent);
+/* Allocations attempted since start (or since bp_alloc_count_reset); failures injected. */
+long long bp_alloc_count(void);
+long long bp_alloc_injected(void);
+void bp_alloc_count_reset(void);
+
+#endif
