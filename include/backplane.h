@@ -40,10 +40,10 @@ void bp_clear_error(void);
 
 /* ---- kinds ------------------------------------------------------------------------------ */
 
-/* Kind values are the GGUF/ggml type ids. The list lives in src/kinds/kinds.def. */
+/* Kind values are the GGUF/ggml type ids. The list lives in include/backplane_kinds.def. */
 typedef enum bp_kind {
 #define BP_KIND(NAME, ID, BE, BB, ROLE, Q) BP_KIND_##NAME = ID,
-#include "kinds.def"
+#include "backplane_kinds.def"
 #undef BP_KIND
 } bp_kind;
 

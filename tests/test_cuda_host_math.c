@@ -9,7 +9,7 @@
  *   row against the DEQUANTIZED q8 activations (so q8 rounding is not part of the tolerance):
  *   |ours - ref| <= 1e-5 * sum|w*x| + 1e-30; float accumulation of integer sums is the only
  *   difference, a few ulps of each chunk's terms.
- * - coverage: the kernel kind lists cover every weight kind of kinds.def with the right block
+ * - coverage: the kernel kind lists cover every weight kind of backplane_kinds.def with the right block
  *   geometry (chunks * 32 == block_elems).
  */
 #include <math.h>
@@ -149,7 +149,7 @@ out:
     free(xr);
 }
 
-/* Every weight kind of kinds.def has kernel math, with chunks * 32 == block_elems. */
+/* Every weight kind of backplane_kinds.def has kernel math, with chunks * 32 == block_elems. */
 static void check_coverage(void) {
     int weights = 0;
     for (int i = 0; i < bp_kind_table_size(); i++) {
@@ -167,7 +167,7 @@ static void check_coverage(void) {
         else
             CHECK(ki->block_elems == 1 && (uint32_t)kc->esize == ki->block_bytes, "%s: float kind geometry", ki->name);
     }
-    CHECK(weights == NCASES, "kinds.def has %d weight kinds, the CUDA kernel lists %d", weights, NCASES);
+    CHECK(weights == NCASES, "backplane_kinds.def has %d weight kinds, the CUDA kernel lists %d", weights, NCASES);
 }
 
 int main(void) {

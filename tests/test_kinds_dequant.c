@@ -6,7 +6,7 @@
  *
  * Bit for bit means memcmp of the float bit patterns: -0.0 vs 0.0 or a different NaN payload
  * is a failure, because every backend is later judged against these exact values.
- * Every W/A kind in kinds.def must have a vector file, so a kind added without vectors fails.
+ * Every W/A kind in backplane_kinds.def must have a vector file, so a kind added without vectors fails.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -172,7 +172,7 @@ int main(void) {
         const bp_kind_info *k = bp_kind_at(i);
         const int has_vec = bp_vec_exists("quant", k->name);
         if (!k->can_quantize) {
-            CHECK(!has_vec, "%s: quant vectors exist but the kind has no quantizer (QUANT=0 in kinds.def)", k->name);
+            CHECK(!has_vec, "%s: quant vectors exist but the kind has no quantizer (QUANT=0 in backplane_kinds.def)", k->name);
             /* Valid buffers for one block: the only thing wrong is the missing quantizer. */
             static float zeros[256]; /* the largest block */
             static unsigned char out[1024];

@@ -1,4 +1,4 @@
-/* Invariants of the kind table (src/kinds/kinds.def) and the argument checks of the reference
+/* Invariants of the kind table (include/backplane_kinds.def) and the argument checks of the reference
  * operations: every bad input returns its bp_status with a non-empty message, writes nothing
  * to the output, and never aborts. */
 #include <limits.h>

@@ -1,6 +1,6 @@
 // Per-kind compile-time traits shared by the .cu files: each quantized kind of
 // BP_CU_QUANT_KINDS becomes a struct K_<NAME> (chunks per block, min flag, block bytes, unpack)
-// that the kernel templates are instantiated with; block bytes come from kinds.def, the one
+// that the kernel templates are instantiated with; block bytes come from backplane_kinds.def, the one
 // place they are written.
 #ifndef BP_CUDA_TRAITS_CUH
 #define BP_CUDA_TRAITS_CUH
@@ -11,7 +11,7 @@ namespace bp_cu {
 
 enum {
 #define BP_KIND(NAME, ID, BE, BB, ROLE, Q) BB_##NAME = BB,
-#include "kinds.def"
+#include "backplane_kinds.def"
 #undef BP_KIND
 };
 

@@ -13,7 +13,7 @@ static const bp_kind_traits kind_table[] = {
 #define BP_KIND(NAME, ID, BE, BB, ROLE, Q)                                                    \
     {{BP_KIND_##NAME, ID, #NAME, BE, BB, BP_ROLE_##ROLE, Q, 8.0 * (BB) / (BE)},               \
      bp_dequant_##NAME, BP_QUANT_FN_##Q(NAME)},
-#include "kinds.def"
+#include "backplane_kinds.def"
 #undef BP_KIND
 };
 

@@ -1,4 +1,4 @@
-/* Internal view of the kind table: per-kind reference functions generated from kinds.def. */
+/* Internal view of the kind table: per-kind reference functions generated from backplane_kinds.def. */
 #ifndef BP_KINDS_INTERNAL_H
 #define BP_KINDS_INTERNAL_H
 
@@ -16,14 +16,14 @@ typedef void (*bp_quantize_fn)(const float *src, void *dst, int64_t nblocks);
     BP_QUANT_DECL_##Q(NAME)
 #define BP_QUANT_DECL_1(NAME) void bp_quantize_##NAME(const float *src, void *dst, int64_t nblocks);
 #define BP_QUANT_DECL_0(NAME)
-#include "kinds.def"
+#include "backplane_kinds.def"
 #undef BP_KIND
 
 /* Block geometry as compile-time constants, for kernels that step through blocks:
  * BP_BLOCK_BYTES_Q4_K, BP_BLOCK_ELEMS_Q4_K, ... */
 enum {
 #define BP_KIND(NAME, ID, BE, BB, ROLE, Q) BP_BLOCK_BYTES_##NAME = BB, BP_BLOCK_ELEMS_##NAME = BE,
-#include "kinds.def"
+#include "backplane_kinds.def"
 #undef BP_KIND
 };
 

@@ -3,7 +3,7 @@
 # compiled on every build by the top-level glob.
 #
 # The kernels ship as OpenCL C source embedded in the library (built by the driver at the first
-# launch): cl_prelude.cl + src/kinds/kinds.def + cl_kinds_end.cl + src/kinds/iq_tables.h +
+# launch): cl_prelude.cl + include/backplane_kinds.def + cl_kinds_end.cl + src/kinds/iq_tables.h +
 # src/cuda/cuda_kind_math.h + cl_kernels.cl, concatenated into a byte array by embed_cl.cmake
 # at build time (CMake only: no python or xxd on the build machine). Editing any re-embeds.
 set(BP_OPENCL_BUILT OFF)
@@ -24,7 +24,7 @@ if(BP_OPENCL_BUILT)
   message(STATUS "OpenCL backend: ${BP_OPENCL_LIBRARY}")
   set(BP_CL_PARTS
     ${CMAKE_SOURCE_DIR}/src/opencl/cl_prelude.cl
-    ${CMAKE_SOURCE_DIR}/src/kinds/kinds.def
+    ${CMAKE_SOURCE_DIR}/include/backplane_kinds.def
     ${CMAKE_SOURCE_DIR}/src/opencl/cl_kinds_end.cl
     ${CMAKE_SOURCE_DIR}/src/kinds/iq_tables.h
     ${CMAKE_SOURCE_DIR}/src/cuda/cuda_kind_math.h

@@ -26,7 +26,7 @@ typedef long int64_t;
 #define fmaxf(a, b) fmax((a), (b))
 #define fabsf(a) fabs(a)
 
-/* The kind table (src/kinds/kinds.def, concatenated next) as compile-time block sizes,
+/* The kind table (include/backplane_kinds.def, concatenated next) as compile-time block sizes,
  * BP_CL_BB_<NAME>, so the per-block copy has a constant length (the compiler unrolls it) and
  * the block size is read from the one kind table, not restated. Closed by cl_kinds_end.cl. */
 #define BP_KIND(NAME, ID, BE, BB, ROLE, Q) BP_CL_BB_##NAME = BB,

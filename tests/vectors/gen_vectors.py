@@ -10,7 +10,7 @@ in every file header):
 The output is deterministic (fixed seeds, no dict-order or time dependence), so a rerun with the
 same numpy/gguf versions reproduces the committed bytes exactly.
 
-The kinds come from src/kinds/kinds.def (parsed here, never retyped), so a kind added there
+The kinds come from include/backplane_kinds.def (parsed here, never retyped), so a kind added there
 without vectors makes tests/test_kinds_dequant.c fail.
 
 Files (all little-endian). Every file starts with a 64-byte header:
@@ -60,7 +60,7 @@ if GGUF_VER is None:
 def parse_kinds():
     rows = []
     pat = re.compile(r"^\s*BP_KIND\(\s*(\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*([WAD])\s*,\s*([01])\s*\)")
-    with open(os.path.join(ROOT, "src", "kinds", "kinds.def")) as f:
+    with open(os.path.join(ROOT, "include", "backplane_kinds.def")) as f:
         for line in f:
             m = pat.match(line)
             if m:
