@@ -16,6 +16,19 @@
 extern "C" {
 #endif
 
+/* Every declaration from here to the matching pop is exported from libbackplane.so, which is
+ * compiled with -fvisibility=hidden: a public function needs no marking, and nothing internal
+ * leaks. Each public header (include/backplane_*.h) does the same around its own declarations;
+ * tests/install/exports.sh fails on a public declaration that is not exported and on an
+ * exported symbol no public header declares. */
+#pragma GCC visibility push(default)
+
+/* ---- version ---------------------------------------------------------------------------- */
+
+/* The library's version, "MAJOR.MINOR.PATCH" (the CMake project version); `backplane --version`
+ * prints the same. The shared library's SONAME carries the ABI version (libbackplane.so.0). */
+const char *bp_version(void);
+
 /* ---- status and errors ------------------------------------------------------------------ */
 
 typedef enum bp_status {
@@ -247,6 +260,8 @@ bp_status bp_gguf_writer_write_file(bp_gguf_writer *w, const char *path);
 bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len);
 
 /* ---- end of GGUF files ------------------------------------------------------------------ */
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -171,7 +171,8 @@ bp_status bp_ref_matvec(bp_kind k, const void *w, size_t w_bytes, int64_t rows, 
 bp_status bp_ref_gemm(bp_kind k, const void *w, size_t w_bytes, int64_t rows, int64_t cols,
                       const float *x, int64_t t_batch, float *y) {
     const bp_kind_traits *t;
-    size_t rb;
+    size_t rb = 0; /* set by check_matrix on success; gcc 12 cannot see that once the
+                    * hidden-visibility build inlines it (-Werror=maybe-uninitialized) */
     bp_status s = check_matrix(k, w, w_bytes, rows, cols, &t, &rb);
     if (s) return s;
     if (t_batch < 0) return bp_fail(BP_E_SHAPE, "%s: negative batch %lld", t->info.name, (long long)t_batch);

@@ -10,9 +10,10 @@ int bp_cmd_kinds(int argc, char **argv) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--all")) all = 1;
         else {
-            fprintf(stderr, "usage: backplane kinds [--json] [--all]\n"
-                            "  --all  also list activation kinds (Q8_1, Q8_K) and plain data kinds\n");
-            return !strcmp(argv[i], "--help") ? 0 : 2;
+            bool help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+            fprintf(help ? stdout : stderr, "usage: backplane kinds [--json] [--all]\n"
+                    "  --all  also list activation kinds (Q8_1, Q8_K) and plain data kinds\n");
+            return help ? 0 : 2;
         }
     }
     if (json) printf("[\n");
