@@ -52,12 +52,16 @@ set(BP_SONAME ${CMAKE_SHARED_LIBRARY_PREFIX}backplane${CMAKE_SHARED_LIBRARY_SUFF
 set(BP_STATIC_FILE ${CMAKE_STATIC_LIBRARY_PREFIX}backplane${CMAKE_STATIC_LIBRARY_SUFFIX})
 
 # backplane.pc names the prefix the files were really installed to, which `cmake --install
-# --prefix P` decides after configure time: the prefix is filled in by the install step.
+# --prefix P` decides after configure time: the install step fills it in, writing straight into
+# the destination (two installs of one build into different prefixes may run at once: tests do).
+set(BP_INSTALL_PREFIX "@BP_INSTALL_PREFIX@") # kept for the install step's own substitution
 configure_file(${CMAKE_SOURCE_DIR}/cmake/backplane.pc.in ${CMAKE_BINARY_DIR}/pkgconfig/backplane.pc.in @ONLY)
 install(CODE "
   set(BP_INSTALL_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
-  configure_file(\"${CMAKE_BINARY_DIR}/pkgconfig/backplane.pc.in\" \"${CMAKE_BINARY_DIR}/pkgconfig/backplane.pc\" @ONLY)")
-install(FILES ${CMAKE_BINARY_DIR}/pkgconfig/backplane.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+  set(bp_pc \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig/backplane.pc\")
+  message(STATUS \"Installing: \${bp_pc}\")
+  configure_file(\"${CMAKE_BINARY_DIR}/pkgconfig/backplane.pc.in\" \"\${bp_pc}\" @ONLY)
+  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${bp_pc}\")")
 
 # The CMake package is relocatable: it finds the prefix from its own location.
 set(BP_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/backplane)

@@ -8,3 +8,20 @@ add_test(NAME install_version
   COMMAND bash tests/install/version.sh $<TARGET_FILE:backplane_cli> $<TARGET_FILE:backplane_shared>
           ${PROJECT_VERSION} ${BP_ABI_VERSION}
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
+# A sanitizer build's programs are built with the same flags; Python loads the sanitizer runtime
+# first (LD_PRELOAD), as a sanitized library in an unsanitized interpreter requires.
+set(BP_USER_CFLAGS "")
+set(BP_PY_PRELOAD "")
+if(BP_SANITIZE)
+  set(BP_USER_CFLAGS "-fsanitize=address,undefined")
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+                  OUTPUT_VARIABLE BP_PY_PRELOAD OUTPUT_STRIP_TRAILING_WHITESPACE)
+endif()
+add_test(NAME install_prefix
+  COMMAND bash tests/install/prefix.sh ${CMAKE_BINARY_DIR} "${BP_USER_CFLAGS}"
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+add_test(NAME install_python
+  COMMAND bash tests/install/python.sh ${CMAKE_BINARY_DIR} "${BP_PY_PRELOAD}"
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(install_python PROPERTIES SKIP_RETURN_CODE 77)

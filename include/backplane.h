@@ -139,6 +139,10 @@ bool bp_exact_mode(void);
 void bp_set_exact_mode(bool on);
 /* Print how many ops fell back, from where, and why, since the process started. */
 void bp_fallback_report(FILE *out);
+/* Device memory the library holds now, over every device of the process (the allocation
+ * ledger): live bytes and live allocations; either pointer may be NULL. Freeing everything a
+ * program made brings both back to where they were, which is how a leak shows. */
+void bp_device_memory(uint64_t *live_bytes, uint64_t *live_allocations);
 
 /* ---- half precision helpers ------------------------------------------------------------- */
 

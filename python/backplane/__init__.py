@@ -1,0 +1,12 @@
+"""backplane: quantized (GGUF) transformer inference through one accelerator seam.
+
+ctypes over the installed C library (libbackplane.so.0): see the top-level README's
+"Use from Python". Every failure raises backplane.Error with the C library's message."""
+from ._core import Error, Kind, kinds, kind, version, dequantize, quantize
+from .gguf import GGUF, Tensor
+from .seam import Weight, matvec, gemm, probe, fallback_report, device_memory, exact_mode
+
+__version__ = version()
+
+__all__ = ["Error", "Kind", "kinds", "kind", "version", "dequantize", "quantize", "GGUF", "Tensor",
+           "Weight", "matvec", "gemm", "probe", "fallback_report", "device_memory", "exact_mode"]

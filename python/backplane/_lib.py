@@ -1,0 +1,139 @@
+"""Loading libbackplane.so and declaring the C functions the binding calls.
+
+The library is found, in order: $BACKPLANE_LIBRARY (a path), the dynamic loader's search
+(LD_LIBRARY_PATH, the ldconfig cache: /usr/local/lib after `cmake --install` and `ldconfig`),
+then the libdir pkg-config reports for backplane (a prefix install with PKG_CONFIG_PATH set).
+The SONAME's number is the ABI this binding was written for.
+"""
+import ctypes
+import os
+import subprocess
+
+ABI = 0
+SONAME = f"libbackplane.so.{ABI}"
+
+
+def _candidates():
+    env = os.environ.get("BACKPLANE_LIBRARY")
+    if env:
+        return [env]
+    out = [SONAME]
+    try:
+        libdir = subprocess.run(["pkg-config", "--variable=libdir", "backplane"], capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        if libdir:
+            out.append(os.path.join(libdir, SONAME))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
+def _load():
+    errors = []
+    for name in _candidates():
+        try:
+            return ctypes.CDLL(name)
+        except OSError as e:
+            errors.append(f"{name}: {e}")
+    raise ImportError("backplane: cannot load the C library (" + "; ".join(errors) + "). Install it "
+                      "(README 'Install': cmake --install build, then ldconfig), or point "
+                      f"BACKPLANE_LIBRARY at {SONAME}, or LD_LIBRARY_PATH at its folder.")
+
+
+lib = _load()
+
+c_int, c_uint32, c_int64, c_uint64, c_size_t = ctypes.c_int, ctypes.c_uint32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_size_t
+c_char_p, c_void_p, c_bool, c_double, c_float = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_bool, ctypes.c_double, ctypes.c_float
+P = ctypes.POINTER
+f32p = P(c_float)
+
+
+class KindInfo(ctypes.Structure):  # bp_kind_info
+    _fields_ = [("kind", c_int), ("gguf_id", c_uint32), ("name", c_char_p), ("block_elems", c_uint32),
+                ("block_bytes", c_uint32), ("role", c_int), ("can_quantize", c_bool),
+                ("bits_per_weight", c_double)]
+
+
+class GGUFValue(ctypes.Structure):  # bp_gguf_value
+    _fields_ = [("type", c_int), ("elem_type", c_int), ("data", c_void_p), ("len", c_uint64),
+                ("bytes", c_uint64), ("offset", c_uint64)]
+
+
+class GGUFTensor(ctypes.Structure):  # bp_gguf_tensor
+    _fields_ = [("name", c_char_p), ("kind", c_int), ("kind_info", P(KindInfo)), ("n_dims", c_uint32),
+                ("ne", c_int64 * 4), ("n_elems", c_int64), ("bytes", c_size_t), ("offset", c_uint64),
+                ("info_offset", c_uint64), ("data", c_void_p)]
+
+
+# Every struct the binding mirrors, by C name: tests compare sizes and offsets with the C compiler's.
+STRUCTS = {"bp_kind_info": KindInfo, "bp_gguf_value": GGUFValue, "bp_gguf_tensor": GGUFTensor}
+
+# name: (restype, argtypes). bp_status is an int.
+_PROTOTYPES = {
+    "bp_version": (c_char_p, []),
+    "bp_status_name": (c_char_p, [c_int]),
+    "bp_last_error": (c_char_p, []),
+    "bp_clear_error": (None, []),
+    "bp_kind_table_size": (c_int, []),
+    "bp_kind_at": (P(KindInfo), [c_int]),
+    "bp_kind_lookup": (P(KindInfo), [c_uint32]),
+    "bp_kind_by_name": (P(KindInfo), [c_char_p]),
+    "bp_kind_row_bytes": (c_int, [c_int, c_int64, P(c_size_t)]),
+    "bp_dequantize": (c_int, [c_int, c_void_p, c_size_t, f32p, c_int64]),
+    "bp_quantize": (c_int, [c_int, f32p, c_int64, c_void_p, c_size_t]),
+    "bp_weight_create": (c_int, [c_int, c_void_p, c_size_t, c_int64, c_int64, P(c_void_p)]),
+    "bp_weight_free": (None, [c_void_p]),
+    "bp_matvec_on": (c_int, [c_void_p, c_char_p, f32p, f32p]),
+    "bp_gemm_on": (c_int, [c_void_p, c_char_p, f32p, c_int64, f32p]),
+    "bp_weight_last_path": (c_char_p, [c_void_p]),
+    "bp_exact_mode": (c_bool, []),
+    "bp_set_exact_mode": (None, [c_bool]),
+    "bp_fallback_report": (None, [c_void_p]),
+    "bp_device_memory": (None, [P(c_uint64), P(c_uint64)]),
+    "bp_gguf_open": (c_int, [c_char_p, P(c_void_p)]),
+    "bp_gguf_open_memory": (c_int, [c_void_p, c_size_t, P(c_void_p)]),
+    "bp_gguf_close": (None, [c_void_p]),
+    "bp_gguf_version": (c_uint32, [c_void_p]),
+    "bp_gguf_alignment": (c_uint32, [c_void_p]),
+    "bp_gguf_data_offset": (c_uint64, [c_void_p]),
+    "bp_gguf_file_size": (c_uint64, [c_void_p]),
+    "bp_gguf_kv_count": (c_int64, [c_void_p]),
+    "bp_gguf_kv_key": (c_char_p, [c_void_p, c_int64]),
+    "bp_gguf_kv_value": (c_int, [c_void_p, c_int64, P(GGUFValue)]),
+    "bp_gguf_value_u64": (c_int, [P(GGUFValue), P(c_uint64)]),
+    "bp_gguf_value_i64": (c_int, [P(GGUFValue), P(c_int64)]),
+    "bp_gguf_value_f64": (c_int, [P(GGUFValue), P(c_double)]),
+    "bp_gguf_value_bool": (c_int, [P(GGUFValue), P(c_bool)]),
+    "bp_gguf_value_str": (c_int, [P(GGUFValue), P(c_char_p), P(c_size_t)]),
+    "bp_gguf_array_next": (c_int, [P(GGUFValue), P(GGUFValue), P(GGUFValue)]),
+    "bp_gguf_tensor_count": (c_int64, [c_void_p]),
+    "bp_gguf_tensor_at": (P(GGUFTensor), [c_void_p, c_int64]),
+    "bp_gguf_find_tensor": (P(GGUFTensor), [c_void_p, c_char_p]),
+}
+for _name, (_res, _args) in _PROTOTYPES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+# libc, for capturing FILE* reports into a string (open_memstream is POSIX 2008).
+libc = ctypes.CDLL(None)
+libc.open_memstream.restype = c_void_p
+libc.open_memstream.argtypes = [P(ctypes.c_void_p), P(c_size_t)]
+libc.fclose.argtypes = [c_void_p]
+libc.free.argtypes = [c_void_p]
+
+
+def capture(fn, *args):
+    """Call fn(*args, FILE *) and return what it wrote, as text."""
+    buf, size = c_void_p(), c_size_t()
+    fp = libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+    if not fp:
+        raise MemoryError("open_memstream failed")
+    try:
+        fn(*args, fp)
+    finally:
+        libc.fclose(fp)
+    try:
+        return ctypes.string_at(buf, size.value).decode("utf-8", "replace")
+    finally:
+        libc.free(buf)

@@ -1,0 +1,132 @@
+"""Weights and the seam: matvec / GEMM on NumPy arrays, the path that ran, the route probe."""
+import ctypes
+
+import numpy as np
+
+from ._core import Error, check, kind, kinds, _bytes_view, f32_array, fptr
+from ._lib import lib, capture, c_void_p, c_uint64
+from .gguf import Tensor
+
+
+class Weight:
+    """A rows x cols weight matrix of one kind (GGUF order: ne0 = cols), over bytes the weight
+    keeps alive (a Tensor's mapping, or a copy of what you pass). Backends cache their own copies
+    (device uploads, repacked layouts) inside it; free() or garbage collection releases them."""
+
+    def __init__(self, kind_, data, rows, cols):
+        k = kind(kind_)
+        self._owner = None
+        if isinstance(data, Tensor):
+            data._gguf._require_open()
+            self._owner = data._gguf
+            ptr, nbytes = data._data, data.nbytes
+            self._buf = None
+        else:
+            self._buf = _bytes_view(data).copy()  # ours: the caller may change theirs
+            ptr, nbytes = self._buf.ctypes.data, self._buf.size
+        self.kind, self.rows, self.cols = k, int(rows), int(cols)
+        h = c_void_p()
+        check(lib.bp_weight_create(k.id, ptr, nbytes, self.rows, self.cols, ctypes.byref(h)))
+        self._h = h
+        if self._owner is not None:
+            self._owner._weights.add(self)
+
+    @classmethod
+    def from_tensor(cls, t):
+        """A weight over a 2-D tensor's bytes, zero-copy (the file stays open while it lives)."""
+        if len(t.ne) != 2:
+            raise Error(3, f"tensor '{t.name}' has {len(t.ne)} dimensions, a weight needs 2")
+        return cls(t.kind, t, t.ne[1], t.ne[0])
+
+    def free(self):
+        if getattr(self, "_h", None):
+            lib.bp_weight_free(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("weight is freed (or its GGUF file was closed)")
+        return self._h
+
+    def matvec(self, x, backend=None):
+        """y = W x (x: cols floats) on the seam's choice, or only on `backend` ("cpu-ref", "cpu",
+        "vulkan", ...; one that cannot run the kind raises Error, never silently becomes another)."""
+        h = self._handle()
+        xa = f32_array(x).reshape(-1)
+        if xa.size != self.cols:
+            raise Error(3, f"matvec: x has {xa.size} values, the weight has {self.cols} columns")
+        y = np.empty(self.rows, dtype=np.float32)
+        check(lib.bp_matvec_on(h, backend.encode() if backend else None, fptr(xa), fptr(y)))
+        return y
+
+    def gemm(self, x, backend=None):
+        """Y = X W^T for X of shape (t, cols): returns (t, rows)."""
+        h = self._handle()
+        xa = f32_array(x)
+        if xa.ndim != 2 or xa.shape[1] != self.cols:
+            raise Error(3, f"gemm: X has shape {xa.shape}, expected (t, {self.cols})")
+        y = np.empty((xa.shape[0], self.rows), dtype=np.float32)
+        check(lib.bp_gemm_on(h, backend.encode() if backend else None, fptr(xa), xa.shape[0], fptr(y)))
+        return y
+
+    @property
+    def last_path(self):
+        """What ran the last matvec/gemm on this weight (on this thread): "CPU avx512 Q4_K"."""
+        return lib.bp_weight_last_path(self._handle()).decode("utf-8", "replace")
+
+
+def _as_weight(w):
+    return Weight.from_tensor(w) if isinstance(w, Tensor) else w
+
+
+def matvec(w, x, backend=None):
+    """y = W x for a Weight or a 2-D Tensor."""
+    return _as_weight(w).matvec(x, backend)
+
+
+def gemm(w, x, backend=None):
+    """Y = X W^T for a Weight or a 2-D Tensor."""
+    return _as_weight(w).gemm(x, backend)
+
+
+def probe(rows=64, cols=256, batch=8):
+    """What really runs each weight kind here: {kind name: {"decode": path, "prefill": path}},
+    found by running one matvec and one GEMM (batch inputs) per kind on a zero weight and
+    asking the library what ran, so it cannot disagree with what a model gets."""
+    out = {}
+    x = np.ones((batch, cols), dtype=np.float32)
+    for k in kinds():
+        with Weight(k, np.zeros(rows * k.row_bytes(cols), dtype=np.uint8), rows, cols) as w:
+            w.matvec(x[0])
+            decode = w.last_path
+            w.gemm(x)
+            out[k.name] = {"decode": decode, "prefill": w.last_path}
+    return out
+
+
+def fallback_report():
+    """How many ops fell back since the process started, from where and why (text)."""
+    return capture(lib.bp_fallback_report)
+
+
+def device_memory():
+    """(live bytes, live allocations) the library holds on every device (the allocation ledger)."""
+    b, n = c_uint64(), c_uint64()
+    lib.bp_device_memory(ctypes.byref(b), ctypes.byref(n))
+    return b.value, n.value
+
+
+def exact_mode(on=None):
+    """Exact mode (no reduced-precision matrix units): returns it; with on=True/False sets it."""
+    if on is not None:
+        lib.bp_set_exact_mode(bool(on))
+    return bool(lib.bp_exact_mode())

@@ -1,0 +1,251 @@
+"""The Python binding against the C library: same numbers, same errors, no leaks.
+
+References: the C CLI (`backplane matvec`, `backplane info`, `backplane probe`) for "the same as
+the C library", and the NumPy float64 products committed by tests/gguf/gen_gguf.py (W
+dequantized by the gguf package) for "right"."""
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import backplane as bp
+
+
+def test_version_one_place(src):
+    with open(os.path.join(src, "CMakeLists.txt")) as f:
+        cmake = re.search(r"project\(\s*backplane\s+VERSION\s+([0-9.]+)", f.read()).group(1)
+    assert bp.version() == cmake
+    assert bp.__version__ == cmake
+    assert importlib.metadata.version("backplane") == cmake
+
+
+def test_kind_table_matches_kinds_def(include_dir):
+    rows = re.findall(r"^BP_KIND\((\w+),\s*(\d+),\s*(\d+),\s*(\d+),\s*([WAD]),\s*([01])\)",
+                      open(os.path.join(include_dir, "backplane_kinds.def")).read(), re.M)
+    roles = {"W": "weight", "A": "activation", "D": "data"}
+    table = bp.kinds(all=True)
+    assert [(k.name, k.id, k.block_elems, k.block_bytes, k.role, k.can_quantize) for k in table] == \
+        [(n, int(i), int(be), int(bb), roles[r], q == "1") for n, i, be, bb, r, q in rows]
+    assert len(bp.kinds()) == 28
+    assert bp.kind("Q4_K").id == 12 and bp.kind(12).name == "Q4_K"
+    with pytest.raises(bp.Error) as e:
+        bp.kind("Q9_Z")
+    assert e.value.status == "BP_E_KIND" and "Q9_Z" in str(e.value)
+
+
+def test_struct_layouts_match_the_c_compiler(include_dir, tmp_path):
+    """The ctypes mirrors of the public structs have the C compiler's sizes and offsets, so a
+    field added to a public struct fails here instead of reading garbage."""
+    from backplane._lib import STRUCTS
+    lines = ["#include <stddef.h>", "#include <stdio.h>", "#include <backplane.h>", "int main(void) {"]
+    for cname, cls in STRUCTS.items():
+        lines.append(f'printf("{cname} size %zu\\n", sizeof({cname}));')
+        for field, _ in cls._fields_:
+            lines.append(f'printf("{cname}.{field} %zu\\n", offsetof({cname}, {field}));')
+    lines.append("return 0; }")
+    (tmp_path / "layout.c").write_text("\n".join(lines))
+    subprocess.run(["gcc", "-std=c11", "-I", include_dir, str(tmp_path / "layout.c"), "-o", str(tmp_path / "layout")],
+                   check=True)
+    c = dict(l.rsplit(" ", 1) for l in subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True,
+                                                       check=True).stdout.splitlines())
+    for cname, cls in STRUCTS.items():
+        assert int(c[f"{cname} size"]) == __import__("ctypes").sizeof(cls), cname
+        for field, _ in cls._fields_:
+            assert int(c[f"{cname}.{field}"]) == getattr(cls, field).offset, f"{cname}.{field}"
+
+
+def _f32(path):
+    return np.fromfile(path, dtype="<f4")
+
+
+def _kinds_in_file(src):
+    return open(os.path.join(src, "tests", "gguf", "kinds_list.txt")).read().split()
+
+
+@pytest.mark.parametrize("backend", [None, "cpu", "cpu-ref"])
+def test_matvec_every_kind_equals_the_c_library(src, cli, tmp_path, backend):
+    """Every kind in tests/gguf/kinds.gguf: the binding's matvec is bit-identical to the C CLI's
+    on the same backend, and the reference kernel agrees with NumPy's float64 product."""
+    gguf_path = os.path.join(src, "tests", "gguf", "kinds.gguf")
+    x_path = os.path.join(src, "tests", "gguf", "kinds_x.f32")
+    x = _f32(x_path)
+    kinds = _kinds_in_file(src)
+    assert len(kinds) >= 26
+    with bp.GGUF(gguf_path) as f:
+        for name in kinds:
+            t = f.tensor(name)
+            assert t.kind.name == name and t.shape == (8, 256)
+            y = bp.matvec(t, x, backend=backend)
+            args = [cli, "matvec", gguf_path, name, "--input", x_path, "--output", str(tmp_path / "y.f32")]
+            run = subprocess.run(args + (["--backend", backend] if backend else []), capture_output=True, text=True)
+            assert run.returncode == 0, run.stderr
+            assert np.array_equal(y, _f32(tmp_path / "y.f32")), (name, backend, y, _f32(tmp_path / "y.f32"))
+            if backend == "cpu-ref":
+                ref = _f32(os.path.join(src, "tests", "gguf", "kinds_y", name + ".f32"))
+                scale = _f32(os.path.join(src, "tests", "gguf", "kinds_y", name + ".scale.f32"))
+                assert np.all(np.abs(y.astype(np.float64) - ref) <= 1e-6 * scale + 1e-30), name
+
+
+def test_gemm_is_matvec_per_row(src):
+    """The reference GEMM equals the reference matvec of each input bit for bit (same summation
+    order), and the seam's GEMM is close to it."""
+    x = _f32(os.path.join(src, "tests", "gguf", "kinds_x.f32"))
+    X = np.stack([x, -0.5 * x, x[::-1].copy()])
+    with bp.GGUF(os.path.join(src, "tests", "gguf", "kinds.gguf")) as f:
+        for name in ("F16", "Q4_0", "Q4_K", "Q6_K", "IQ4_XS"):
+            w = bp.Weight.from_tensor(f.tensor(name))
+            ref = w.gemm(X, backend="cpu-ref")
+            assert ref.shape == (3, 8)
+            for i in range(3):
+                assert np.array_equal(ref[i], w.matvec(X[i], backend="cpu-ref")), name
+            got = w.gemm(X)
+            assert np.sum((got - ref) ** 2) <= 1e-3 * np.sum(ref ** 2), (name, w.last_path)
+            assert w.last_path
+
+
+def test_quantize_dequantize_roundtrip():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(512).astype(np.float32)
+    q = bp.quantize("Q8_0", x)
+    assert q.size == bp.kind("Q8_0").row_bytes(512)
+    back = bp.dequantize("Q8_0", q, 512)
+    assert np.max(np.abs(back - x)) <= np.max(np.abs(x)) / 127  # one 8-bit step at most
+    with pytest.raises(bp.Error) as e:
+        bp.quantize("Q4_K", x[:100])  # not a whole number of 256-element blocks
+    assert e.value.status == "BP_E_SHAPE"
+
+
+def test_gguf_metadata_and_tensors(src):
+    with bp.GGUF(os.path.join(src, "tests", "gguf", "meta_all.gguf")) as f:
+        md = f.metadata
+        assert f.version == 3 and f.alignment == 64
+        assert md["test.u8"] == 200 and md["test.i8"] == -100 and md["test.u16"] == 65000
+        assert md["general.alignment"] == 64
+        assert {t.name for t in f.tensors} >= {"t1.f32", "t3.i32"}
+        with pytest.raises(bp.Error) as e:
+            bp.Weight.from_tensor(f.tensor("t3.i32"))
+        assert e.value.status == "BP_E_SHAPE"
+
+
+def _c_message(cli, path):
+    """The C library's message for opening path, as the CLI prints it."""
+    run = subprocess.run([cli, "info", str(path)], capture_output=True, text=True)
+    assert run.returncode != 0
+    return run.stderr
+
+
+def test_bad_file_raises_with_the_c_message(src, cli, tmp_path):
+    good = open(os.path.join(src, "tests", "gguf", "kinds.gguf"), "rb").read()
+    cases = {"truncated.gguf": good[:1000], "not_gguf.gguf": b"NOPE" + good[4:200], "empty.gguf": b""}
+    for name, data in cases.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        with pytest.raises(bp.Error) as e:
+            bp.GGUF(p)
+        assert e.value.status in ("BP_E_FORMAT", "BP_E_IO"), name
+        assert e.value.message and e.value.message in _c_message(cli, p), (name, e.value.message)
+        with pytest.raises(bp.Error) as e2:
+            bp.GGUF.from_bytes(data)
+        assert e2.value.status == e.value.status
+    with pytest.raises(bp.Error) as e:
+        bp.GGUF(tmp_path / "missing.gguf")
+    assert e.value.status == "BP_E_IO" and "missing.gguf" in e.value.message
+    with bp.GGUF(os.path.join(src, "tests", "gguf", "kinds.gguf")) as f:
+        with pytest.raises(bp.Error) as e:
+            f.tensor("nope")
+        assert e.value.status == "BP_E_NOT_FOUND" and "nope" in e.value.message
+        w = bp.Weight.from_tensor(f.tensor("Q4_0"))
+        with pytest.raises(bp.Error):
+            w.matvec(np.zeros(5, dtype=np.float32))
+        with pytest.raises(bp.Error) as e:
+            w.matvec(np.zeros(256, dtype=np.float32), backend="no-such-backend")
+        assert e.value.message
+    with pytest.raises(ValueError):
+        w.matvec(np.zeros(256, dtype=np.float32))  # its file was closed: the weight was freed
+
+
+def _rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _cycle(path, x, backend):
+    with bp.GGUF(path) as f:
+        w = bp.Weight.from_tensor(f.tensor("Q4_K"))
+        y = w.matvec(x, backend=backend)
+        w.free()
+    return y
+
+
+LEAK_CYCLES = 1000
+
+
+def _no_leak(path, x, backend):
+    for _ in range(50):  # warm-up: backend start-up, kernel caches, Python's own pools
+        _cycle(path, x, backend)
+    rss0, dev0 = _rss_kib(), bp.device_memory()
+    for _ in range(LEAK_CYCLES):
+        _cycle(path, x, backend)
+    rss1, dev1 = _rss_kib(), bp.device_memory()
+    # A leaked mapping is 40 KiB a cycle (40 MB here), a leaked handle hundreds of bytes a
+    # cycle (hundreds of KB): 1 MiB of slack is well under either.
+    assert rss1 - rss0 < 1024, f"RSS grew {rss1 - rss0} KiB over {LEAK_CYCLES} open/close cycles ({backend})"
+    assert dev1 == dev0, f"device ledger went from {dev0} to {dev1} (bytes, allocations) ({backend})"
+    return rss1 - rss0
+
+
+def test_no_leak_over_1000_open_close_cycles(src):
+    path = os.path.join(src, "tests", "gguf", "kinds.gguf")
+    x = _f32(os.path.join(src, "tests", "gguf", "kinds_x.f32"))
+    _no_leak(path, x, None)
+    _no_leak(path, x, "cpu")
+
+
+def _compiled_backends(cli):
+    import json
+    c = json.loads(subprocess.run([cli, "probe", "--json"], capture_output=True, text=True, check=True).stdout)
+    return {b["name"] for b in c["backends"] if b["compiled"]}
+
+
+@pytest.mark.parametrize("backend", ["vulkan", "opencl"])
+def test_no_device_leak_on_gpu_api_backends(src, cli, backend):
+    """The same cycles on a GPU-API backend (forced on, as the tests force lavapipe and PoCL), in a
+    child process so the environment switch is read fresh: uploads must come back to the ledger.
+    The backends compiled in are those the C CLI reports; where one is not, pytest says SKIP (and
+    the ctest wrapper turns any skip into a ctest skip, which CI refuses)."""
+    if backend not in _compiled_backends(cli):
+        pytest.skip(f"{backend} is not compiled into this build (its SDK was not found)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import sys; sys.path.insert(0, {here!r}); import numpy as np, backplane as bp, test_binding as t;"
+            f"x = np.fromfile({os.path.join(src, 'tests', 'gguf', 'kinds_x.f32')!r}, dtype='<f4');"
+            f"p = {os.path.join(src, 'tests', 'gguf', 'kinds.gguf')!r};"
+            f"t._cycle(p, x, {backend!r}); print('device memory after', t._no_leak(p, x, {backend!r}), bp.device_memory())")
+    env = dict(os.environ, **{f"BACKPLANE_{backend.upper()}": "1"})
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_probe_agrees_with_the_cli(cli):
+    """probe() runs each kind and asks what ran; the CLI's probe reads the route table: the
+    decode paths must agree for every weight kind."""
+    import json
+    p = bp.probe()
+    assert sorted(p) == sorted(k.name for k in bp.kinds())
+    c = json.loads(subprocess.run([cli, "probe", "--json"], capture_output=True, text=True, check=True).stdout)
+    for row in c["kinds"]:
+        assert p[row["kind"]]["decode"] == row["decode"]["path"], row["kind"]
+        assert p[row["kind"]]["prefill"]
+
+
+def test_readme_python_snippet(src, tmp_path):
+    readme = open(os.path.join(src, "README.md")).read()
+    section = readme.split("\n## Use from Python", 1)[1].split("\n## ", 1)[0]
+    m = re.search(r"```python\n(.*?)```", section, re.S)
+    assert m, "README.md has no ```python block under '## Use from Python'"
+    run = subprocess.run([sys.executable, "-c", m.group(1)], cwd=src, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ran on" in run.stdout, run.stdout
