@@ -3,7 +3,9 @@
 # package is installed only when missing, so a warm machine spends no time here.
 set -euo pipefail
 
-pkgs=(cmake make gcc python3 python3-pip
+# make: a minimal Debian (debootstrap --variant=minbase) has none; ./make.sh runs this script
+# when make is missing. pkg-config: the install tests build the examples through backplane.pc.
+pkgs=(cmake make gcc python3 python3-pip pkg-config
       mesa-vulkan-drivers libvulkan-dev glslc glslang-tools
       pocl-opencl-icd ocl-icd-opencl-dev)
 missing=()
@@ -11,22 +13,30 @@ for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
+  sudo=()
   if [ "$(id -u)" != 0 ]; then
-    echo "install-deps: missing ${missing[*]}; run as root (apt-get)" >&2
-    exit 1
+    command -v sudo >/dev/null || { echo "install-deps: missing ${missing[*]}; run as root (apt-get)" >&2; exit 1; }
+    sudo=(sudo)
   fi
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  "${sudo[@]}" apt-get update -qq
   # --no-install-recommends: PoCL otherwise pulls ~360 MB of extras (TOOLCHAINS.md).
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 # The gguf package (the llama.cpp project's Python GGUF library) checks that files our writer
 # makes load in its reader. Test vectors are committed, so nothing else needs it at test time.
-if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
-  echo "install-deps: pip install gguf numpy"
-  python3 -m pip install -q --disable-pip-version-check gguf==0.19.0 numpy \
-    || python3 -m pip install -q --break-system-packages --disable-pip-version-check gguf==0.19.0 numpy \
-    || echo "install-deps: WARNING: could not install the gguf package; tests that need it will SKIP loudly" >&2
+# pytest runs the Python binding's tests (python/tests); setuptools + wheel let them
+# `pip install ./python` without fetching a build backend. A failed install stops here: the
+# tests that need these must run, and a warning nobody reads once let one skip in a green CI.
+pymods=(gguf numpy pytest setuptools wheel)
+pypkgs=(gguf==0.19.0 numpy pytest setuptools wheel)
+if ! python3 -c "import $(IFS=,; echo "${pymods[*]}")" 2>/dev/null; then
+  echo "install-deps: pip install ${pypkgs[*]}"
+  python3 -m pip install -q --disable-pip-version-check "${pypkgs[@]}" \
+    || python3 -m pip install -q --break-system-packages --disable-pip-version-check "${pypkgs[@]}" \
+    || { echo "install-deps: FAILED to pip install ${pypkgs[*]}" >&2; exit 1; }
+  python3 -c "import $(IFS=,; echo "${pymods[*]}")" \
+    || { echo "install-deps: ${pymods[*]} still not importable by $(command -v python3)" >&2; exit 1; }
 fi
