@@ -9,18 +9,24 @@ static atomic_llong n_calls;     /* allocations attempted */
 static atomic_llong fail_at;     /* call number that fails; 0: disarmed */
 static atomic_bool fail_sticky;  /* and every one after it */
 static atomic_llong n_injected;
+static _Atomic(const void *) last_site; /* return address of the last injected failure */
 
-/* True when this call is to fail. */
-static bool injected(void) {
+/* True when this call (from code address site) is to fail. */
+static bool injected_at(const void *site) {
     long long at = atomic_load_explicit(&fail_at, memory_order_relaxed);
     long long me = atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed) + 1;
     if (!at) return false;
     if (me == at || (me > at && atomic_load_explicit(&fail_sticky, memory_order_relaxed))) {
         atomic_fetch_add_explicit(&n_injected, 1, memory_order_relaxed);
+        atomic_store_explicit(&last_site, site, memory_order_relaxed);
         return true;
     }
     return false;
 }
+#define injected() injected_at(__builtin_return_address(0))
+
+bool bp_alloc_inject_device(const void *site) { return injected_at(site); }
+const void *bp_alloc_last_injected_site(void) { return atomic_load(&last_site); }
 
 void *bp_malloc(size_t n) { return injected() ? NULL : malloc(n ? n : 1); }
 
@@ -41,9 +47,9 @@ void *bp_aligned_alloc(size_t align, size_t n) {
 }
 
 char *bp_strdup(const char *s) {
-    if (!s) return NULL;
+    if (!s || injected()) return NULL;
     size_t n = strlen(s) + 1;
-    char *d = bp_malloc(n);
+    char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
 }
@@ -62,4 +68,5 @@ void bp_alloc_count_reset(void) {
     atomic_store(&fail_at, 0);
     atomic_store(&n_calls, 0);
     atomic_store(&n_injected, 0);
+    atomic_store(&last_site, NULL);
 }

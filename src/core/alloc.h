@@ -35,5 +35,12 @@ void bp_alloc_fail_after(long long n, bool persistent);
 long long bp_alloc_count(void);
 long long bp_alloc_injected(void);
 void bp_alloc_count_reset(void);
+/* The code address that made the last injected allocation fail (the campaign counts distinct
+ * sites with it); NULL when none since the last reset. */
+const void *bp_alloc_last_injected_site(void);
+/* The device layer's allocations (device memory, pinned host memory, arenas: src/device)
+ * count as allocations too and ask the same switch: true when this one is to fail. site: the
+ * caller's address (__builtin_return_address(0)). */
+bool bp_alloc_inject_device(const void *site);
 
 #endif

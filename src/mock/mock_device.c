@@ -1,4 +1,5 @@
 /* The mock device: bp_device_methods in host memory, with call recording and fault injection. */
+#include "core/alloc.h"
 #include "mock/mock_device.h"
 
 #include <pthread.h>
@@ -139,7 +140,7 @@ static bp_status m_alloc(bp_device *dev, size_t bytes, void **buf) {
     bp_status s = note(dev, BP_MOCK_ALLOC, "alloc", "", bytes);
     if (s) return s;
     /* A 64-byte header keeps the size (for mem_info) and the payload 64-byte aligned. */
-    unsigned char *p = bytes < SIZE_MAX - 64 ? aligned_alloc(64, (bytes + 64 + 63) & ~(size_t)63) : NULL;
+    unsigned char *p = bytes < SIZE_MAX - 64 ? bp_aligned_alloc(64, (bytes + 64 + 63) & ~(size_t)63) : NULL;
     if (!p) return bp_fail(BP_E_NOMEM, "mock: no host memory for %zu bytes", bytes);
     memcpy(p, &bytes, sizeof bytes);
     *buf = p + 64;
@@ -157,7 +158,7 @@ static void m_free(bp_device *dev, void *buf) {
     pthread_mutex_lock(&M(dev)->lock);
     M(dev)->live -= bytes;
     pthread_mutex_unlock(&M(dev)->lock);
-    free(p);
+    bp_free(p);
 }
 
 static bp_status m_h2d(bp_device *dev, void *dst, size_t off, const void *src, size_t n) {
@@ -198,13 +199,13 @@ static bp_status m_memset(bp_device *dev, void *dst, size_t off, int v, size_t n
 
 static bp_status m_stream_create(bp_device *dev, bp_stream **out) {
     (void)dev;
-    *out = calloc(1, sizeof **out);
+    *out = bp_calloc(1, sizeof **out);
     return *out ? BP_OK : bp_fail(BP_E_NOMEM, "mock: no memory for a stream");
 }
 
 static void m_stream_destroy(bp_device *dev, bp_stream *s) {
     (void)dev;
-    free(s);
+    bp_free(s);
 }
 
 static bp_status m_stream_sync(bp_device *dev, bp_stream *s) {
@@ -216,13 +217,13 @@ static bp_status m_device_sync(bp_device *dev) { return note(dev, BP_MOCK_SYNC, 
 
 static bp_status m_event_create(bp_device *dev, bp_event **out) {
     (void)dev;
-    *out = calloc(1, sizeof **out);
+    *out = bp_calloc(1, sizeof **out);
     return *out ? BP_OK : bp_fail(BP_E_NOMEM, "mock: no memory for an event");
 }
 
 static void m_event_destroy(bp_device *dev, bp_event *e) {
     (void)dev;
-    free(e);
+    bp_free(e);
 }
 
 static bp_status m_event_record(bp_device *dev, bp_event *e, bp_stream *s) {
@@ -239,7 +240,7 @@ static bp_status m_event_sync(bp_device *dev, bp_event *e) {
 
 static bp_status m_graph_begin(bp_device *dev, bp_stream *s) {
     mock *m = M(dev);
-    bp_graph *g = calloc(1, sizeof *g);
+    bp_graph *g = bp_calloc(1, sizeof *g);
     if (!g) return bp_fail(BP_E_NOMEM, "mock: no memory for a graph");
     pthread_mutex_lock(&m->lock);
     m->capturing = s ? (const void *)s : &default_stream;
@@ -273,7 +274,7 @@ static bp_status m_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
 
 static void m_graph_destroy(bp_device *dev, bp_graph *g) {
     (void)dev;
-    free(g);
+    bp_free(g);
 }
 
 static bp_status m_mem_info(bp_device *dev, size_t *total, size_t *free_bytes) {
@@ -292,9 +293,9 @@ static int m_compute_units(bp_device *dev) {
 
 static void m_close(bp_device *dev) {
     mock *m = M(dev);
-    free(m->graph);
+    bp_free(m->graph);
     pthread_mutex_destroy(&m->lock);
-    free(m);
+    bp_free(m);
 }
 
 /* Deliberately leaves d2d_async, copy_2d, memset_async, h2d_retained, launch (typed),
@@ -331,13 +332,13 @@ static const bp_device_methods mock_methods = {
 };
 
 bp_status bp_mock_device_open(bp_device **out) {
-    mock *m = calloc(1, sizeof *m);
+    mock *m = bp_calloc(1, sizeof *m);
     if (!m) return bp_fail(BP_E_NOMEM, "mock: no memory");
     pthread_mutex_init(&m->lock, NULL);
     bp_status s = bp_device_open(&mock_methods, m, "mock", out);
     if (s) {
         pthread_mutex_destroy(&m->lock);
-        free(m);
+        bp_free(m);
     }
     return s;
 }

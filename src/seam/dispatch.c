@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "cpu/cpu.h"
 #include "seam/seam_internal.h"
@@ -38,7 +39,7 @@ bp_status bp_weight_create(bp_kind k, const void *data, size_t bytes, int64_t ro
     if (bytes < need)
         return bp_fail(BP_E_SHAPE, "bp_weight_create: %zu bytes is less than the %zu a %s %lld x %lld weight needs",
                        bytes, need, ki->name, (long long)rows, (long long)cols);
-    bp_weight *w = calloc(1, sizeof *w);
+    bp_weight *w = bp_calloc(1, sizeof *w);
     if (!w) return bp_fail(BP_E_NOMEM, "bp_weight_create: no memory");
     w->kind = k;
     w->rows = rows;
@@ -54,7 +55,7 @@ void bp_weight_free(bp_weight *w) {
     if (!w) return;
     for (int i = 0; i < BP_BACKEND_COUNT; i++)
         if (w->backend_state[i] && w->backend_free[i]) w->backend_free[i](w->backend_state[i]);
-    free(w);
+    bp_free(w);
 }
 
 /* Several threads may run ops on one weight (batched sequences, MoE experts): the path is
