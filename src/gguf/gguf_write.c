@@ -307,7 +307,7 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
     int ok = emit(w, fp);
     if (fclose(fp) != 0) ok = 0;
     if (!ok) {
-        bp_free(p);
+        free(p); /* open_memstream's buffer is the C library's, not through core/alloc.h */
         return bp_fail(BP_E_NOMEM, "GGUF writer: writing to memory failed");
     }
     *buf = p;

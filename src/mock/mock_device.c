@@ -15,7 +15,10 @@ typedef struct mock_kernel {
     const char *name;
     int nparams;
     size_t sizes[MAX_PARAMS];
-    void (*run)(void **params);
+    /* The kernel's own failure (the reference it runs allocates) comes back from the launch, as
+     * a real device reports a faulted kernel: a kernel that silently wrote nothing would pass
+     * garbage off as a result (the allocation-failure campaign found that). */
+    bp_status (*run)(void **params);
 } mock_kernel;
 
 typedef struct captured {
@@ -76,20 +79,21 @@ static bp_status note(bp_device *dev, bp_mock_call c, const char *op, const char
 
 /* ---- kernels ---- */
 
-static void k_gemm(void **p) {
+static bp_status k_gemm(void **p) {
     const void *w = *(void **)p[0];
     const float *x = *(void **)p[1];
     float *y = *(void **)p[2];
     bp_kind kind = (bp_kind) * (int32_t *)p[3];
     int64_t rows = *(int64_t *)p[4], cols = *(int64_t *)p[5], t = *(int64_t *)p[6];
     size_t rb = 0;
-    if (bp_kind_row_bytes(kind, cols, &rb)) return;
-    bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
+    bp_status s = bp_kind_row_bytes(kind, cols, &rb);
+    return s ? s : bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
 }
 
-static void k_poke(void **p) {
+static bp_status k_poke(void **p) {
     unsigned char *base = *(void **)p[0];
     base[*(int64_t *)p[1]] = (unsigned char)*(int32_t *)p[2];
+    return BP_OK;
 }
 
 static const mock_kernel kernels[] = {
@@ -130,8 +134,7 @@ static bp_status m_launch_raw(bp_device *dev, bp_stream *s, bp_kernel *kh, const
         for (int i = 0; i < nparams; i++) memcpy(c->vals[i], params[i], k->sizes[i]);
     }
     pthread_mutex_unlock(&m->lock);
-    if (!rec) k->run(params);
-    return BP_OK;
+    return rec ? BP_OK : k->run(params);
 }
 
 /* ---- memory ---- */
@@ -267,7 +270,8 @@ static bp_status m_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
         if (st) return st;
         void *params[MAX_PARAMS];
         for (int j = 0; j < g->c[i].k->nparams; j++) params[j] = g->c[i].vals[j];
-        g->c[i].k->run(params);
+        st = g->c[i].k->run(params);
+        if (st) return st;
     }
     return BP_OK;
 }
