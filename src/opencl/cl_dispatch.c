@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
 #include "opencl/cl_internal.h"
@@ -81,7 +82,7 @@ static void cl_weight_free(void *p) {
     pthread_mutex_lock(&cl_run_lock);
     bp_dev_free(cw->dev, cw->buf);
     pthread_mutex_unlock(&cl_run_lock);
-    free(cw);
+    bp_free(cw);
 }
 
 static bp_status upload_locked(bp_weight *w, cl_weight **out) {
@@ -93,14 +94,14 @@ static bp_status upload_locked(bp_weight *w, cl_weight **out) {
     size_t bytes;
     if (!bp_mul_size(w->row_bytes, (size_t)w->rows, &bytes) || bytes == 0)
         return bp_fail(BP_E_SHAPE, "OpenCL upload: %lld rows of %zu bytes", (long long)w->rows, w->row_bytes);
-    cw = calloc(1, sizeof *cw);
+    cw = bp_calloc(1, sizeof *cw);
     if (!cw) return bp_fail(BP_E_NOMEM, "OpenCL upload: no memory");
     cw->dev = cl_dev;
     bp_status s = bp_dev_alloc(cl_dev, bytes, &cw->buf);
     if (!s) s = bp_dev_h2d(cl_dev, cw->buf, 0, w->data, bytes);
     if (s) {
         if (cw->buf) bp_dev_free(cl_dev, cw->buf);
-        free(cw);
+        bp_free(cw);
         return s;
     }
     w->backend_state[BP_BACKEND_OPENCL] = cw;

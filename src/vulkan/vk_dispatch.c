@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
 #include "seam/seam.h"
@@ -127,7 +128,7 @@ static void weight_free(void *state) {
     bool alive = vk_dev == vw->dev; /* after teardown the ledger has swept these buffers */
     pthread_mutex_unlock(&vk_init_lock);
     for (int i = 0; alive && i < vw->n; i++) bp_dev_free(vw->dev, vw->chunk[i].buf);
-    free(vw);
+    bp_free(vw);
 }
 
 /* Upload w in row chunks that each fit one storage-buffer binding, with 4 bytes to spare for
@@ -140,7 +141,7 @@ static bp_status weight_upload(bp_device *dev, bp_weight *w, vk_weight **out) {
     int64_t per = (int64_t)((range - 4) / w->row_bytes);
     if (per > (int64_t)VK_GEMM_TM * 65535) per = (int64_t)VK_GEMM_TM * 65535; /* grid limit */
     int64_t n = (w->rows + per - 1) / per;
-    vk_weight *vw = calloc(1, sizeof *vw + (size_t)n * sizeof(vk_chunk));
+    vk_weight *vw = bp_calloc(1, sizeof *vw + (size_t)n * sizeof(vk_chunk));
     if (!vw) return bp_fail(BP_E_NOMEM, "Vulkan weight upload: out of host memory");
     vw->dev = dev;
     bp_status st = BP_OK;

@@ -1,0 +1,305 @@
+/* The allocation-failure campaign (SQLite's malloc tests, for backplane): every allocation a
+ * representative workload makes -- host (core/alloc.h: bp_malloc & co.) and device (device
+ * memory, pinned host memory, arenas: they ask the same switch) -- is made to fail, one at a
+ * time (benign: only the Nth fails) and from the Nth on (persistent: the Nth and every later
+ * one). After each failure:
+ *   - the workload returned BP_OK with correct numbers (the seam fell back, and then the
+ *     fallback was counted and named in the path), or a clear error (BP_E_NOMEM, or a forced
+ *     backend's BP_E_DEVICE naming the allocation) with a message;
+ *   - nothing leaked: the device ledgers hold what they held before, and so does the count of
+ *     live host blocks through the door (bp_alloc_live); under `make sanitize`
+ *     LeakSanitizer checks every host byte at exit as well;
+ *   - the library still works: the workload run again without failures gives the same path as
+ *     before the campaign (a failure never leaves a backend half-initialized or disabled).
+ * Prints the figures: allocations per workload, failures injected, distinct allocation sites
+ * failed, leaks.
+ *
+ * Adding a workload (the op layer, conv2d/MoE, the model runner): write a function that runs it
+ * once, checks its own numbers with CHECK against a reference prepared before the campaign (the
+ * reference kernels allocate too), frees everything, and returns its status; add a row to
+ * `workloads` below. BP_ALLOC_CAMPAIGN_STRIDE=k tests every kth N only (valgrind, TSan). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "device/device.h"
+#include "harness.h"
+#include "mock/mock_backend.h"
+#include "seam/seam_internal.h"
+
+/* ---- data prepared before the campaign (nothing here is injected) ------------------------ */
+
+enum { NK = 5, ROWS = 7, COLS = 256, T = 3 };
+static const bp_kind kinds[NK] = {BP_KIND_Q4_0, BP_KIND_Q4_K, BP_KIND_Q8_0, BP_KIND_IQ4_XS, BP_KIND_F16};
+static uint8_t *wdata[NK];
+static size_t wbytes[NK];
+static float x[T * COLS], ref[NK][T * ROWS];
+static void *gguf_buf;
+static size_t gguf_len;
+static int64_t gguf_tensors;
+
+static void prepare(void) {
+    uint64_t rng = 2024;
+    for (int i = 0; i < T * COLS; i++) x[i] = bp_test_randf(&rng);
+    for (int k = 0; k < NK; k++) {
+        wdata[k] = bp_test_make_weight(kinds[k], ROWS, COLS, &rng, &wbytes[k]);
+        CHECK(wdata[k] != NULL, "weight %d", k);
+        CHECK_OK(bp_ref_gemm(kinds[k], wdata[k], wbytes[k], ROWS, COLS, x, T, ref[k]));
+    }
+    gguf_buf = bp_test_read_file("tests/gguf/kinds.gguf", &gguf_len);
+    bp_gguf *f = NULL;
+    CHECK_OK(bp_gguf_open_memory(gguf_buf, gguf_len, &f));
+    gguf_tensors = f ? bp_gguf_tensor_count(f) : 0;
+    bp_gguf_close(f);
+}
+
+/* Compare one result with the reference; false (and a recorded failure) when off. */
+static bool right(int k, const float *y, int64_t t, const char *what, const bp_weight *w) {
+    double e = bp_test_nmse(y, ref[k], (size_t)(t * ROWS));
+    double tol = bp_test_tolerance(kinds[k], t > 1 ? "gemm" : "matvec");
+    CHECK(e <= tol, "%s %s: NMSE %.3g > %.1g after an injected failure (path %s)",
+          bp_kind_lookup((uint32_t)kinds[k])->name, what, e, tol, bp_weight_last_path(w));
+    return e <= tol;
+}
+
+/* ---- workloads ---------------------------------------------------------------------------- */
+
+/* Open the committed kinds.gguf from a file and from memory, look things up, close. */
+static bp_status wl_gguf_read(const char *backend) {
+    (void)backend;
+    bp_gguf *f = NULL;
+    bp_status s = bp_gguf_open("tests/gguf/kinds.gguf", &f);
+    if (!s) {
+        CHECK(bp_gguf_tensor_count(f) == gguf_tensors, "tensor count %lld", (long long)bp_gguf_tensor_count(f));
+        CHECK(bp_gguf_find_tensor(f, "Q4_K") != NULL, "Q4_K tensor");
+        bp_gguf_close(f);
+        f = NULL;
+        s = bp_gguf_open_memory(gguf_buf, gguf_len, &f);
+    }
+    if (!s) CHECK(bp_gguf_tensor_count(f) == gguf_tensors, "tensor count from memory");
+    bp_gguf_close(f);
+    return s;
+}
+
+/* Write a file with every value type and two tensors to memory, reopen it, compare. */
+static bp_status wl_gguf_write(const char *backend) {
+    (void)backend;
+    bp_gguf_writer *w = NULL;
+    bp_status s = bp_gguf_writer_create(&w);
+    uint32_t u32 = 7;
+    static const int32_t arr[] = {1, -2, 3};
+    static const char *const strs[] = {"a", "", "bc"};
+    int64_t ne[2] = {COLS, ROWS};
+    if (!s) s = bp_gguf_writer_add_scalar(w, "c.u32", BP_GGUF_U32, &u32);
+    if (!s) s = bp_gguf_writer_add_string(w, "c.str", "hello", 5);
+    if (!s) s = bp_gguf_writer_add_array(w, "c.arr", BP_GGUF_I32, arr, 3);
+    if (!s) s = bp_gguf_writer_add_string_array(w, "c.strs", strs, 3);
+    if (!s) s = bp_gguf_writer_add_tensor(w, "w0", kinds[0], 2, ne, wdata[0], wbytes[0]);
+    if (!s) s = bp_gguf_writer_add_tensor(w, "w1", kinds[1], 2, ne, wdata[1], wbytes[1]);
+    void *buf = NULL;
+    size_t len = 0;
+    if (!s) s = bp_gguf_writer_write_memory(w, &buf, &len);
+    bp_gguf_writer_free(w);
+    bp_gguf *f = NULL;
+    if (!s) s = bp_gguf_open_memory(buf, len, &f);
+    if (!s) {
+        uint64_t v = 0;
+        CHECK(bp_gguf_get_u64(f, "c.u32", &v) == BP_OK && v == 7, "c.u32 read back");
+        const bp_gguf_tensor *t = bp_gguf_find_tensor(f, "w1");
+        CHECK(t && t->bytes == wbytes[1] && !memcmp(t->data, wdata[1], wbytes[1]), "w1 read back");
+    }
+    bp_gguf_close(f);
+    free(buf); /* open_memstream's, as the API says: plain free */
+    return s;
+}
+
+/* Create weights of every test kind, run a matvec and a GEMM on `backend` (NULL: the seam's
+ * choice), check the numbers, free. */
+static bp_status wl_matmul(const char *backend) {
+    bp_status s = BP_OK;
+    for (int k = 0; k < NK && !s; k++) {
+        bp_weight *w = NULL;
+        float y[T * ROWS];
+        s = bp_weight_create(kinds[k], wdata[k], wbytes[k], ROWS, COLS, &w);
+        if (!s) s = bp_matvec_on(w, backend, x, y);
+        if (!s) right(k, y, 1, "matvec", w);
+        if (!s) s = bp_gemm_on(w, backend, x, T, y);
+        if (!s) right(k, y, T, "gemm", w);
+        bp_weight_free(w);
+    }
+    return s;
+}
+
+typedef struct workload {
+    const char *name;
+    bp_status (*run)(const char *backend);
+    const char *backend; /* passed to run: NULL = the seam's choice; a name = forced */
+    bool mock;           /* install the mock backend first in the order for this row */
+} workload;
+
+static const workload workloads[] = {
+    {"gguf read", wl_gguf_read, NULL, false},
+    {"gguf write + reopen", wl_gguf_write, NULL, false},
+    {"matvec/gemm, CPU", wl_matmul, "cpu", false},
+    {"matvec/gemm, seam's choice", wl_matmul, NULL, false},
+    {"matvec/gemm, seam with the mock first", wl_matmul, NULL, true},
+    {"matvec/gemm, mock forced", wl_matmul, "mock", true},
+    {"matvec/gemm, Vulkan forced", wl_matmul, "vulkan", false},
+    {"matvec/gemm, OpenCL forced", wl_matmul, "opencl", false},
+    {"matvec/gemm, CUDA forced", wl_matmul, "cuda", false},
+};
+
+/* ---- the campaign ----------------------------------------------------------------------- */
+
+enum { MAX_SITES = 1024 };
+static const void *sites[MAX_SITES];
+static int n_sites;
+static long long total_injected, total_runs, leaks;
+
+static void note_site(const void *p) {
+    if (!p) return;
+    for (int i = 0; i < n_sites; i++)
+        if (sites[i] == p) return;
+    if (n_sites < MAX_SITES) sites[n_sites++] = p;
+}
+
+/* Is a backend forced by name usable here? NULL (the seam) always is. */
+static bool usable(const char *backend, char *why, size_t len) {
+    if (!backend || !strcmp(backend, "cpu") || !strcmp(backend, "mock")) return true;
+    bp_backend_id id;
+    if (bp_backend_by_name(backend, &id) || !bp_backend_dispatch_of(id)) {
+        snprintf(why, len, "not built");
+        return false;
+    }
+    bp_weight *w = NULL;
+    float y[ROWS];
+    bp_status s = bp_weight_create(kinds[0], wdata[0], wbytes[0], ROWS, COLS, &w);
+    if (!s) s = bp_matvec_on(w, backend, x, y);
+    snprintf(why, len, "%s", s ? bp_last_error() : "");
+    bp_weight_free(w);
+    return s == BP_OK;
+}
+
+static void campaign(const workload *wl, long stride) {
+    char why[256] = "";
+    if (!usable(wl->backend, why, sizeof why)) {
+        if (!strcmp(why, "not built")) {
+            fprintf(stderr, "%-40s not built into this binary: not run\n", wl->name);
+            return;
+        }
+        BP_SKIP("%s: %s is built but cannot run here: %s", wl->name, wl->backend, why);
+        return;
+    }
+    if (wl->mock) {
+        bp_mock_backend_config cfg;
+        bp_mock_backend_config_for(&cfg, kinds, NK, true);
+        CHECK_OK(bp_mock_backend_install(&cfg, 0));
+    }
+    /* Warm-up: lazily made state (the CPU pool, a device, compiled kernels) exists from here
+     * on; the count run measures what the workload itself allocates. */
+    CHECK_OK(wl->run(wl->backend));
+    bp_alloc_count_reset();
+    CHECK_OK(wl->run(wl->backend));
+    const long long n = bp_alloc_count();
+    char path_before[160];
+    {
+        bp_weight *w = NULL;
+        float y[ROWS];
+        CHECK_OK(bp_weight_create(kinds[1], wdata[1], wbytes[1], ROWS, COLS, &w));
+        if (wl->run == wl_matmul) CHECK_OK(bp_matvec_on(w, wl->backend, x, y));
+        snprintf(path_before, sizeof path_before, "%s", bp_weight_last_path(w));
+        bp_weight_free(w);
+    }
+    long long injected = 0, errors = 0, fallbacks = 0, oks = 0, bad = 0;
+    for (int persistent = 0; persistent < 2; persistent++) {
+        for (long long i = 1; i <= n; i += stride) {
+            const size_t live0 = bp_ledger_live_count(NULL);
+            const long long host0 = bp_alloc_live();
+            const unsigned long long fb0 = bp_fallback_total();
+            bp_alloc_count_reset();
+            bp_clear_error();
+            bp_alloc_fail_after(i, persistent);
+            bp_status s = wl->run(wl->backend);
+            bp_alloc_fail_after(0, false);
+            const long long inj = bp_alloc_injected();
+            injected += inj;
+            note_site(bp_alloc_last_injected_site());
+            total_runs++;
+            if (s == BP_OK) {
+                oks++;
+                if (bp_fallback_total() > fb0) fallbacks++;
+            } else {
+                errors++;
+                const char *e = bp_last_error();
+                bool clear = s == BP_E_NOMEM ||
+                             (s == BP_E_DEVICE && wl->backend && (strstr(e, "alloc") || strstr(e, "memory")));
+                CHECK(clear && e[0], "%s: failing allocation %lld%s: %s: '%s' is not a clear out-of-memory error",
+                      wl->name, i, persistent ? " (persistent)" : "", bp_status_name(s), e);
+                bad += !clear;
+            }
+            CHECK(inj > 0 || s == BP_OK, "%s: allocation %lld: no failure injected, yet %s", wl->name, i,
+                  bp_status_name(s));
+            /* Leaks: device allocations (the ledger) and host blocks through the door, exact
+             * counts (not heap bytes, which a driver's pools and the C library's arenas move). */
+            const size_t live1 = bp_ledger_live_count(NULL);
+            const long long host1 = bp_alloc_live();
+            if (live1 != live0 || host1 != host0) {
+                leaks++;
+                CHECK(0, "%s: failing allocation %lld%s: %zu live device allocations (%zu before), %lld live "
+                      "host blocks (%lld before)", wl->name, i, persistent ? " (persistent)" : "", live1, live0,
+                      host1, host0);
+                if (live1 != live0) bp_ledger_report(NULL, stderr);
+            }
+        }
+    }
+    /* Nothing half-made: the same path as before the campaign. */
+    CHECK_OK(wl->run(wl->backend));
+    if (wl->run == wl_matmul) {
+        bp_weight *w = NULL;
+        float y[ROWS];
+        CHECK_OK(bp_weight_create(kinds[1], wdata[1], wbytes[1], ROWS, COLS, &w));
+        CHECK_OK(bp_matvec_on(w, wl->backend, x, y));
+        CHECK(!strcmp(bp_weight_last_path(w), path_before), "%s: after the campaign the path is '%s', was '%s'",
+              wl->name, bp_weight_last_path(w), path_before);
+        bp_weight_free(w);
+    }
+    if (wl->mock) bp_mock_backend_uninstall();
+    total_injected += injected;
+    printf("%-40s %4lld allocations, %5lld failures injected: %lld ok (%lld after a counted fallback), "
+           "%lld clear errors, %lld unclear\n", wl->name, n, injected, oks, fallbacks, errors, bad);
+}
+
+int main(int argc, char **argv) {
+    /* The GPU-API backends built here are CPU implementations on this machine and off by
+     * default: force them on so the campaign reaches their allocations. */
+    setenv("BACKPLANE_VULKAN", "1", 1);
+    setenv("BACKPLANE_OPENCL", "1", 1);
+    FILE *log = tmpfile(); /* the seam's one-line-per-cause fallback log */
+    bp_seam_set_log(log);
+    const char *st = getenv("BP_ALLOC_CAMPAIGN_STRIDE");
+    long stride = st && atol(st) > 0 ? atol(st) : 1;
+    prepare();
+    /* Warm every path first: process-wide state made at first use (the CPU pool, a device, its
+     * scratch buffers and tables, compiled kernels) is not a leak of the run that made it, and a
+     * backend first reached as another's fallback would otherwise make it mid-campaign. */
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
+        char why[256];
+        if (!usable(workloads[i].backend, why, sizeof why)) continue;
+        if (workloads[i].mock) {
+            bp_mock_backend_config cfg;
+            bp_mock_backend_config_for(&cfg, kinds, NK, true);
+            CHECK_OK(bp_mock_backend_install(&cfg, 0));
+        }
+        CHECK_OK(workloads[i].run(workloads[i].backend));
+        if (workloads[i].mock) bp_mock_backend_uninstall();
+    }
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
+        if (argc < 2 || strstr(workloads[i].name, argv[1])) campaign(&workloads[i], stride); /* argv[1]: a filter */
+    printf("allocation-failure campaign: %lld runs, %lld failures injected, %d distinct allocation sites failed, "
+           "%lld leaks\n", total_runs, total_injected, n_sites, leaks);
+    bp_seam_set_log(NULL);
+    fclose(log);
+    for (int k = 0; k < NK; k++) free(wdata[k]);
+    free(gguf_buf);
+    return bp_test_finish();
+}
