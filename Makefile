@@ -1,4 +1,5 @@
-# Thin wrapper over CMake. `make run` and `make check` are the README's two commands.
+# Thin wrapper over CMake. The README's two commands are `./make.sh run` and `./make.sh check`:
+# make.sh installs make itself on a machine that lacks it (a minimal Debian), then runs these.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
@@ -19,8 +20,9 @@ run: deps build
 	./$(BUILD)/backplane kinds
 
 # The whole test suite.
+# ctest-junit.xml: per-test results with each skip's reason, for tests/skip_summary.py in CI.
 check: deps build
-	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --output-junit ctest-junit.xml
 
 # The suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize: deps
