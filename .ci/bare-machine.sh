@@ -63,12 +63,24 @@ if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
     cp /etc/apt/sources.list.d/*.sources "$root/etc/apt/sources.list.d/"
 fi
 
+# The site's network trust, which a machine gets from whoever provisions it, not from our install
+# script: behind a TLS-inspecting egress proxy (as here) pip fails certificate checks without the
+# proxy's CA. The CA files the host added (/usr/local/share/ca-certificates, folded into the
+# system bundle when the chroot's apt installs ca-certificates) and its /etc/pip.conf are copied.
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
+
 # A clean clone of HEAD, as CI has it (nothing from this worktree's build or caches).
 git clone -q --no-hardlinks "$repo" "$root/root/backplane"
+set +o pipefail # the chroot's status, not tee's, decides (PIPESTATUS)
 chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     /bin/bash -c 'cd /root/backplane && ./make.sh run && ./make.sh check' 2>&1 | tee "$cache/last-run.log"
 rc=${PIPESTATUS[0]}
+set -o pipefail
 took=$(( $(date +%s) - start ))
 echo "bare-machine: ./make.sh run && ./make.sh check in a fresh minbase $suite chroot: exit $rc, $((took / 60)) min $((took % 60)) s"
 [ "$rc" = 0 ] || exit 1

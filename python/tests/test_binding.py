@@ -249,3 +249,14 @@ def test_readme_python_snippet(src, tmp_path):
     run = subprocess.run([sys.executable, "-c", m.group(1)], cwd=src, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "ran on" in run.stdout, run.stdout
+
+
+def test_abi_matches_the_build(src):
+    """The binding loads libbackplane.so.<ABI>; that number is BP_ABI_VERSION in
+    cmake/library.cmake (the SONAME), and the library it loaded carries it."""
+    from backplane import _lib
+    with open(os.path.join(src, "cmake", "library.cmake")) as f:
+        abi = int(re.search(r"^set\(BP_ABI_VERSION\s+(\d+)\)", f.read(), re.M).group(1))
+    assert _lib.ABI == abi
+    maps = open("/proc/self/maps").read()
+    assert re.search(r"libbackplane\.so\.%d(\.\d+)*\b" % abi, maps), "the loaded library is not libbackplane.so.%d" % abi
