@@ -83,16 +83,12 @@ def _bytes_view(data):
     """A C-contiguous uint8 array over data (bytes, bytearray, memoryview or an array), no copy
     where possible; the caller keeps the returned array alive while C uses its pointer."""
     a = np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray, memoryview)) else np.asarray(data)
-    a = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
-    return a
+    return np.ascontiguousarray(a).view(np.uint8).reshape(-1)
 
 
-def f32_array(x, name="x"):
+def f32_array(x):
     """x as a C-contiguous float32 array (a copy only when x is not one already)."""
-    a = np.ascontiguousarray(x, dtype=np.float32)
-    if not np.issubdtype(np.asarray(x).dtype, np.number):
-        raise TypeError(f"{name} must be numeric")
-    return a
+    return np.ascontiguousarray(x, dtype=np.float32)
 
 
 def fptr(a):

@@ -8,21 +8,16 @@
 # its own, and that programs linked to the shared library need none of the backend SDKs.
 # Results: the matvec example must print exactly what `backplane matvec` computes.
 # $1 = build dir, $2 = extra C flags for the programs (the sanitizer flags in a sanitizer build).
-set -u
 build=$(cd "${1:?usage: prefix.sh BUILD_DIR [CFLAGS]}" && pwd)
 xflags=${2:-}
-src=$(pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 fail=0
 say_fail() { echo "FAIL: $*"; fail=1; }
 for tool in pkg-config make cmake python3; do
     command -v $tool >/dev/null || { echo "FAIL: $tool not found (scripts/install-deps.sh installs it)"; exit 1; }
 done
 
-p=$tmp/prefix
-cmake --install "$build" --prefix "$p" > "$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; say_fail "cmake --install"; exit 1; }
-libdir=$(sed -n 's/^libdir=\${prefix}\///p' "$(find "$p" -name backplane.pc)")
+install_prefix "$build"
 for f in include/backplane.h include/backplane_kinds.def "$libdir/libbackplane.a" "$libdir/libbackplane.so" \
          "$libdir/pkgconfig/backplane.pc" "$libdir/cmake/backplane/backplaneConfig.cmake" \
          "$libdir/cmake/backplane/backplaneConfigVersion.cmake" bin/backplane; do

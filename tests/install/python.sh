@@ -5,18 +5,13 @@
 # C reference. Any pytest skip makes this test exit 77, so ctest reports it as skipped (and CI,
 # which refuses unexpected skips, fails): nothing is skipped silently.
 # $1 = build dir; $2 = LD_PRELOAD for a sanitizer build (the runtime must load first), or empty.
-set -u
 build=$(cd "${1:?usage: python.sh BUILD_DIR [PRELOAD]}" && pwd)
 preload=${2:-}
-src=$(pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
 python3 -c 'import numpy, pytest, setuptools' 2>"$tmp/err" ||
     { echo "FAIL: python3 lacks numpy/pytest/setuptools (scripts/install-deps.sh installs them): $(cat "$tmp/err")"; exit 1; }
-p=$tmp/prefix
-cmake --install "$build" --prefix "$p" > "$tmp/log" 2>&1 || { cat "$tmp/log"; echo "FAIL: cmake --install"; exit 1; }
-libdir=$(dirname "$(find "$p" -name 'libbackplane.so' | head -1)")
+install_prefix "$build"
 
 # python/ reads the version from ../CMakeLists.txt: copy both.
 mkdir -p "$tmp/src"
@@ -26,7 +21,7 @@ if ! python3 -m pip install --quiet --disable-pip-version-check --no-build-isola
     cat "$tmp/pip.log"; echo "FAIL: pip install ./python"; exit 1
 fi
 
-export PYTHONPATH=$tmp/site LD_LIBRARY_PATH=$libdir BACKPLANE_SOURCE_DIR=$src
+export PYTHONPATH=$tmp/site LD_LIBRARY_PATH=$p/$libdir BACKPLANE_SOURCE_DIR=$src
 export BACKPLANE_CLI=$p/bin/backplane BACKPLANE_INCLUDE=$p/include
 # Under ASan: the interpreter's own allocations are not ours to leak-check (the C tests do that),
 # and freed memory parked in ASan's quarantine would read as RSS growth in the leak test.
