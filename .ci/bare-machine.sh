@@ -43,17 +43,20 @@ fi
 root=$(mktemp -d /tmp/bp-bare.XXXXXX)
 mounts=()
 cleanup() {
-    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null || true; done
+    for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
+        umount -R "${mounts[i]}" 2>/dev/null || umount -R -l "${mounts[i]}" 2>/dev/null || true
+    done
     rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
 tar -C "$root" -xzf "$tarball"
+# /dev and /sys recursively (so /dev/pts and /dev/shm come along) and as slaves: nothing mounted
+# or unmounted under the chroot propagates back to the host's own /dev.
+rbind() { mkdir -p "$root$2"; mount --rbind "$1" "$root$2"; mount --make-rslave "$root$2"; mounts+=("$root$2"); }
 bind() { mkdir -p "$root$2"; mount --bind "$1" "$root$2"; mounts+=("$root$2"); }
 mount -t proc proc "$root/proc"; mounts+=("$root/proc")
-bind /sys /sys
-bind /dev /dev
-bind /dev/pts /dev/pts
-mkdir -p "$root/dev/shm"; mount -t tmpfs shm "$root/dev/shm"; mounts+=("$root/dev/shm")
+rbind /sys /sys
+rbind /dev /dev
 bind "$cache/apt-archives" /var/cache/apt/archives
 bind "$cache/pip" /root/.cache/pip
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
