@@ -41,7 +41,7 @@ if(BP_CUDA_BUILT)
     add_custom_command(
       OUTPUT ${obj}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/cuda
-      COMMAND ${BP_NVCC} -std=c++17 -O3 ${BP_CUDA_GENCODE} -Xcompiler=-fPIC
+      COMMAND ${BP_NVCC} -std=c++17 -O3 ${BP_CUDA_GENCODE} -Xcompiler=-fPIC,-fvisibility=hidden
               -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/src/kinds
               -MD -MF ${obj}.d -c ${cu} -o ${obj}
       DEPFILE ${obj}.d
