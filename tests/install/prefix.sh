@@ -26,12 +26,19 @@ done
 soname=$(readelf -d "$p/$libdir/libbackplane.so" | sed -n 's/.*soname: \[\(.*\)\]/\1/p')
 [ -e "$p/$libdir/$soname" ] || say_fail "the SONAME's file $soname is not installed"
 
-# Self-contained headers: each compiles alone with only the prefix on the include path, and
-# every file a header includes with quotes is installed beside it.
-for h in "$p"/include/*.h; do
-    echo "#include <$(basename "$h")>" > "$tmp/h.c"
+# Self-contained headers: with only the prefix on the include path, <backplane.h> compiles, pulls
+# in every installed header (TEAM rule: `#include <backplane.h>` gives everything), and each
+# header compiles after it (some say "included at the end of backplane.h; not on its own"); every
+# file a header includes with quotes is installed beside it.
+echo "#include <backplane.h>" > "$tmp/h.c"
+gcc -std=c11 -Wall -Wextra -Werror -pedantic -I"$p/include" -M "$tmp/h.c" > "$tmp/deps" 2>"$tmp/err" ||
+    say_fail "installed backplane.h does not compile alone: $(head -3 "$tmp/err")"
+for h in "$p"/include/*; do
+    grep -q "$h" "$tmp/deps" || say_fail "installed $(basename "$h") is not reached from backplane.h"
+    case $h in *.h) ;; *) continue ;; esac
+    printf '#include <backplane.h>\n#include <%s>\n' "$(basename "$h")" > "$tmp/h.c"
     gcc -std=c11 -Wall -Wextra -Werror -pedantic -fsyntax-only -I"$p/include" "$tmp/h.c" 2>"$tmp/err" ||
-        say_fail "installed $(basename "$h") does not compile alone: $(head -3 "$tmp/err")"
+        say_fail "installed $(basename "$h") does not compile: $(head -3 "$tmp/err")"
     for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$h"); do
         [ -e "$p/include/$inc" ] || say_fail "installed $(basename "$h") includes \"$inc\", which is not installed"
     done
