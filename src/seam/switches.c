@@ -27,3 +27,18 @@ bool bp_exact_mode(void) {
 }
 
 void bp_set_exact_mode(bool on) { atomic_store(&exact_mode, on ? 1 : 0); }
+
+/* Strict mode (issue 17): every fallback becomes an error (src/seam/dispatch.c). */
+static atomic_int strict_mode = -1;
+
+bool bp_strict_mode(void) {
+    int v = atomic_load(&strict_mode);
+    if (v < 0) {
+        int expected = -1;
+        atomic_compare_exchange_strong(&strict_mode, &expected, env_true("BACKPLANE_STRICT"));
+        v = atomic_load(&strict_mode);
+    }
+    return v != 0;
+}
+
+void bp_set_strict(bool on) { atomic_store(&strict_mode, on ? 1 : 0); }

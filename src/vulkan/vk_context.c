@@ -18,9 +18,9 @@ bp_status bp_vk_fail(bp_vk_ctx *c, const char *what, VkResult r) {
         c->lost = true;
         snprintf(c->lost_why, sizeof c->lost_why, "%s: VK_ERROR_DEVICE_LOST", what);
     }
-    bp_status s = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-                      ? BP_E_NOMEM
-                      : BP_E_DEVICE;
+    bp_status s = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) ? BP_E_NOMEM
+                  : r == VK_ERROR_DEVICE_LOST                                                ? BP_E_DEVICE_LOST
+                                                                                             : BP_E_DEVICE;
     return bp_fail(s, "Vulkan %s: %s", what, bp_vk_result_name(r));
 }
 

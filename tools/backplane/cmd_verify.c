@@ -174,12 +174,15 @@ static int usage(int rc) {
             "  claims, matvec and gemm on several shapes; NMSE per case; exit status 1 on any FAIL\n"
             "  --backend B  only B (cuda, metal, vulkan, opencl, cpu)\n"
             "  --kind K     only kind K (Q4_K, IQ4_XS, ...)\n"
-            "  --seed N     random weights and inputs from seed N (default fixed: runs repeat exactly)\n");
+            "  --seed N     random weights and inputs from seed N (default fixed: runs repeat exactly)\n"
+            "  --strict     a fallback is an error (each case runs on its backend only: none falls back)\n"
+            "  a CPU implementation (lavapipe, PoCL) is verified when forced on: BACKPLANE_VULKAN=1 ...\n");
     return rc;
 }
 
 int bp_cmd_verify(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
+    bp_cli_take_strict(&argc, argv);
     const char *only_backend = NULL, *only_kind = NULL;
     tally tl = {0, 0, false, true};
     for (int i = 1; i < argc; i++) {
