@@ -148,6 +148,11 @@ fi
 "$cli" verify --kind Q9_9 >/dev/null 2>&1 && fail "verify --kind Q9_9 succeeded"
 BACKPLANE_VULKAN=0 "$cli" verify --backend vulkan >/dev/null 2>&1 && fail "verify of a disabled backend succeeded"
 "$cli" verify --backend cpu --kind Q4_K >/dev/null || fail "verify --backend cpu --kind Q4_K failed"
+# One shape of the user's choosing (gpu_check runs 14336 x 4096, t = 512 on CUDA this way).
+vs=$("$cli" verify --backend cpu --kind Q4_K --rows 300 --cols 512 --batch 3) || fail "verify --rows 300 --cols 512 --batch 3"
+printf '%s' "$vs" | grep -q '| cpu | Q4_K | gemm | 300 | 512 | 3 |' && printf '%s' "$vs" | grep -q '2 cases, 0 failed' ||
+    fail "verify --rows/--cols/--batch ran the matvec and the GEMM: $vs"
+"$cli" verify --rows 300 >/dev/null 2>&1 && fail "verify --rows without --cols succeeded"
 "$cli" probe --bogus >/dev/null 2>&1 && fail "probe --bogus succeeded"
 "$cli" probe --rows 0 >/dev/null 2>&1 && fail "probe --rows 0 succeeded"
 "$cli" probe --rows 64 --cols 64 --batch 7 | grep -q "shape: 64 x 64 weight; decode batch 1, prefill batch 7" ||

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "device/device_internal.h"
 
@@ -56,6 +57,7 @@ void bp_device_close(bp_device *dev) {
         if (c->scratch[i]) bp_dev_free(dev, c->scratch[i]);
     for (int i = 0; i < c->nk; i++)
         if (dev->m->kernel_release) dev->m->kernel_release(dev, c->kcache[i].k);
+    bp_free(c->kcache);
     /* What is still live now is a leak of whoever allocated it: name each one. */
     bp_ledger_sweep(dev, stderr);
     if (dev->m->close) dev->m->close(dev);
@@ -392,10 +394,17 @@ bp_status bp_dev_kernel(bp_device *dev, const char *name, bp_kernel **out) {
             *out = winner;
             return BP_OK;
         }
-    if (c->nk == BP_DEV_KCACHE) {
-        pthread_mutex_unlock(&c->lock);
-        if (dev->m->kernel_release) dev->m->kernel_release(dev, k);
-        return bp_fail(BP_E_NOMEM, "%s: op cache full (%d kernels) at '%s'", dev->name, BP_DEV_KCACHE, name);
+    if (c->nk == c->cap_k) {
+        int cap = c->cap_k ? 2 * c->cap_k : BP_DEV_KCACHE;
+        bp_dev_kentry *grown = bp_realloc(c->kcache, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&c->lock);
+            if (dev->m->kernel_release) dev->m->kernel_release(dev, k);
+            return bp_fail(BP_E_NOMEM, "%s: no memory to grow the op cache past %d kernels at '%s'", dev->name, c->nk,
+                           name);
+        }
+        c->kcache = grown;
+        c->cap_k = cap;
     }
     snprintf(c->kcache[c->nk].name, sizeof c->kcache[c->nk].name, "%s", name);
     c->kcache[c->nk++].k = k;

@@ -22,18 +22,20 @@
  *    thread; a call costs ~5 us (thread pool wake-up). The IQ1/IQ2/IQ3 kinds decode at 5-8 GB/s
  *    (compute-bound): the model overestimates the CPU there, so it keeps those on the CPU a
  *    little longer than necessary -- the safe direction.
- *  - Vulkan on lavapipe (llvmpipe LLVM 15, same VM): ~90 us per call, 0.3-0.95 GB/s decode,
- *    ~2 GFLOP/s prefill. PoCL 3.1 (same VM): 50-85 us per call, 1.3-2.5 GB/s, ~4 GFLOP/s. These
- *    rows only matter for `bench --crossover` and for a CPU implementation forced on: a forced
- *    CPU implementation takes every shape (see bp_seam_slot_wants_kind).
+ *  - Vulkan on lavapipe (llvmpipe LLVM 15, same VM), `BACKPLANE_VULKAN=1 BACKPLANE_OPENCL=1
+ *    backplane bench --crossover` on 2026-11-30: 42 us per call, 0.18 GB/s (Q4_K 8192 x 8192
+ *    decode), 1.1 GFLOP/s (t=64); earlier README runs saw 90 us and 0.3-0.95 GB/s. PoCL 3.1: 81
+ *    us, 1.3 GB/s, 2.7 GFLOP/s. Crossover with the CPU: never, at any size up to 32768 x 32768.
+ *    These rows only matter for `bench --crossover`: a CPU implementation is off unless forced,
+ *    and forced it takes every shape (see bp_seam_slot_wants_kind).
  *  - GPUs (Vulkan/OpenCL discrete or integrated, CUDA): ESTIMATES, not yet measured on hardware
  *    (no GPU has run this code; tools/gpu_check.sh step 2 measures CUDA's). Conservative on
  *    purpose -- 50 us per call for a queue submit + fence wait, 12 GB/s for activations through
  *    pageable host memory, 300 GB/s and 5 TFLOP/s for a discrete GPU, 60 GB/s (the host's DRAM)
  *    and 1 TFLOP/s for an integrated one. CUDA: 25 us per call (two launches, two async copies,
  *    one stream sync), memory bandwidth from the device's attributes where cudart reports them.
- *    With these, a 2-thread CPU keeps a 4096 x 4096 Q4_K decode (9.4 MB) on a discrete Vulkan
- *    GPU and below ~1.3 MB of weights on the CPU.
+ *    With these, against a 2-thread CPU, a discrete Vulkan GPU gets a 4096 x 4096 Q4_K decode
+ *    (9.4 MB) and weights below ~1.5 MB stay on the CPU (crossover 5 + W/30e3 = 50 + W/300e3 us).
  */
 #include <pthread.h>
 #include <string.h>
@@ -52,8 +54,8 @@ static const struct {
     int integrated;      /* -1: either */
     bp_cost_model m;
 } defaults[] = {
-    {"vulkan", BP_DEVICE_CPU_IMPL, -1, {90, 10, 0.6, 2, "measured: lavapipe (llvmpipe LLVM 15) on the dev VM"}},
-    {"opencl", BP_DEVICE_CPU_IMPL, -1, {60, 10, 1.8, 4, "measured: PoCL 3.1 on the dev VM"}},
+    {"vulkan", BP_DEVICE_CPU_IMPL, -1, {42, 10, 0.18, 1.1, "measured: lavapipe (llvmpipe LLVM 15) on the dev VM"}},
+    {"opencl", BP_DEVICE_CPU_IMPL, -1, {81, 10, 1.3, 2.7, "measured: PoCL 3.1 on the dev VM"}},
     {"cuda", BP_DEVICE_ACCELERATOR, -1, {25, 12, 1000, 20000, "estimate (UNRUN ON HARDWARE)"}},
     {NULL, BP_DEVICE_ACCELERATOR, 0, {50, 12, 300, 5000, "estimate: discrete GPU"}},
     {NULL, BP_DEVICE_ACCELERATOR, 1, {50, 12, 60, 1000, "estimate: integrated GPU"}},
