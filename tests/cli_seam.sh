@@ -143,6 +143,21 @@ if printf '%s' "$probe" | grep -q '"name": "vulkan", "display": "Vulkan", "compi
     echo "probe --rows/--cols/--batch agrees with matvec under BACKPLANE_VULKAN_MIN_WORK"
 fi
 
+# The preference's one-line report names why the preferred backend cannot run and what runs.
+perr=$(BACKPLANE_BACKEND=metal "$cli" probe 2>&1 >/dev/null)
+printf '%s' "$perr" | grep -q '^\[Metal: not compiled into this binary; using ' || fail "BACKPLANE_BACKEND=metal report: $perr"
+BACKPLANE_BACKEND=cpu "$cli" probe | grep -q 'backend preferred: cpu' || fail "probe names the preference"
+# BACKPLANE_OPENCL_DEVICE picks a device by index or name substring; no match is the probe's reason.
+if printf '%s' "$probe" | grep -q '"name": "opencl", "display": "OpenCL", "compiled": true' && command -v python3 >/dev/null; then
+    for sel in 0 nosuchdevice 7; do
+        r=$(BACKPLANE_OPENCL_DEVICE=$sel "$cli" probe --json | python3 -c 'import json,sys; print(next(b["reason"] for b in json.load(sys.stdin)["backends"] if b["name"] == "opencl"))')
+        case $sel in
+        0) case "$r" in *"CPU implementation"* | "probe found"*) ;; *) fail "BACKPLANE_OPENCL_DEVICE=0: $r" ;; esac ;;
+        *) case "$r" in *"BACKPLANE_OPENCL_DEVICE=$sel matches none"*) ;; *) fail "BACKPLANE_OPENCL_DEVICE=$sel: $r" ;; esac ;;
+        esac
+    done
+fi
+
 # Errors: unknown backend, unknown kind, and a backend not built / not enabled.
 "$cli" verify --backend nonesuch >/dev/null 2>&1 && fail "verify --backend nonesuch succeeded"
 "$cli" verify --kind Q9_9 >/dev/null 2>&1 && fail "verify --kind Q9_9 succeeded"

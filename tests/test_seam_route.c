@@ -42,24 +42,51 @@ static bp_mock_backend_config all_kinds(void) {
 
 static int mock_slot(void) { return bp_seam_slot_find("mock"); }
 
-/* Run one op of kind k (t == 1: matvec) through the seam; true when the mock ran it. */
-static bool ran_on_mock(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_t *rng) {
+/* One weight of kind k, rows x cols, with inputs for up to max_t tokens, reused across cases. */
+enum { MAX_T = 3 };
+typedef struct tw {
+    bp_kind kind;
+    int64_t rows, cols;
+    uint8_t *wd;
+    float *x, *y;
+    bp_weight *w;
+} tw;
+
+static bool tw_make(tw *m, bp_kind k, int64_t rows, int64_t cols, int64_t max_t, uint64_t *rng) {
     size_t bytes;
-    uint8_t *wd = bp_test_make_weight(k, rows, cols, rng, &bytes);
-    float *x = calloc((size_t)(t * cols), sizeof *x), *y = calloc((size_t)(t * rows), sizeof *y);
-    bp_weight *w = NULL;
-    bool mock = false;
-    if (wd && x && y && bp_weight_create(k, wd, bytes, rows, cols, &w) == BP_OK) {
-        for (int64_t i = 0; i < t * cols; i++) x[i] = bp_test_randf(rng);
-        int before = bp_mock_backend_ops();
-        bp_status s = t == 1 ? bp_matvec(w, x, y) : bp_gemm(w, x, t, y);
-        CHECK(s == BP_OK, "%s %lld x %lld t=%lld: %s", bp_kind_lookup((uint32_t)k)->name, (long long)rows,
-              (long long)cols, (long long)t, bp_last_error());
-        mock = bp_mock_backend_ops() > before;
-        CHECK(mock == !strncmp(bp_weight_last_path(w), "Mock", 4), "path '%s' vs mock ops", bp_weight_last_path(w));
-    } else CHECK(0, "test weight for kind %d", (int)k);
-    bp_weight_free(w);
-    free(wd), free(x), free(y);
+    memset(m, 0, sizeof *m);
+    m->kind = k, m->rows = rows, m->cols = cols;
+    m->wd = bp_test_make_weight(k, rows, cols, rng, &bytes);
+    m->x = calloc((size_t)(max_t * cols), sizeof *m->x);
+    m->y = calloc((size_t)(max_t * rows), sizeof *m->y);
+    if (!m->wd || !m->x || !m->y || bp_weight_create(k, m->wd, bytes, rows, cols, &m->w) != BP_OK) {
+        CHECK(0, "test weight for kind %d", (int)k);
+        return false;
+    }
+    for (int64_t i = 0; i < max_t * cols; i++) m->x[i] = bp_test_randf(rng);
+    return true;
+}
+
+static void tw_drop(tw *m) {
+    bp_weight_free(m->w);
+    free(m->wd), free(m->x), free(m->y);
+}
+
+/* Run one op (t == 1: matvec) through the seam; true when the mock ran it. */
+static bool tw_ran_on_mock(tw *m, int64_t t) {
+    int before = bp_mock_backend_ops();
+    bp_status s = t == 1 ? bp_matvec(m->w, m->x, m->y) : bp_gemm(m->w, m->x, t, m->y);
+    CHECK(s == BP_OK, "%s %lld x %lld t=%lld: %s", bp_kind_lookup((uint32_t)m->kind)->name, (long long)m->rows,
+          (long long)m->cols, (long long)t, bp_last_error());
+    const bool mock = bp_mock_backend_ops() > before;
+    CHECK(mock == !strncmp(bp_weight_last_path(m->w), "Mock", 4), "path '%s' vs mock ops", bp_weight_last_path(m->w));
+    return mock;
+}
+
+static bool ran_on_mock(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_t *rng) {
+    tw m;
+    bool mock = tw_make(&m, k, rows, cols, t, rng) && tw_ran_on_mock(&m, t);
+    tw_drop(&m);
     return mock;
 }
 
@@ -96,17 +123,17 @@ static void test_cpu_implementation(void) {
     bp_mock_backend_uninstall();
 }
 
-/* Fake rates chosen so the answer is plain: the device costs 10 us whatever the shape (its
+/* Fake rates chosen so the answer is plain: the device costs 1 us whatever the shape (its
  * bandwidth and FLOP rate are huge), the CPU reads weights at 10 GB/s = 1e4 bytes/us and
- * computes for free. So the device wins exactly when the weight holds more than 1e5 bytes. */
-static const bp_cost_model dev_cost = {10, 0, 1e9, 1e12, "fake accelerator"};
+ * computes for free. So the device wins exactly when the weight holds more than 1e4 bytes. */
+static const bp_cost_model dev_cost = {1, 0, 1e9, 1e12, "fake accelerator"};
 static const bp_cost_model cpu_cost = {0, 0, 10, 1e12, "fake CPU"};
 
 static bool mock_expected(bp_kind k, int64_t rows, int64_t cols, int64_t t, long long min_work) {
     if (min_work >= 0) return (double)rows * cols * t >= (double)min_work;
     size_t rb = 0;
     if (bp_kind_row_bytes(k, cols, &rb)) return false;
-    return (double)rb * (double)rows > 1e5 + 1; /* + 1: the device's own few bytes of reads */
+    return (double)rb * (double)rows > 1e4 + 1; /* + 1: the device's own few bytes of reads */
 }
 
 static void test_crossover_and_agreement(void) {
@@ -116,43 +143,49 @@ static void test_crossover_and_agreement(void) {
     cfg.cost = dev_cost;
     CHECK_OK(bp_mock_backend_install(&cfg, 0));
     bp_cost_test_set_cpu(&cpu_cost);
-    /* Rows x cols picked around the 1e5-byte crossover for 1- to 32-bit kinds. */
-    static const int64_t shapes[][2] = {{8, 256}, {64, 512}, {192, 1024}, {256, 4096}};
-    static const int64_t batches[] = {1, 3};
-    static const long long min_works[] = {-1, 200000};
+    /* Rows x cols around the 1e4-byte crossover for 1- to 32-bit kinds. */
+    static const int64_t shapes[][2] = {{8, 256}, {32, 512}, {96, 1024}};
+    static const int64_t batches[] = {1, MAX_T};
+    static const long long min_works[] = {-1, 50000};
     uint64_t rng = 99;
     int on_mock = 0, on_cpu = 0;
-    for (size_t m = 0; m < sizeof min_works / sizeof *min_works; m++) {
-        if (min_works[m] >= 0) {
-            char v[32];
-            snprintf(v, sizeof v, "%lld", min_works[m]);
-            setenv("BACKPLANE_MOCK_MIN_WORK", v, 1);
-        } else unsetenv("BACKPLANE_MOCK_MIN_WORK");
-        bp_seam_test_reset_enabled();
-        for (int i = 0; i < bp_kind_table_size(); i++) {
-            const bp_kind_info *ki = bp_kind_at(i);
-            if (ki->role != BP_ROLE_W) continue;
-            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-                int64_t rows = shapes[s][0], cols = shapes[s][1];
-                if (cols % ki->block_elems) continue;
+    for (int i = 0; i < bp_kind_table_size(); i++) {
+        const bp_kind_info *ki = bp_kind_at(i);
+        if (ki->role != BP_ROLE_W) continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            const int64_t rows = shapes[s][0], cols = shapes[s][1];
+            if (cols % ki->block_elems) continue;
+            tw m;
+            if (!tw_make(&m, ki->kind, rows, cols, MAX_T, &rng)) {
+                tw_drop(&m);
+                continue;
+            }
+            for (size_t mw = 0; mw < sizeof min_works / sizeof *min_works; mw++) {
+                if (min_works[mw] >= 0) {
+                    char v[32];
+                    snprintf(v, sizeof v, "%lld", min_works[mw]);
+                    setenv("BACKPLANE_MOCK_MIN_WORK", v, 1);
+                } else unsetenv("BACKPLANE_MOCK_MIN_WORK");
+                bp_seam_test_reset_enabled();
                 for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
                     const int64_t t = batches[b];
                     bp_route_info r;
                     CHECK_OK(bp_route(ki->kind, rows, cols, t, &r));
-                    const bool want = mock_expected(ki->kind, rows, cols, t, min_works[m]);
-                    const bool ran = ran_on_mock(ki->kind, rows, cols, t, &rng);
+                    const bool want = mock_expected(ki->kind, rows, cols, t, min_works[mw]);
+                    const bool ran = tw_ran_on_mock(&m, t);
                     CHECK(ran == want, "%s %lld x %lld t=%lld MIN_WORK %lld: ran on %s, expected %s", ki->name,
-                          (long long)rows, (long long)cols, (long long)t, min_works[m], ran ? "mock" : "CPU",
+                          (long long)rows, (long long)cols, (long long)t, min_works[mw], ran ? "mock" : "CPU",
                           want ? "mock" : "CPU");
                     CHECK(!strcmp(r.backend, ran ? "mock" : "cpu"),
                           "%s %lld x %lld t=%lld: bp_route says %s (%s), the op ran on %s", ki->name, (long long)rows,
                           (long long)cols, (long long)t, r.backend, r.why, ran ? "mock" : "cpu");
                     if (!ran)
-                        CHECK(strstr(r.why, min_works[m] >= 0 ? "BACKPLANE_MOCK_MIN_WORK" : "modelled"),
+                        CHECK(strstr(r.why, min_works[mw] >= 0 ? "BACKPLANE_MOCK_MIN_WORK" : "modelled"),
                               "route names why the mock declined: %s", r.why);
                     on_mock += ran, on_cpu += !ran;
                 }
             }
+            tw_drop(&m);
         }
     }
     CHECK(on_mock > 20 && on_cpu > 20, "both sides of the crossover exercised (%d mock, %d CPU)", on_mock, on_cpu);
