@@ -119,9 +119,9 @@ int main(int argc, char **argv) {
     long t = 512;
     ctx c = {0};
     c.min_ms = 20;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) return usage();
+    if (argc % 2 == 0) return usage(); /* options come in pairs */
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *v = argv[i + 1];
         if (!strcmp(argv[i], "--shape") && nshapes < MAX_SHAPES &&
             sscanf(v, "%ldx%ld", &shapes[nshapes][0], &shapes[nshapes][1]) == 2)
             nshapes++;
@@ -129,7 +129,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--kind") && nkinds < MAX_KINDS) kinds[nkinds++] = v;
         else if (!strcmp(argv[i], "--min-ms")) c.min_ms = atof(v);
         else return usage();
-        i++;
     }
     if (!nshapes) {
         shapes[0][0] = 4096, shapes[0][1] = 4096, shapes[1][0] = 14336, shapes[1][1] = 4096;

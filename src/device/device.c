@@ -1,5 +1,6 @@
 /* The common device code: open/close, the wrappers every backend calls (defaults for the
  * optional members, range checks against the ledger, capture checks), the op cache. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -582,6 +583,16 @@ bool bp_dev_stream_is_capturing(bp_device *dev, bp_stream *s) {
 }
 
 /* ---- properties, pinned memory, arenas ----------------------------------------------------- */
+
+bool bp_dev_name_contains(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        if (i == n) return true;
+    }
+    return n == 0;
+}
 
 bp_status bp_dev_mem_info(bp_device *dev, size_t *total, size_t *free_bytes) {
     DEV_CHECK("bp_dev_mem_info");

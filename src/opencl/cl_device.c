@@ -9,7 +9,6 @@
  * The program is built once, on the first kernel lookup (PoCL: ~2 s the first time, then from
  * its cache in ~/.cache/pocl), never per call: the op cache keeps each cl_kernel until close.
  */
-#include <ctype.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,16 +83,6 @@ bp_status bp_cl_status(cl_int e, const char *what) {
 
 /* ---- context ------------------------------------------------------------------------------ */
 
-static bool contains_nocase(const char *hay, const char *needle) {
-    size_t n = strlen(needle);
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
-        if (i == n) return true;
-    }
-    return n == 0;
-}
-
 /* BACKPLANE_OPENCL_DEVICE (index over all platforms' devices, or a name substring); else the
  * first GPU, else the first device of any type. */
 static bool pick_device(bp_cl_ctx *c, cl_platform_id *plats, cl_uint np, char *why, size_t why_len) {
@@ -114,7 +103,7 @@ static bool pick_device(bp_cl_ctx *c, cl_platform_id *plats, cl_uint np, char *w
             clGetDeviceInfo(ds[d], CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
             clGetDeviceInfo(ds[d], CL_DEVICE_NAME, sizeof dn - 1, dn, NULL);
             bool take;
-            if (sel) take = by_index ? flat == want : contains_nocase(dn, sel);
+            if (sel) take = by_index ? flat == want : bp_dev_name_contains(dn, sel);
             else take = (ty & CL_DEVICE_TYPE_GPU ? 2 : 1) > best_rank;
             if (!take) continue;
             c->platform = plats[p];
