@@ -12,6 +12,7 @@
  *    op it would have taken is a counted fallback naming the loss, and the mock is not asked;
  *  - the backend preference: prefer, force, "cpu", BACKPLANE_BACKEND, and the one-line report. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -293,6 +294,57 @@ static void test_device_lost(void) {
     bp_mock_backend_uninstall();
 }
 
+/* The device lost while four threads dispatch: every result right, every op counted once as
+ * either a mock run or a fallback, and the backend disabled exactly once (TSan covers the
+ * reason being published while others read it). */
+typedef struct lost_job {
+    op *o;
+    const float *ref;
+    int bad;
+} lost_job;
+
+static void *lost_worker(void *arg) {
+    lost_job *j = arg;
+    float y[5];
+    for (int i = 0; i < 30; i++) {
+        if (bp_matvec(j->o->w, j->o->x, y) != BP_OK || !(bp_test_nmse(y, j->ref, 5) <= 5e-4)) j->bad++;
+    }
+    return NULL;
+}
+
+static void test_device_lost_threads(void) {
+    bp_mock_backend_config cfg = all_kinds();
+    CHECK_OK(bp_mock_backend_install(&cfg, 0));
+    bp_fallback_reset();
+    uint64_t rng = 13;
+    op o;
+    make_op(&o, &rng);
+    float ref[5];
+    CHECK_OK(bp_ref_matvec(BP_KIND_Q8_0, o.wd, 5 * 102, 5, 96, o.x, ref));
+    bp_mock_lose_device(bp_mock_backend_device(), BP_MOCK_LAUNCH, 25);
+    pthread_t th[4];
+    lost_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (lost_job){&o, ref, 0};
+        pthread_create(&th[i], NULL, lost_worker, &jobs[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += jobs[i].bad;
+    }
+    CHECK(bad == 0, "%d of 120 concurrent matvecs wrong", bad);
+    CHECK(bp_mock_backend_ops() + (int)bp_fallback_total() == 120, "each op ran on the mock or fell back once (%d + %llu)",
+          bp_mock_backend_ops(), bp_fallback_total());
+    /* Launches 1..24 succeed; an op whose launch came before the loss but whose copy back came
+     * after it fails too (a lost device fails every call), so at most 24 finished there. */
+    CHECK(bp_mock_backend_ops() <= 24 && bp_mock_backend_ops() >= 20, "ran before the loss: %d", bp_mock_backend_ops());
+    const char *reason = "";
+    CHECK(!bp_seam_slot_enabled(mock_slot(), &reason) && strstr(reason, "device lost"), "disabled: %s", reason);
+    drop_op(&o);
+    bp_mock_backend_uninstall();
+}
+
 static void test_preference(void) {
     bp_mock_backend_config cfg = all_kinds();
     CHECK_OK(bp_mock_backend_install(&cfg, 0));
@@ -368,6 +420,7 @@ int main(void) {
     test_crossover_and_agreement();
     test_strict();
     test_device_lost();
+    test_device_lost_threads();
     test_preference();
     bp_seam_set_log(NULL);
     fclose(logf_);

@@ -30,7 +30,8 @@ JOBS=${JOBS:-$(nproc)}
 STEP_LIMIT=${STEP_LIMIT:-300} # seconds per step: 5 minutes
 BIG_ROWS=14336 BIG_COLS=4096 BIG_T=512
 SAN_KINDS=${SAN_KINDS:-Q4_K,IQ2_XXS,Q8_0,F16}
-export PATH=/usr/local/cuda/bin:$PATH
+# compute-sanitizer lives in its own folder of the toolkit (not always linked into bin/).
+export PATH=/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer:$PATH
 export BACKPLANE_REQUIRE_GPU=1
 mkdir -p "$OUT" || exit 2
 SUMMARY=$OUT/summary.txt
@@ -128,6 +129,14 @@ summarize() {
     esac
 }
 
+# The summary, or the log's last line when the step died before writing what summarize reads.
+summary_of() {
+    local line
+    line=$(summarize "$1" "$2")
+    [ -n "$line" ] || line=$(tail -n 1 "$1" | cut -c1-200)
+    printf '%s' "$line"
+}
+
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] && [ "${steps[0]}" != all ] || steps=(preflight 1 2 3)
 fail=0
@@ -140,7 +149,7 @@ for s in "${steps[@]}"; do
     verdict=PASS
     [ $rc -eq 0 ] || verdict=FAIL
     [ $rc -eq 124 ] && verdict="FAIL (timed out after ${STEP_LIMIT}s)"
-    say "$(printf '%-9s %-4s %4ds  %s' "$s" "$verdict" "$((SECONDS - t0))" "$(summarize "$log" "$s")")"
+    say "$(printf '%-9s %-4s %4ds  %s' "$s" "$verdict" "$((SECONDS - t0))" "$(summary_of "$log" "$s")")"
     [ $rc -eq 0 ] || fail=1
 done
 say "overall: $([ $fail -eq 0 ] && echo PASS || echo FAIL) (logs in $OUT)"

@@ -208,13 +208,14 @@ bool bp_seam_slot_enabled(int i, const char **reason) {
      * published with release order after the reason and threshold are written). */
     int st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
     if (st) {
-        if (reason) *reason = s->reason;
+        if (reason) *reason = st == BP_SLOT_LOST ? s->lost_reason : s->reason;
         return st == BP_SLOT_ON;
     }
     pthread_mutex_lock(&decide_lock);
     bool on = slot_enabled_locked(s);
+    const bool lost = s->state == BP_SLOT_LOST;
     pthread_mutex_unlock(&decide_lock);
-    if (reason) *reason = s->reason;
+    if (reason) *reason = lost ? s->lost_reason : s->reason;
     return on;
 }
 
@@ -245,7 +246,8 @@ void bp_seam_slot_mark_lost(int i, const char *cause) {
     if (!s) return;
     pthread_mutex_lock(&decide_lock);
     if (s->state == BP_SLOT_ON) {
-        snprintf(s->reason, sizeof s->reason, "disabled for this process after a device error: %s",
+        /* Its own buffer: other threads may be reading `reason` without the lock right now. */
+        snprintf(s->lost_reason, sizeof s->lost_reason, "disabled for this process after a device error: %s",
                  cause && *cause ? cause : "device lost");
         __atomic_store_n(&s->state, BP_SLOT_LOST, __ATOMIC_RELEASE);
     }

@@ -20,6 +20,7 @@ typedef struct bp_seam_slot {
     bool forced;                         /* BACKPLANE_<ENUM> forced it on (no probe) */
     int described;                       /* 0: not asked yet, 1: desc valid, -1: no device */
     bp_device_desc desc;                 /* from dispatch->describe, asked once */
+    char lost_reason[320];               /* why it is LOST; written once, before state says so */
 } bp_seam_slot;
 
 /* Slot states (bp_seam_slot.state). LOST: enabled once, then a launch reported the device
