@@ -409,6 +409,28 @@ static void test_preference(void) {
     bp_mock_backend_uninstall();
 }
 
+/* The public list: backends.def's rows in order, then the CPU; out of range is an error. */
+static void test_backend_list(void) {
+    static const char *const want[] = {"cuda", "metal", "vulkan", "opencl", "cpu"};
+    CHECK(bp_backend_count() == 5, "5 rows (%d)", bp_backend_count());
+    for (int i = 0; i < bp_backend_count() && i < 5; i++) {
+        bp_backend_info b;
+        CHECK_OK(bp_backend_info_at(i, &b));
+        CHECK(!strcmp(b.name, want[i]) && b.display && b.reason && b.device, "row %d: %s", i, b.name);
+        CHECK(b.compiled || !b.enabled, "%s: enabled but not compiled", b.name);
+        if (i < 4 && b.compiled) CHECK(strstr(b.reason, "=0 forces it off") != NULL, "%s: %s", b.name, b.reason);
+    }
+    bp_backend_info last;
+    CHECK_OK(bp_backend_info_at(4, &last));
+    CHECK(last.enabled && last.compiled && !last.cpu_implementation, "the CPU is always there");
+    CHECK(bp_backend_info_at(5, &last) == BP_E_INVAL && bp_backend_info_at(-1, &last) == BP_E_INVAL, "out of range");
+    bp_route_info r;
+    CHECK(bp_route(BP_KIND_I32, 4, 4, 1, &r) == BP_E_KIND, "a data kind has no route");
+    CHECK(bp_route(BP_KIND_Q4_K, 0, 256, 1, &r) == BP_E_SHAPE, "zero rows");
+    CHECK_OK(bp_route(BP_KIND_Q4_K, 4096, 4096, 512, &r));
+    CHECK(!strcmp(r.backend, "cpu") && !strncmp(r.path, "CPU", 3), "every real backend off: the CPU (%s)", r.path);
+}
+
 int main(void) {
     /* Only the mock and the CPU: the real backends of this build are switched off. */
     for (int i = 0; i < BP_BACKEND_CPU; i++) setenv(bp_seam_slot_at(i)->env_name, "0", 1);
@@ -416,6 +438,7 @@ int main(void) {
     unsetenv("BACKPLANE_STRICT");
     logf_ = tmpfile();
     bp_seam_set_log(logf_);
+    test_backend_list();
     test_cpu_implementation();
     test_crossover_and_agreement();
     test_strict();
