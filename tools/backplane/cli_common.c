@@ -7,7 +7,7 @@
 
 static bool want_fallbacks;
 
-/* Remove every `flag` from argv (argv[0] is the command); true when there was one. */
+/* Remove every `flag` from argv; true when there was one. */
 static bool take_flag(int *argc, char **argv, const char *flag) {
     int out = 0;
     bool found = false;
