@@ -312,6 +312,16 @@ int main(void) {
         fprintf(stderr, "  %-8s exact  NMSE %.2e\n", ki->name, e);
     }
     check_f16_overflow(&st);
+    /* BACKPLANE_CUDA_DEVICE: an index past the devices, or not an index, is the probe's reason
+     * (the probe reads it each call; the open device stays the one chosen at first use). */
+    char why2[256];
+    setenv("BACKPLANE_CUDA_DEVICE", "99", 1);
+    CHECK(!bp_cu_probe(why2, sizeof why2) && strstr(why2, "BACKPLANE_CUDA_DEVICE=99"), "device 99: %s", why2);
+    setenv("BACKPLANE_CUDA_DEVICE", "first", 1);
+    CHECK(!bp_cu_probe(why2, sizeof why2) && strstr(why2, "not a device index"), "device 'first': %s", why2);
+    setenv("BACKPLANE_CUDA_DEVICE", "0", 1);
+    CHECK(bp_cu_probe(why2, sizeof why2) && strstr(why2, "device 0:"), "device 0: %s", why2);
+    unsetenv("BACKPLANE_CUDA_DEVICE");
     if (dev) check_device_interface(dev, s);
     return bp_test_finish();
 #endif

@@ -275,15 +275,14 @@ static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
             return s;
         snprintf(name, sizeof name, exact ? "gemm_exact_%s" : "gemm_%s", kt->info.name);
         if ((s = gemm_launches(name, wp, pitch, rows, cols, xb, tt, yb, ovf))) return s;
-        if (!exact) {
-            if ((s = bp_dev_d2h_on(cu_dev, cu_stream, &flag, ovf, 0, sizeof flag)) ||
-                (s = bp_dev_stream_sync(cu_dev, cu_stream)))
-                return s;
-            if (flag) { /* f16 overflowed somewhere: the exact kernel gives the right numbers */
-                snprintf(name, sizeof name, "gemm_exact_%s", kt->info.name);
-                if ((s = gemm_launches(name, wp, pitch, rows, cols, xb, tt, yb, ovf))) return s;
-            }
-        }
+        /* The flag comes back with the result: one sync in the common case. */
+        if ((s = bp_dev_d2h_on(cu_dev, cu_stream, &flag, ovf, 0, sizeof flag)) ||
+            (s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes)) || (s = bp_dev_stream_sync(cu_dev, cu_stream)))
+            return s;
+        if (exact || !flag) return BP_OK;
+        /* f16 overflowed somewhere: the exact kernel gives the right numbers. */
+        snprintf(name, sizeof name, "gemm_exact_%s", kt->info.name);
+        if ((s = gemm_launches(name, wp, pitch, rows, cols, xb, tt, yb, ovf))) return s;
     }
     if ((s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes))) return s;
     return bp_dev_stream_sync(cu_dev, cu_stream);
