@@ -196,6 +196,35 @@ static void test_crossover_and_agreement(void) {
     bp_mock_backend_uninstall();
 }
 
+/* A backend without a GEMM for the kind runs a prefill as t matvecs: t per-call overheads. A
+ * 10 x 512 F32 weight (20480 bytes: 2.05 us on the fake CPU) is the device's at t = 1 (1 us)
+ * but not at t = 3 per position (3 us); with a GEMM it is (1 us). */
+static void test_per_position_cost(void) {
+    uint64_t rng = 21;
+    for (int gemm = 0; gemm < 2; gemm++) {
+        bp_mock_backend_config cfg = all_kinds();
+        if (!gemm)
+            for (int k = 0; k < BP_MOCK_MAX_KIND; k++) cfg.gemm[k] = false;
+        cfg.gemm_entry = gemm;
+        cfg.describe = true;
+        cfg.cost = dev_cost;
+        CHECK_OK(bp_mock_backend_install(&cfg, 0));
+        bp_cost_test_set_cpu(&cpu_cost);
+        tw m;
+        if (tw_make(&m, BP_KIND_F32, 10, 512, 3, &rng)) {
+            CHECK(tw_ran_on_mock(&m, 1), "gemm %d: decode on the device", gemm);
+            CHECK(tw_ran_on_mock(&m, 3) == (gemm == 1), "gemm %d: prefill t=3 %s", gemm,
+                  gemm ? "one call on the device" : "three calls cost more than the CPU");
+            bp_route_info r;
+            CHECK_OK(bp_route(BP_KIND_F32, 10, 512, 3, &r));
+            CHECK(!strcmp(r.backend, gemm ? "mock" : "cpu"), "gemm %d: route %s (%s)", gemm, r.backend, r.why);
+        }
+        tw_drop(&m);
+        bp_cost_test_set_cpu(NULL);
+        bp_mock_backend_uninstall();
+    }
+}
+
 typedef struct op {
     uint8_t *wd;
     float x[96], y[5];
@@ -441,6 +470,7 @@ int main(void) {
     test_backend_list();
     test_cpu_implementation();
     test_crossover_and_agreement();
+    test_per_position_cost();
     test_strict();
     test_device_lost();
     test_device_lost_threads();

@@ -6,7 +6,8 @@
  *
  * activation bytes = 4 * (cols + rows) * t (x in, y out; the CPU has no link term), weight bytes =
  * rows * row_bytes(kind). A device is wanted when its time is below the CPU's. The weight's own
- * upload happens once per weight and is not in the model (a model's layers run many times).
+ * upload happens once per weight and is not in the model (a model's layers run many times). A
+ * backend without a GEMM for the kind runs a prefill as t matvecs: t times the t = 1 cost.
  * Small matvecs and single-token decode of small matrices stay on the CPU wherever a device's
  * per-call overhead exceeds what the CPU needs for the whole op; large ones go to the device.
  *

@@ -279,7 +279,10 @@ bool bp_seam_slot_wants_kind(int i, bp_kind k, int64_t rows, int64_t cols, int64
     if (d && (d->cost.mem_gbps > 0 || d->cost.gflops > 0)) {
         bp_cost_model cpu;
         bp_cost_cpu(&cpu);
-        double dev_us = bp_cost_us(&d->cost, k, rows, cols, t), cpu_us = bp_cost_us(&cpu, k, rows, cols, t);
+        /* Without a GEMM for the kind a prefill is t matvecs: t calls, t overheads. */
+        const bool per_position = t > 1 && !(s->caps->has_gemm(k) && s->dispatch->gemm);
+        double dev_us = per_position ? (double)t * bp_cost_us(&d->cost, k, rows, cols, 1) : bp_cost_us(&d->cost, k, rows, cols, t);
+        double cpu_us = bp_cost_us(&cpu, k, rows, cols, t);
         if (dev_us < cpu_us) return true;
         snprintf(why, why_len, "declines %lld x %lld x %lld: modelled %.3g us on the device vs %.3g us on the CPU",
                  (long long)rows, (long long)cols, (long long)t, dev_us, cpu_us);
