@@ -273,15 +273,19 @@ static void test_strict(void) {
     bp_mock_backend_uninstall();
 }
 
-static void test_device_lost(void) {
+/* The mock claiming every kind, installed first; one Q8_0 op and its reference output. */
+static void lost_setup(op *o, float ref[5], uint64_t seed) {
     bp_mock_backend_config cfg = all_kinds();
     CHECK_OK(bp_mock_backend_install(&cfg, 0));
     bp_fallback_reset();
-    uint64_t rng = 11;
+    make_op(o, &seed);
+    CHECK_OK(bp_ref_matvec(BP_KIND_Q8_0, o->wd, 5 * 102, 5, 96, o->x, ref));
+}
+
+static void test_device_lost(void) {
     op o;
-    make_op(&o, &rng);
     float ref[5];
-    CHECK_OK(bp_ref_matvec(BP_KIND_Q8_0, o.wd, 5 * 102, 5, 96, o.x, ref));
+    lost_setup(&o, ref, 11);
     CHECK_OK(bp_matvec(o.w, o.x, o.y));
     CHECK(bp_mock_backend_ops() == 1, "first op on the mock");
     bp_mock_lose_device(bp_mock_backend_device(), BP_MOCK_LAUNCH, 1);
@@ -342,14 +346,9 @@ static void *lost_worker(void *arg) {
 }
 
 static void test_device_lost_threads(void) {
-    bp_mock_backend_config cfg = all_kinds();
-    CHECK_OK(bp_mock_backend_install(&cfg, 0));
-    bp_fallback_reset();
-    uint64_t rng = 13;
     op o;
-    make_op(&o, &rng);
     float ref[5];
-    CHECK_OK(bp_ref_matvec(BP_KIND_Q8_0, o.wd, 5 * 102, 5, 96, o.x, ref));
+    lost_setup(&o, ref, 13);
     bp_mock_lose_device(bp_mock_backend_device(), BP_MOCK_LAUNCH, 25);
     pthread_t th[4];
     lost_job jobs[4];
