@@ -65,8 +65,20 @@ class GGUFTensor(ctypes.Structure):  # bp_gguf_tensor
                 ("info_offset", c_uint64), ("data", c_void_p)]
 
 
+class BackendInfo(ctypes.Structure):  # bp_backend_info
+    _fields_ = [("name", c_char_p), ("display", c_char_p), ("compiled", c_bool), ("enabled", c_bool),
+                ("reason", c_char_p), ("device", c_char_p), ("cpu_implementation", c_bool),
+                ("unverified", c_char_p)]
+
+
+class RouteInfo(ctypes.Structure):  # bp_route_info
+    _fields_ = [("backend", ctypes.c_char * 16), ("display", ctypes.c_char * 16), ("path", ctypes.c_char * 128),
+                ("per_position", c_bool), ("why", ctypes.c_char * 768)]
+
+
 # Every struct the binding mirrors, by C name: tests compare sizes and offsets with the C compiler's.
-STRUCTS = {"bp_kind_info": KindInfo, "bp_gguf_value": GGUFValue, "bp_gguf_tensor": GGUFTensor}
+STRUCTS = {"bp_kind_info": KindInfo, "bp_gguf_value": GGUFValue, "bp_gguf_tensor": GGUFTensor,
+           "bp_backend_info": BackendInfo, "bp_route_info": RouteInfo}
 
 # name: (restype, argtypes). bp_status is an int.
 _PROTOTYPES = {
@@ -90,6 +102,13 @@ _PROTOTYPES = {
     "bp_set_exact_mode": (None, [c_bool]),
     "bp_fallback_report": (None, [c_void_p]),
     "bp_device_memory": (None, [P(c_uint64), P(c_uint64)]),
+    "bp_backend_count": (c_int, []),
+    "bp_backend_info_at": (c_int, [c_int, P(BackendInfo)]),
+    "bp_route": (c_int, [c_int, c_int64, c_int64, c_int64, P(RouteInfo)]),
+    "bp_set_backend_preference": (c_int, [c_char_p, c_int]),
+    "bp_backend_preference": (c_char_p, [P(c_int)]),
+    "bp_strict_mode": (c_bool, []),
+    "bp_set_strict": (None, [c_bool]),
     "bp_gguf_open": (c_int, [c_char_p, P(c_void_p)]),
     "bp_gguf_open_memory": (c_int, [c_void_p, c_size_t, P(c_void_p)]),
     "bp_gguf_close": (None, [c_void_p]),

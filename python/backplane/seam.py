@@ -4,7 +4,7 @@ import ctypes
 import numpy as np
 
 from ._core import Error, check, kind, kinds, _bytes_view, f32_array, fptr
-from ._lib import lib, capture, c_void_p, c_uint64
+from ._lib import lib, capture, c_void_p, c_uint64, BackendInfo, RouteInfo
 from .gguf import Tensor
 
 
@@ -98,19 +98,53 @@ def gemm(w, x, backend=None):
     return _as_weight(w).gemm(x, backend)
 
 
-def probe(rows=64, cols=256, batch=8):
-    """What really runs each weight kind here: {kind name: {"decode": path, "prefill": path}},
-    found by running one matvec and one GEMM (batch inputs) per kind on a zero weight and
-    asking the library what ran, so it cannot disagree with what a model gets."""
-    out = {}
-    x = np.ones((batch, cols), dtype=np.float32)
-    for k in kinds():
-        with Weight(k, np.zeros(rows * k.row_bytes(cols), dtype=np.uint8), rows, cols) as w:
-            w.matvec(x[0])
-            decode = w.last_path
-            w.gemm(x)
-            out[k.name] = {"decode": decode, "prefill": w.last_path}
+def _text(b):
+    return b.decode("utf-8", "replace") if b is not None else None
+
+
+def backends():
+    """Every backend in dispatch order, the CPU last: name, display, compiled, enabled, reason
+    (why on or off), device, cpu_implementation, unverified (why its kernels are not proven, or
+    None). Asking may run a backend's device probe (once per process)."""
+    out = []
+    for i in range(lib.bp_backend_count()):
+        b = BackendInfo()
+        check(lib.bp_backend_info_at(i, ctypes.byref(b)))
+        out.append({"name": _text(b.name), "display": _text(b.display), "compiled": bool(b.compiled),
+                    "enabled": bool(b.enabled), "reason": _text(b.reason), "device": _text(b.device),
+                    "cpu_implementation": bool(b.cpu_implementation), "unverified": _text(b.unverified)})
     return out
+
+
+def route(kind_, rows, cols, batch=1):
+    """Where an op of this kind on a rows x cols weight with `batch` inputs runs now (the rule
+    matvec/gemm apply): {"backend", "display", "path", "per_position", "why"}."""
+    r = RouteInfo()
+    check(lib.bp_route(kind(kind_).id, int(rows), int(cols), int(batch), ctypes.byref(r)))
+    return {"backend": _text(r.backend), "display": _text(r.display), "path": _text(r.path),
+            "per_position": bool(r.per_position), "why": _text(r.why)}
+
+
+def probe(rows=4096, cols=4096, batch=512):
+    """What `backplane probe` reports: the backends, and per weight kind the route of a decode
+    (batch 1) and of a prefill (batch `batch`) of a rows x cols weight:
+    {"backends": [...], "kinds": {name: {"decode": route, "prefill": route}}}."""
+    return {"backends": backends(),
+            "kinds": {k.name: {"decode": route(k, rows, cols, 1), "prefill": route(k, rows, cols, batch)}
+                      for k in kinds()}}
+
+
+def set_backend_preference(name, force=False):
+    """Prefer (or with force=True, force) one backend for the process; None clears. Forcing one
+    that cannot run raises Error naming why."""
+    check(lib.bp_set_backend_preference(name.encode() if name else None, 1 if force else 0))
+
+
+def strict_mode(on=None):
+    """Strict mode (every fallback an error): returns it; with on=True/False sets it."""
+    if on is not None:
+        lib.bp_set_strict(bool(on))
+    return bool(lib.bp_strict_mode())
 
 
 def fallback_report():

@@ -247,16 +247,36 @@ def test_no_device_leak_on_gpu_api_backends(src, cli, backend):
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-def test_probe_agrees_with_the_cli(cli):
-    """probe() runs each kind and asks what ran; the CLI's probe reads the route table: the
-    decode paths must agree for every weight kind."""
+@pytest.mark.parametrize("env", [{}, {"BACKPLANE_VULKAN": "1", "BACKPLANE_OPENCL": "1"}])
+def test_probe_agrees_with_the_cli(cli, env):
+    """probe() (bp_backend_info_at, bp_route through the binding) says what `backplane probe
+    --json` says, backend by backend and kind by kind, with the GPU-API backends left to their
+    probe and forced on."""
     import json
-    p = bp.probe()
-    assert sorted(p) == sorted(k.name for k in bp.kinds())
-    c = json.loads(subprocess.run([cli, "probe", "--json"], capture_output=True, text=True, check=True).stdout)
+    code = "import json, backplane as bp; print(json.dumps(bp.probe()))"
+    full = dict(os.environ, **env)
+    py = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full,
+                                   check=True).stdout)
+    c = json.loads(subprocess.run([cli, "probe", "--json"], capture_output=True, text=True, env=full,
+                                  check=True).stdout)
+    assert [(b["name"], b["compiled"], b["enabled"], b["reason"]) for b in py["backends"]] == \
+        [(b["name"], b["compiled"], b["enabled"], b["reason"]) for b in c["backends"]]
+    assert sorted(py["kinds"]) == sorted(k.name for k in bp.kinds())
     for row in c["kinds"]:
-        assert p[row["kind"]]["decode"] == row["decode"]["path"], row["kind"]
-        assert p[row["kind"]]["prefill"]
+        for op in ("decode", "prefill"):
+            assert py["kinds"][row["kind"]][op]["path"] == row[op]["path"], (row["kind"], op, env)
+
+
+def test_route_is_where_ops_run():
+    """For a small and a large weight, bp_route's path is the path a matvec then reports."""
+    for rows, cols in ((8, 256), (1024, 2048)):
+        w = bp.Weight("Q8_0", np.zeros(rows * bp.kind("Q8_0").row_bytes(cols), dtype=np.uint8), rows, cols)
+        w.matvec(np.ones(cols, dtype=np.float32))
+        assert w.last_path == bp.route("Q8_0", rows, cols, 1)["path"], (rows, cols)
+    assert bp.backends()[-1]["name"] == "cpu" and bp.backends()[-1]["enabled"]
+    with pytest.raises(bp.Error) as e:
+        bp.set_backend_preference("no-such-backend", force=True)
+    assert e.value.message
 
 
 def test_readme_python_snippet(src, tmp_path):

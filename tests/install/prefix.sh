@@ -68,6 +68,8 @@ python3 -c 'import struct, sys; d = open(sys.argv[1], "rb").read()
 print("\n".join("y[%d] = %.9g" % (i, v) for i, v in enumerate(struct.unpack("<%df" % (len(d) // 4), d))))' \
     "$tmp/cli_y.f32" > "$tmp/cli_y.txt"
 
+"$p/bin/backplane" probe --json > "$tmp/cli_probe.json" || say_fail "backplane probe --json failed"
+
 # run_all DIR HOW: run each program built in DIR and check its output.
 run_all() {
     local dir=$1 how=$2
@@ -85,9 +87,17 @@ run_all() {
             matvec) grep '^y\[' "$tmp/out" | cmp -s - "$tmp/cli_y.txt" ||
                         say_fail "$how: matvec example differs from backplane matvec: $(diff <(grep '^y\[' "$tmp/out") "$tmp/cli_y.txt" | head -4)"
                     grep -q 'ran on: ' "$tmp/out" || say_fail "$how: matvec example did not say what ran" ;;
-            probe) n=$(grep -c '^| [A-Z0-9_]* | [^|]*[A-Za-z][^|]* | [^|]*[A-Za-z]' "$tmp/out")
-                   [ "$n" = "$n_weight_kinds" ] ||
-                       say_fail "$how: probe named both paths for $n kinds, not $n_weight_kinds: $(head -40 "$tmp/out")" ;;
+            probe) # every weight kind's decode and prefill path, as `backplane probe --json` says
+                   v=$(python3 -c 'import json, sys
+cli = {k["kind"]: (k["decode"]["path"], k["prefill"]["path"]) for k in json.load(open(sys.argv[1]))["kinds"]}
+ex = {}
+for l in open(sys.argv[2]):
+    c = [x.strip() for x in l.strip().strip("|").split("|")]
+    if len(c) == 3 and c[0] in cli: ex[c[0]] = (c[1], c[2])
+bad = [k for k in cli if ex.get(k) != cli[k]]
+print("OK" if len(ex) == int(sys.argv[3]) and not bad else "%d kinds, differing: %s" % (len(ex), ", ".join("%s %s vs %s" % (k, ex.get(k), cli[k]) for k in bad[:3])))' \
+                       "$tmp/cli_probe.json" "$tmp/out" "$n_weight_kinds")
+                   [ "$v" = OK ] || say_fail "$how: probe example vs backplane probe --json: $v" ;;
             readme_snippet) grep -q 'ran on' "$tmp/out" || say_fail "$how: README snippet output: $(cat "$tmp/out")" ;;
         esac
     done
