@@ -20,8 +20,14 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${BP_CI_CACHE:-$HOME/.cache/backplane-ci}
 suite=bookworm
 [ "$(id -u)" = 0 ] || { echo "bare-machine: FAIL: needs root (debootstrap, mount, chroot)" >&2; exit 1; }
-for tool in debootstrap chroot mount python3; do
-    command -v $tool >/dev/null || { echo "bare-machine: FAIL: $tool not found (apt-get install debootstrap)" >&2; exit 1; }
+# debootstrap is CI tooling, not something the project needs: installed here when missing.
+if ! command -v debootstrap >/dev/null; then
+    echo "bare-machine: installing debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap > /dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap; }
+fi
+for tool in debootstrap chroot mount git python3; do
+    command -v $tool >/dev/null || { echo "bare-machine: FAIL: $tool not found" >&2; exit 1; }
 done
 # The mirror the host's apt uses (deb822 .sources or a one-line sources.list).
 mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*debian\)[[:space:]]*$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
