@@ -21,6 +21,8 @@ typedef struct bp_mock_backend_config {
     int64_t cols_multiple;          /* the "kernel" honours only cols % this == 0 (0: any);
                                        other shapes are a launch error naming the shape */
     int64_t min_work;               /* wants() declines rows*cols*t below this (0: wants all) */
+    bool graph;                     /* launch by capturing a graph and replaying it */
+    bool events;                    /* wait for the kernel on an event instead of a stream sync */
 } bp_mock_backend_config;
 
 /* A config claiming matvec (and GEMM when gemm) for each kind in kinds[0..n), with a matching

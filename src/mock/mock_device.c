@@ -43,6 +43,7 @@ typedef struct mock {
     pthread_mutex_t lock;
     int calls[BP_MOCK_CALL_KINDS];
     int fail_at[BP_MOCK_CALL_KINDS]; /* absolute call number that fails; 0: none */
+    bool lost;                       /* bp_mock_set_lost */
     bp_status fail_status[BP_MOCK_CALL_KINDS];
     char ring[RING][48];
     int ring_n;
@@ -52,7 +53,8 @@ typedef struct mock {
     bp_graph *graph;
 } mock;
 
-static const char *const call_names[] = {"alloc", "copy", "launch", "sync"};
+static const char *const call_names[] = {"alloc", "copy", "launch", "sync", "event", "graph"};
+_Static_assert(sizeof call_names / sizeof call_names[0] == BP_MOCK_CALL_KINDS, "one name per call kind");
 static char default_stream;
 
 const char *bp_mock_call_name(bp_mock_call c) {
@@ -72,7 +74,9 @@ static bp_status note(bp_device *dev, bp_mock_call c, const char *op, const char
     bool fail = m->fail_at[c] == no;
     bp_status s = m->fail_status[c];
     if (fail) m->fail_at[c] = 0;
+    bool lost = m->lost;
     pthread_mutex_unlock(&m->lock);
+    if (lost) return bp_fail(BP_E_DEVICE, "mock: device lost");
     if (fail) return bp_fail(s, "mock: injected %s failure", call_names[c]); /* no call number: one cause */
     return BP_OK;
 }
@@ -219,7 +223,8 @@ static bp_status m_stream_sync(bp_device *dev, bp_stream *s) {
 static bp_status m_device_sync(bp_device *dev) { return note(dev, BP_MOCK_SYNC, "sync", "device", 0); }
 
 static bp_status m_event_create(bp_device *dev, bp_event **out) {
-    (void)dev;
+    bp_status st = note(dev, BP_MOCK_EVENT, "event", "create", 0);
+    if (st) return st;
     *out = bp_calloc(1, sizeof **out);
     return *out ? BP_OK : bp_fail(BP_E_NOMEM, "mock: no memory for an event");
 }
@@ -230,8 +235,9 @@ static void m_event_destroy(bp_device *dev, bp_event *e) {
 }
 
 static bp_status m_event_record(bp_device *dev, bp_event *e, bp_stream *s) {
-    (void)dev;
     (void)s;
+    bp_status st = note(dev, BP_MOCK_EVENT, "event", "record", 0);
+    if (st) return st;
     e->recorded = 1;
     return BP_OK;
 }
@@ -243,6 +249,8 @@ static bp_status m_event_sync(bp_device *dev, bp_event *e) {
 
 static bp_status m_graph_begin(bp_device *dev, bp_stream *s) {
     mock *m = M(dev);
+    bp_status st = note(dev, BP_MOCK_GRAPH, "graph", "begin", 0);
+    if (st) return st;
     bp_graph *g = bp_calloc(1, sizeof *g);
     if (!g) return bp_fail(BP_E_NOMEM, "mock: no memory for a graph");
     pthread_mutex_lock(&m->lock);
@@ -260,11 +268,20 @@ static bp_status m_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
     m->graph = NULL;
     m->capturing = NULL;
     pthread_mutex_unlock(&m->lock);
-    return *out ? BP_OK : bp_fail(BP_E_INVAL, "mock: graph_end without graph_begin");
+    if (!*out) return bp_fail(BP_E_INVAL, "mock: graph_end without graph_begin");
+    /* A failed end still ends the capture; the half-made graph is freed here. */
+    bp_status st = note(dev, BP_MOCK_GRAPH, "graph", "end", 0);
+    if (st) {
+        bp_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 static bp_status m_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
     (void)s;
+    bp_status rs = note(dev, BP_MOCK_GRAPH, "graph", "replay", 0);
+    if (rs) return rs;
     for (int i = 0; i < g->n; i++) {
         bp_status st = note(dev, BP_MOCK_LAUNCH, "replay", g->c[i].k->name, 0);
         if (st) return st;
@@ -353,6 +370,14 @@ void bp_mock_fail_nth(bp_device *dev, bp_mock_call c, int n, bp_status s) {
     pthread_mutex_lock(&m->lock);
     m->fail_at[c] = n > 0 ? m->calls[c] + n : 0;
     m->fail_status[c] = s ? s : BP_E_DEVICE;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void bp_mock_set_lost(bp_device *dev, bool lost) {
+    if (!dev) return;
+    mock *m = M(dev);
+    pthread_mutex_lock(&m->lock);
+    m->lost = lost;
     pthread_mutex_unlock(&m->lock);
 }
 

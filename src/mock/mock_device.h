@@ -21,16 +21,21 @@ typedef enum bp_mock_call {
     BP_MOCK_COPY = 1,   /* every copy and memset */
     BP_MOCK_LAUNCH = 2, /* launch_raw */
     BP_MOCK_SYNC = 3,   /* stream_sync, device_sync, event_sync */
+    BP_MOCK_EVENT = 4,  /* event_create, event_record */
+    BP_MOCK_GRAPH = 5,  /* graph_begin, graph_end, graph_replay */
     BP_MOCK_CALL_KINDS
 } bp_mock_call;
 
-const char *bp_mock_call_name(bp_mock_call c); /* "alloc", "copy", "launch", "sync" */
+const char *bp_mock_call_name(bp_mock_call c); /* "alloc", "copy", "launch", "sync", "event", "graph" */
 
 bp_status bp_mock_device_open(bp_device **out);
 /* Make the n-th call of kind c from now fail (n = 1: the next one) with status s and the message
  * "mock: injected <kind> failure" (no call number, so repeats are one cause); n = 0 disarms.
  * One armed failure per kind. */
 void bp_mock_fail_nth(bp_device *dev, bp_mock_call c, int n, bp_status s);
+/* "Device lost": from now on every counted call fails with BP_E_DEVICE "mock: device lost"
+ * (as a GPU that fell off the bus, or CUDA's sticky errors); false restores the device. */
+void bp_mock_set_lost(bp_device *dev, bool lost);
 /* Calls of kind c since open (failed ones included). */
 int bp_mock_calls(bp_device *dev, bp_mock_call c);
 /* The i-th most recent call (0 = last) as text, "launch gemm", "h2d 4096"; "" when none. */
