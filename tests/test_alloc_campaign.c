@@ -17,7 +17,7 @@
  * Adding a workload (the op layer, conv2d/MoE, the model runner): write a function that runs it
  * once, checks its own numbers with CHECK against a reference prepared before the campaign (the
  * reference kernels allocate too), frees everything, and returns its status; add a row to
- * `workloads` below. BP_ALLOC_CAMPAIGN_STRIDE=k tests every kth N only (valgrind, TSan). */
+ * `workloads` below. BP_ALLOC_CAMPAIGN_STRIDE=k tests every kth N only (BP_TEST_QUICK: every 3rd). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,13 +271,14 @@ static void campaign(const workload *wl, long stride) {
 
 int main(int argc, char **argv) {
     /* The GPU-API backends built here are CPU implementations on this machine and off by
-     * default: force them on so the campaign reaches their allocations. */
-    setenv("BACKPLANE_VULKAN", "1", 1);
-    setenv("BACKPLANE_OPENCL", "1", 1);
+     * default: force them on so the campaign reaches their allocations (an explicit value in the
+     * environment wins: `make valgrind` runs with them off). */
+    setenv("BACKPLANE_VULKAN", "1", 0);
+    setenv("BACKPLANE_OPENCL", "1", 0);
     FILE *log = tmpfile(); /* the seam's one-line-per-cause fallback log */
     bp_seam_set_log(log);
     const char *st = getenv("BP_ALLOC_CAMPAIGN_STRIDE");
-    long stride = st && atol(st) > 0 ? atol(st) : 1;
+    long stride = st && atol(st) > 0 ? atol(st) : bp_test_quick() ? 3 : 1;
     prepare();
     /* Warm every path first: process-wide state made at first use (the CPU pool, a device, its
      * scratch buffers and tables, compiled kernels) is not a leak of the run that made it, and a

@@ -6,6 +6,7 @@
 #include "backplane.h"
 
 static bool want_fallbacks;
+bool bp_cli_dry_run;
 
 bool bp_cli_take_fallbacks(int *argc, char **argv) {
     int out = 0;

@@ -11,6 +11,9 @@
 #include <stdio.h>
 
 bool bp_cli_take_fallbacks(int *argc, char **argv);
+/* Set by the CLI fuzz target (tests/fuzz/fuzz_cli.c): a command that writes files or runs for
+ * seconds (matvec, verify, bench) returns 0 once its arguments are parsed and checked. */
+extern bool bp_cli_dry_run;
 void bp_cli_print_fallbacks(void);
 /* Write s as a JSON string literal (quotes, escapes). NULL writes null. */
 void bp_cli_json_str(FILE *f, const char *s);

@@ -162,6 +162,7 @@ int bp_cmd_verify(int argc, char **argv) {
             return 2;
         }
     }
+    if (bp_cli_dry_run) return 0; /* the CLI fuzz target: parsing only */
     int n = bp_seam_slot_count();
     if (only_backend && strcmp(only_backend, "cpu")) {
         int i = bp_seam_slot_find(only_backend);
