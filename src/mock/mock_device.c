@@ -15,10 +15,7 @@ typedef struct mock_kernel {
     const char *name;
     int nparams;
     size_t sizes[MAX_PARAMS];
-    /* The kernel's own failure (the reference it runs allocates) comes back from the launch, as
-     * a real device reports a faulted kernel: a kernel that silently wrote nothing would pass
-     * garbage off as a result (the allocation-failure campaign found that). */
-    bp_status (*run)(void **params);
+    void (*run)(void **params); /* may set kernel_status */
 } mock_kernel;
 
 typedef struct captured {
@@ -43,7 +40,6 @@ typedef struct mock {
     pthread_mutex_t lock;
     int calls[BP_MOCK_CALL_KINDS];
     int fail_at[BP_MOCK_CALL_KINDS]; /* absolute call number that fails; 0: none */
-    bool lost;                       /* bp_mock_set_lost */
     bp_status fail_status[BP_MOCK_CALL_KINDS];
     char ring[RING][48];
     int ring_n;
@@ -74,16 +70,20 @@ static bp_status note(bp_device *dev, bp_mock_call c, const char *op, const char
     bool fail = m->fail_at[c] == no;
     bp_status s = m->fail_status[c];
     if (fail) m->fail_at[c] = 0;
-    bool lost = m->lost;
     pthread_mutex_unlock(&m->lock);
-    if (lost) return bp_fail(BP_E_DEVICE, "mock: device lost");
     if (fail) return bp_fail(s, "mock: injected %s failure", call_names[c]); /* no call number: one cause */
     return BP_OK;
 }
 
 /* ---- kernels ---- */
 
-static bp_status k_gemm(void **p) {
+/* A kernel's own failure (the reference k_gemm runs allocates) comes back from the launch, as a
+ * real device reports a faulted kernel: a kernel that silently wrote nothing passed garbage off
+ * as its result (the allocation-failure campaign found that). Set by the kernel, read by the
+ * launch or replay on the same thread. */
+static _Thread_local bp_status kernel_status;
+
+static void k_gemm(void **p) {
     const void *w = *(void **)p[0];
     const float *x = *(void **)p[1];
     float *y = *(void **)p[2];
@@ -91,13 +91,12 @@ static bp_status k_gemm(void **p) {
     int64_t rows = *(int64_t *)p[4], cols = *(int64_t *)p[5], t = *(int64_t *)p[6];
     size_t rb = 0;
     bp_status s = bp_kind_row_bytes(kind, cols, &rb);
-    return s ? s : bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
+    kernel_status = s ? s : bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
 }
 
-static bp_status k_poke(void **p) {
+static void k_poke(void **p) {
     unsigned char *base = *(void **)p[0];
     base[*(int64_t *)p[1]] = (unsigned char)*(int32_t *)p[2];
-    return BP_OK;
 }
 
 static const mock_kernel kernels[] = {
@@ -138,7 +137,10 @@ static bp_status m_launch_raw(bp_device *dev, bp_stream *s, bp_kernel *kh, const
         for (int i = 0; i < nparams; i++) memcpy(c->vals[i], params[i], k->sizes[i]);
     }
     pthread_mutex_unlock(&m->lock);
-    return rec ? BP_OK : k->run(params);
+    if (rec) return BP_OK;
+    kernel_status = BP_OK;
+    k->run(params);
+    return kernel_status;
 }
 
 /* ---- memory ---- */
@@ -287,8 +289,9 @@ static bp_status m_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
         if (st) return st;
         void *params[MAX_PARAMS];
         for (int j = 0; j < g->c[i].k->nparams; j++) params[j] = g->c[i].vals[j];
-        st = g->c[i].k->run(params);
-        if (st) return st;
+        kernel_status = BP_OK;
+        g->c[i].k->run(params);
+        if (kernel_status) return kernel_status;
     }
     return BP_OK;
 }
@@ -370,14 +373,6 @@ void bp_mock_fail_nth(bp_device *dev, bp_mock_call c, int n, bp_status s) {
     pthread_mutex_lock(&m->lock);
     m->fail_at[c] = n > 0 ? m->calls[c] + n : 0;
     m->fail_status[c] = s ? s : BP_E_DEVICE;
-    pthread_mutex_unlock(&m->lock);
-}
-
-void bp_mock_set_lost(bp_device *dev, bool lost) {
-    if (!dev) return;
-    mock *m = M(dev);
-    pthread_mutex_lock(&m->lock);
-    m->lost = lost;
     pthread_mutex_unlock(&m->lock);
 }
 

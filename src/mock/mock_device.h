@@ -33,9 +33,6 @@ bp_status bp_mock_device_open(bp_device **out);
  * "mock: injected <kind> failure" (no call number, so repeats are one cause); n = 0 disarms.
  * One armed failure per kind. */
 void bp_mock_fail_nth(bp_device *dev, bp_mock_call c, int n, bp_status s);
-/* "Device lost": from now on every counted call fails with BP_E_DEVICE "mock: device lost"
- * (as a GPU that fell off the bus, or CUDA's sticky errors); false restores the device. */
-void bp_mock_set_lost(bp_device *dev, bool lost);
 /* Calls of kind c since open (failed ones included). */
 int bp_mock_calls(bp_device *dev, bp_mock_call c);
 /* The i-th most recent call (0 = last) as text, "launch gemm", "h2d 4096"; "" when none. */
