@@ -350,8 +350,8 @@ static int cold_run(int row, long long n, bool persistent, long long *count, cha
 }
 
 /* A row that reaches a driver (lavapipe, PoCL) costs ~0.3 s per fresh process here, the others
- * ~0.01-0.05 s: by default driver rows test every 5th failure point, mock rows (whose
- * allocations the warm campaign covers one by one) every 3rd, the rest all of them;
+ * ~0.01-0.05 s: by default driver rows test every 5th failure point after the first 8, mock
+ * rows (whose allocations the warm campaign covers one by one) every 3rd, the rest all of them;
  * BP_ALLOC_CAMPAIGN_COLD_STRIDE=1 tests every point of every row (the README's figure). */
 static bool reaches_driver(const workload *wl) {
     return wl->run == wl_matmul && !wl->mock &&
@@ -370,7 +370,8 @@ static void cold_campaign(int row, long stride) {
     CHECK(rc == 0, "%s, cold, undisturbed: exit %d\n%s", wl->name, rc, out);
     long long runs = 0, bad = 0;
     for (int persistent = 0; persistent < 2; persistent++)
-        for (long long i = 1; i <= count; i += stride) {
+        /* Every one of the first 8 points (a device's open and first tables), then the stride. */
+        for (long long i = 1; i <= count; i += i < 8 ? 1 : stride) {
             long long c;
             rc = cold_run(row, i, persistent, &c, path, sizeof path, out, sizeof out);
             runs++;
