@@ -7,7 +7,8 @@ set -euo pipefail
 # when make is missing. pkg-config: the install tests build the examples through backplane.pc.
 pkgs=(cmake make gcc python3 python3-pip pkg-config
       mesa-vulkan-drivers libvulkan-dev glslc glslang-tools
-      pocl-opencl-icd ocl-icd-opencl-dev)
+      pocl-opencl-icd ocl-icd-opencl-dev
+      valgrind)  # `make valgrind` (the reliability campaign); TSan comes with gcc
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/testdata.h"
 #include "core/tolerance.h"
@@ -60,6 +61,11 @@ double bp_test_tolerance(bp_kind k, const char *op) {
     const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
     CHECK(t > 0, "no tolerance row for %s %s in src/core/tolerance.def", ki ? ki->name : "?", op);
     return t > 0 ? t : 0;
+}
+
+bool bp_test_quick(void) {
+    const char *v = getenv("BP_TEST_QUICK");
+    return v && *v && strcmp(v, "0");
 }
 
 void *bp_test_read_file(const char *path, size_t *len) {

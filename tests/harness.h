@@ -33,6 +33,9 @@ bool bp_test_all_finite(const float *v, size_t n);
 struct bp_backend_dispatch;
 bool bp_test_dispatch_case(const struct bp_backend_dispatch *d, bp_kind k, int64_t rows, int64_t cols,
                            int64_t t, uint64_t *rng);
+/* BP_TEST_QUICK=1 (set by `make valgrind` and `make tsan`, where every instruction is 20-100x
+ * slower): tests run reduced sizes and fewer rounds, covering the same code paths. */
+bool bp_test_quick(void);
 /* Read a whole file, followed by a NUL byte not counted in *len; NULL (with a failure
  * recorded) when missing. Caller frees. */
 void *bp_test_read_file(const char *path, size_t *len);

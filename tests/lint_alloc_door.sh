@@ -14,7 +14,9 @@ bad=$(grep -rnE '(^|[^_a-zA-Z0-9>.])(malloc|calloc|realloc|posix_memalign|aligne
       grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/?\*|//)')
 sites=$(grep -rnoE '\bbp_(malloc|calloc|realloc|aligned_alloc|strdup)[[:space:]]*\(' src --include='*.c' --include='*.inc' |
         grep -v '^src/core/alloc\.c:' | wc -l)
-echo "allocation sites through the door in src/: $sites"
+dev=$(grep -rnoE '\bbp_dev_(alloc|alloc_managed|host_alloc_pinned|arena_create)[[:space:]]*\(' src --include='*.c' |
+      grep -v '^src/device/device\.c:' | wc -l)
+echo "allocation sites in src/: $sites host (through the door), $dev device (alloc, managed, pinned, arena)"
 if [ -n "$bad" ]; then
     echo "FAIL: allocations in src/ that bypass src/core/alloc.h:"
     echo "$bad"

@@ -17,9 +17,11 @@
  * Adding a workload (the op layer, conv2d/MoE, the model runner): write a function that runs it
  * once, checks its own numbers with CHECK against a reference prepared before the campaign (the
  * reference kernels allocate too), frees everything, and returns its status; add a row to
- * `workloads` below. BP_ALLOC_CAMPAIGN_STRIDE=k tests every kth N only (valgrind, TSan). */
+ * `workloads` below. BP_ALLOC_CAMPAIGN_STRIDE=k tests every kth N only (BP_TEST_QUICK: every 3rd). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "device/device.h"
@@ -269,15 +271,145 @@ static void campaign(const workload *wl, long stride) {
            "%lld clear errors, %lld unclear\n", wl->name, n, injected, oks, fallbacks, errors, bad);
 }
 
+/* ---- cold: failures during first use ------------------------------------------------------
+ * The warm campaign above fails what a workload allocates once the process has warmed up. What
+ * is made once per process -- the CPU pool and its scratch, a device and its context, compiled
+ * kernels, tables uploaded at first use -- is reached only in a fresh process. So for each row
+ * and each failure point the test runs itself again (/proc/self/exe --cold ROW N PERSISTENT):
+ * the child prepares its data, arms the failure, runs the row once and judges it as above, then
+ * runs it again undisturbed, which must succeed on the path an undisturbed process takes: a
+ * transient out-of-memory at first use must not disable a backend or leave it half-made for
+ * the rest of the process. Leaks: under `make sanitize` LeakSanitizer checks each child. */
+static int cold_child(int row, long long n, bool persistent) {
+    const workload *wl = &workloads[row];
+    bp_backend_id id;
+    if (wl->backend && !bp_backend_by_name(wl->backend, &id) && id != BP_BACKEND_CPU && !bp_backend_dispatch_of(id))
+        return 77; /* not built */
+    prepare();
+    if (wl->mock) {
+        bp_mock_backend_config cfg;
+        bp_mock_backend_config_for(&cfg, kinds, NK, true);
+        CHECK_OK(bp_mock_backend_install(&cfg, 0));
+    }
+    bp_alloc_count_reset();
+    bp_alloc_fail_after(n, persistent);
+    bp_status s = wl->run(wl->backend);
+    bp_alloc_fail_after(0, false);
+    const long long count = bp_alloc_count(), inj = bp_alloc_injected();
+    if (n > 0 && s) {
+        const char *e = bp_last_error();
+        CHECK(s == BP_E_NOMEM || (s == BP_E_DEVICE && wl->backend && (strstr(e, "alloc") || strstr(e, "memory"))),
+              "%s, cold, failing allocation %lld%s: %s: '%s' is not a clear out-of-memory error", wl->name, n,
+              persistent ? " (persistent)" : "", bp_status_name(s), e);
+    } else if (n == 0 && s) { /* built but cannot run here: the warm campaign says SKIP for it */
+        if (wl->mock) bp_mock_backend_uninstall();
+        return 77;
+    }
+    s = wl->run(wl->backend); /* the recovery run */
+    CHECK(s == BP_OK, "%s, cold, after failing allocation %lld%s the next run fails: %s: %s", wl->name, n,
+          persistent ? " (persistent)" : "", bp_status_name(s), bp_last_error());
+    char path[160] = "-";
+    if (wl->run == wl_matmul) {
+        bp_weight *w = NULL;
+        float y[ROWS];
+        if (!bp_weight_create(kinds[1], wdata[1], wbytes[1], ROWS, COLS, &w) && !bp_matvec_on(w, wl->backend, x, y))
+            snprintf(path, sizeof path, "%s", bp_weight_last_path(w));
+        bp_weight_free(w);
+    }
+    if (wl->mock) bp_mock_backend_uninstall();
+    printf("cold %lld %lld %s\n", count, inj, path);
+    fflush(stdout);
+    int rc = bp_test_finish();
+    return rc == 1 ? 1 : (n > 0 && inj == 0) ? 3 : 0;
+}
+
+/* One child; its status, allocation count and path. */
+static int cold_run(int row, long long n, bool persistent, long long *count, char *path, size_t path_len,
+                    char *out, size_t out_len) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "exec /proc/%d/exe --cold %d %lld %d 2>&1", (int)getpid(), row, n, (int)persistent);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t used = 0;
+    out[0] = '\0';
+    char line[512];
+    *count = -1;
+    while (fgets(line, sizeof line, p)) {
+        long long c, inj;
+        char pth[256];
+        if (sscanf(line, "cold %lld %lld %255[^\n]", &c, &inj, pth) == 3) {
+            *count = c;
+            snprintf(path, path_len, "%s", pth);
+        } else if (used + strlen(line) < out_len) {
+            memcpy(out + used, line, strlen(line) + 1);
+            used += strlen(line);
+        }
+    }
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* A row that reaches a driver (lavapipe, PoCL) costs ~0.3 s per fresh process here, the others
+ * ~0.01-0.05 s: by default driver rows test every 5th failure point after the first 8, mock
+ * rows (whose allocations the warm campaign covers one by one) every 3rd, the rest all of them;
+ * BP_ALLOC_CAMPAIGN_COLD_STRIDE=1 tests every point of every row (the README's figure). */
+static bool reaches_driver(const workload *wl) {
+    return wl->run == wl_matmul && !wl->mock &&
+           (!wl->backend || !strcmp(wl->backend, "vulkan") || !strcmp(wl->backend, "opencl"));
+}
+
+static void cold_campaign(int row, long stride) {
+    const workload *wl = &workloads[row];
+    if (!getenv("BP_ALLOC_CAMPAIGN_COLD_STRIDE")) stride *= reaches_driver(wl) ? 5 : wl->mock ? 3 : 1;
+    long long count;
+    char path0[256], path[256], out[4096];
+    int rc = cold_run(row, 0, false, &count, path0, sizeof path0, out, sizeof out);
+    if (rc == 77 || count < 0) { /* not built or cannot run here: the warm campaign says so */
+        return;
+    }
+    CHECK(rc == 0, "%s, cold, undisturbed: exit %d\n%s", wl->name, rc, out);
+    long long runs = 0, bad = 0;
+    for (int persistent = 0; persistent < 2; persistent++)
+        /* Every one of the first 8 points (a device's open and first tables), then the stride. */
+        for (long long i = 1; i <= count; i += i < 8 ? 1 : stride) {
+            long long c;
+            rc = cold_run(row, i, persistent, &c, path, sizeof path, out, sizeof out);
+            runs++;
+            total_runs++;
+            total_injected++;
+            if (rc == 3) break; /* fewer allocations this time (a cache): past the end */
+            bad += rc != 0 || strcmp(path, path0);
+            CHECK(rc == 0, "%s, cold, failing allocation %lld%s: exit %d\n%s", wl->name, i,
+                  persistent ? " (persistent)" : "", rc, out);
+            CHECK(!strcmp(path, path0), "%s, cold, after failing allocation %lld%s the path is '%s', undisturbed '%s'",
+                  wl->name, i, persistent ? " (persistent)" : "", path, path0);
+        }
+    printf("%-40s %4lld allocations from a cold start, %lld fresh processes (stride %ld), %lld wrong\n", wl->name,
+           count, runs, stride, bad);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "--cold")) {
+        setenv("BACKPLANE_VULKAN", "1", 0);
+        setenv("BACKPLANE_OPENCL", "1", 0);
+        FILE *log = tmpfile();
+        bp_seam_set_log(log);
+        return cold_child(atoi(argv[2]), atoll(argv[3]), atoi(argv[4]) != 0);
+    }
     /* The GPU-API backends built here are CPU implementations on this machine and off by
-     * default: force them on so the campaign reaches their allocations. */
-    setenv("BACKPLANE_VULKAN", "1", 1);
-    setenv("BACKPLANE_OPENCL", "1", 1);
+     * default: force them on so the campaign reaches their allocations (an explicit value in the
+     * environment wins: `make valgrind` runs with them off). */
+    setenv("BACKPLANE_VULKAN", "1", 0);
+    setenv("BACKPLANE_OPENCL", "1", 0);
     FILE *log = tmpfile(); /* the seam's one-line-per-cause fallback log */
     bp_seam_set_log(log);
     const char *st = getenv("BP_ALLOC_CAMPAIGN_STRIDE");
-    long stride = st && atol(st) > 0 ? atol(st) : 1;
+    long stride = st && atol(st) > 0 ? atol(st) : bp_test_quick() ? 3 : 1;
+    /* Cold first: the children are fresh processes, whatever this one has made. */
+    const char *cs = getenv("BP_ALLOC_CAMPAIGN_COLD_STRIDE");
+    long cold_stride = cs && atol(cs) > 0 ? atol(cs) : bp_test_quick() ? 8 : 1;
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
+        if (argc < 2 || strstr(workloads[i].name, argv[1])) cold_campaign((int)i, cold_stride);
     prepare();
     /* Warm every path first: process-wide state made at first use (the CPU pool, a device, its
      * scratch buffers and tables, compiled kernels) is not a leak of the run that made it, and a
@@ -295,6 +427,11 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
         if (argc < 2 || strstr(workloads[i].name, argv[1])) campaign(&workloads[i], stride); /* argv[1]: a filter */
+    if (getenv("BP_ALLOC_CAMPAIGN_SITES")) { /* for addr2line -f -e <this program> <offset>... */
+        extern char __executable_start;
+        for (int i = 0; i < n_sites; i++)
+            printf("site 0x%lx\n", (unsigned long)((const char *)sites[i] - &__executable_start - 1));
+    }
     printf("allocation-failure campaign: %lld runs, %lld failures injected, %d distinct allocation sites failed, "
            "%lld leaks\n", total_runs, total_injected, n_sites, leaks);
     bp_seam_set_log(NULL);

@@ -194,7 +194,7 @@ static void check_sticky(void) {
 static void check_f16_overflow(uint64_t *st) {
     const int64_t rows = 70, cols = 256, t = 9;
     size_t bytes = 0;
-    uint8_t *wd = make_weight(BP_KIND_Q4_K, rows, cols, &bytes, st);
+    uint8_t *wd = bp_test_make_weight(BP_KIND_Q4_K, rows, cols, st, &bytes);
     float *x = malloc(sizeof(float) * (size_t)(t * cols)), *y = malloc(sizeof(float) * (size_t)(t * rows)),
           *ref = malloc(sizeof(float) * (size_t)(t * rows));
     bp_weight *w = NULL;

@@ -51,10 +51,12 @@ static void check_public_api(uint64_t *rng) {
     setenv("BACKPLANE_OPENCL", "1", 1);
     bp_seam_test_reset_enabled();
     CHECK_OK(bp_matvec_on(w, "opencl", x, got));
-    CHECK(bp_test_nmse(got, ref, 9) <= bp_test_tolerance(BP_KIND_Q4_K, "matvec"), "bp_matvec_on opencl: NMSE %g", bp_test_nmse(got, ref, 9));
+    CHECK(bp_test_nmse(got, ref, 9) <= bp_test_tolerance(BP_KIND_Q4_K, "matvec"), "bp_matvec_on opencl: NMSE %g",
+          bp_test_nmse(got, ref, 9));
     CHECK(strstr(bp_weight_last_path(w), "OpenCL") != NULL, "bp_matvec_on path '%s'", bp_weight_last_path(w));
     CHECK_OK(bp_gemm_on(w, "opencl", x, 2, got));
-    CHECK(bp_test_nmse(got, ref, 18) <= bp_test_tolerance(BP_KIND_Q4_K, "gemm"), "bp_gemm_on opencl: NMSE %g", bp_test_nmse(got, ref, 18));
+    CHECK(bp_test_nmse(got, ref, 18) <= bp_test_tolerance(BP_KIND_Q4_K, "gemm"), "bp_gemm_on opencl: NMSE %g",
+          bp_test_nmse(got, ref, 18));
     CHECK(strstr(bp_weight_last_path(w), "OpenCL") != NULL, "bp_gemm_on path '%s'", bp_weight_last_path(w));
     bp_weight_free(w);
     free(wd);

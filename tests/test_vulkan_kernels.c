@@ -51,13 +51,16 @@ static void check_public_api(uint64_t *rng) {
     setenv("BACKPLANE_VULKAN", "1", 1);
     bp_seam_test_reset_enabled();
     CHECK_OK(bp_matvec_on(w, "vulkan", x, got));
-    CHECK(bp_test_nmse(got, ref, 9) <= bp_test_tolerance(BP_KIND_Q4_K, "matvec"), "bp_matvec_on vulkan: NMSE %g", bp_test_nmse(got, ref, 9));
+    CHECK(bp_test_nmse(got, ref, 9) <= bp_test_tolerance(BP_KIND_Q4_K, "matvec"), "bp_matvec_on vulkan: NMSE %g",
+          bp_test_nmse(got, ref, 9));
     CHECK(strstr(bp_weight_last_path(w), "Vulkan") != NULL, "bp_matvec_on path '%s'", bp_weight_last_path(w));
     CHECK_OK(bp_gemm_on(w, "vulkan", x, 2, got));
-    CHECK(bp_test_nmse(got, ref, 18) <= bp_test_tolerance(BP_KIND_Q4_K, "gemm"), "bp_gemm_on vulkan: NMSE %g", bp_test_nmse(got, ref, 18));
+    CHECK(bp_test_nmse(got, ref, 18) <= bp_test_tolerance(BP_KIND_Q4_K, "gemm"), "bp_gemm_on vulkan: NMSE %g",
+          bp_test_nmse(got, ref, 18));
     /* The seam's choice, forced on: Vulkan precedes the CPU (no CUDA/Metal device here). */
     CHECK_OK(bp_gemm(w, x, 2, got));
-    CHECK(bp_test_nmse(got, ref, 18) <= bp_test_tolerance(BP_KIND_Q4_K, "gemm"), "bp_gemm: NMSE %g", bp_test_nmse(got, ref, 18));
+    CHECK(bp_test_nmse(got, ref, 18) <= bp_test_tolerance(BP_KIND_Q4_K, "gemm"), "bp_gemm: NMSE %g",
+          bp_test_nmse(got, ref, 18));
     CHECK(strstr(bp_weight_last_path(w), "Vulkan") || strstr(bp_weight_last_path(w), "CUDA"),
           "bp_gemm ran '%s', not the GPU backend", bp_weight_last_path(w));
     bp_weight_free(w);

@@ -15,10 +15,7 @@ typedef struct mock_kernel {
     const char *name;
     int nparams;
     size_t sizes[MAX_PARAMS];
-    /* The kernel's own failure (the reference it runs allocates) comes back from the launch, as
-     * a real device reports a faulted kernel: a kernel that silently wrote nothing would pass
-     * garbage off as a result (the allocation-failure campaign found that). */
-    bp_status (*run)(void **params);
+    void (*run)(void **params); /* may set kernel_status */
 } mock_kernel;
 
 typedef struct captured {
@@ -56,7 +53,8 @@ typedef struct mock {
     bp_graph *graph;
 } mock;
 
-static const char *const call_names[] = {"alloc", "copy", "launch", "sync"};
+static const char *const call_names[] = {"alloc", "copy", "launch", "sync", "event", "graph"};
+_Static_assert(sizeof call_names / sizeof call_names[0] == BP_MOCK_CALL_KINDS, "one name per call kind");
 static char default_stream;
 
 const char *bp_mock_call_name(bp_mock_call c) {
@@ -94,7 +92,13 @@ static bp_status note(bp_device *dev, bp_mock_call c, const char *op, const char
 
 /* ---- kernels ---- */
 
-static bp_status k_gemm(void **p) {
+/* A kernel's own failure (the reference k_gemm runs allocates) comes back from the launch, as a
+ * real device reports a faulted kernel: a kernel that silently wrote nothing passed garbage off
+ * as its result (the allocation-failure campaign found that). Set by the kernel, read by the
+ * launch or replay on the same thread. */
+static _Thread_local bp_status kernel_status;
+
+static void k_gemm(void **p) {
     const void *w = *(void **)p[0];
     const float *x = *(void **)p[1];
     float *y = *(void **)p[2];
@@ -102,13 +106,12 @@ static bp_status k_gemm(void **p) {
     int64_t rows = *(int64_t *)p[4], cols = *(int64_t *)p[5], t = *(int64_t *)p[6];
     size_t rb = 0;
     bp_status s = bp_kind_row_bytes(kind, cols, &rb);
-    return s ? s : bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
+    kernel_status = s ? s : bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
 }
 
-static bp_status k_poke(void **p) {
+static void k_poke(void **p) {
     unsigned char *base = *(void **)p[0];
     base[*(int64_t *)p[1]] = (unsigned char)*(int32_t *)p[2];
-    return BP_OK;
 }
 
 static bp_status k_nop(void **p) {
@@ -158,7 +161,10 @@ static bp_status m_launch_raw(bp_device *dev, bp_stream *s, bp_kernel *kh, const
         for (int i = 0; i < nparams; i++) memcpy(c->vals[i], params[i], k->sizes[i]);
     }
     pthread_mutex_unlock(&m->lock);
-    return rec ? BP_OK : k->run(params);
+    if (rec) return BP_OK;
+    kernel_status = BP_OK;
+    k->run(params);
+    return kernel_status;
 }
 
 /* ---- memory ---- */
@@ -243,7 +249,8 @@ static bp_status m_stream_sync(bp_device *dev, bp_stream *s) {
 static bp_status m_device_sync(bp_device *dev) { return note(dev, BP_MOCK_SYNC, "sync", "device", 0); }
 
 static bp_status m_event_create(bp_device *dev, bp_event **out) {
-    (void)dev;
+    bp_status st = note(dev, BP_MOCK_EVENT, "event", "create", 0);
+    if (st) return st;
     *out = bp_calloc(1, sizeof **out);
     return *out ? BP_OK : bp_fail(BP_E_NOMEM, "mock: no memory for an event");
 }
@@ -254,8 +261,9 @@ static void m_event_destroy(bp_device *dev, bp_event *e) {
 }
 
 static bp_status m_event_record(bp_device *dev, bp_event *e, bp_stream *s) {
-    (void)dev;
     (void)s;
+    bp_status st = note(dev, BP_MOCK_EVENT, "event", "record", 0);
+    if (st) return st;
     e->recorded = 1;
     return BP_OK;
 }
@@ -267,6 +275,8 @@ static bp_status m_event_sync(bp_device *dev, bp_event *e) {
 
 static bp_status m_graph_begin(bp_device *dev, bp_stream *s) {
     mock *m = M(dev);
+    bp_status st = note(dev, BP_MOCK_GRAPH, "graph", "begin", 0);
+    if (st) return st;
     bp_graph *g = bp_calloc(1, sizeof *g);
     if (!g) return bp_fail(BP_E_NOMEM, "mock: no memory for a graph");
     pthread_mutex_lock(&m->lock);
@@ -284,18 +294,28 @@ static bp_status m_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
     m->graph = NULL;
     m->capturing = NULL;
     pthread_mutex_unlock(&m->lock);
-    return *out ? BP_OK : bp_fail(BP_E_INVAL, "mock: graph_end without graph_begin");
+    if (!*out) return bp_fail(BP_E_INVAL, "mock: graph_end without graph_begin");
+    /* A failed end still ends the capture; the half-made graph is freed here. */
+    bp_status st = note(dev, BP_MOCK_GRAPH, "graph", "end", 0);
+    if (st) {
+        bp_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 static bp_status m_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
     (void)s;
+    bp_status rs = note(dev, BP_MOCK_GRAPH, "graph", "replay", 0);
+    if (rs) return rs;
     for (int i = 0; i < g->n; i++) {
         bp_status st = note(dev, BP_MOCK_LAUNCH, "replay", g->c[i].k->name, 0);
         if (st) return st;
         void *params[MAX_PARAMS];
         for (int j = 0; j < g->c[i].k->nparams; j++) params[j] = g->c[i].vals[j];
-        st = g->c[i].k->run(params);
-        if (st) return st;
+        kernel_status = BP_OK;
+        g->c[i].k->run(params);
+        if (kernel_status) return kernel_status;
     }
     return BP_OK;
 }

@@ -26,7 +26,7 @@ enum { CL_SLOT_X = 0, CL_SLOT_Y = 1 };
 
 static pthread_mutex_t cl_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t cl_run_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool cl_tried;
+static bool cl_tried, cl_ctx_ok;
 static char cl_why[256];
 static bp_cl_ctx cl_ctx;
 static bp_device *cl_dev;
@@ -35,14 +35,18 @@ bp_device *bp_cl_device(char *why, size_t why_len) {
     pthread_mutex_lock(&cl_open_lock);
     if (!cl_tried) {
         cl_tried = true;
-        if (bp_cl_ctx_create(&cl_ctx, cl_why, sizeof cl_why)) {
-            char name[32];
-            snprintf(name, sizeof name, "opencl:%.24s", cl_ctx.name);
-            if (bp_device_open(&bp_cl_methods, &cl_ctx, name, &cl_dev) != BP_OK) {
-                snprintf(cl_why, sizeof cl_why, "bp_device_open: %s", bp_last_error());
-                bp_cl_ctx_destroy(&cl_ctx);
-                cl_dev = NULL;
-            }
+        cl_ctx_ok = bp_cl_ctx_create(&cl_ctx, cl_why, sizeof cl_why);
+    }
+    /* Over a context that works, the device is opened at first use, and again at the next use
+     * when that failed (bp_device_open fails only for memory): a transient out-of-memory must not
+     * take OpenCL away for the rest of the process (the cold allocation-failure campaign found
+     * that it did). */
+    if (cl_ctx_ok && !cl_dev) {
+        char name[32];
+        snprintf(name, sizeof name, "opencl:%.24s", cl_ctx.name);
+        if (bp_device_open(&bp_cl_methods, &cl_ctx, name, &cl_dev) != BP_OK) {
+            snprintf(cl_why, sizeof cl_why, "bp_device_open: %s", bp_last_error());
+            cl_dev = NULL;
         }
     }
     bp_device *d = cl_dev;

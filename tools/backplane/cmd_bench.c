@@ -282,6 +282,7 @@ static int bench_main(int argc, char **argv) {
     opts o;
     int p = parse(argc, argv, &o);
     if (p) return usage(p > 0 ? stdout : stderr, p > 0 ? 0 : 2);
+    if (bp_cli_dry_run) return 0; /* the CLI fuzz target: parsing only */
     const bp_kind_info *kinds[MAX_LIST];
     int nk = 0;
     if (o.nkinds) {

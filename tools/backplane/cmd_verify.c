@@ -136,7 +136,7 @@ static int run_kind(tally *tl, const char *backend, const bp_kind_info *ki) {
 enum { PATTERN_ROWS = 251, SAMPLE_ROWS = 64 };
 
 static int run_shape(tally *tl, const char *backend, const bp_kind_info *ki, int64_t rows, int64_t cols, int64_t t) {
-    double thr = (ki->kind == BP_KIND_F32 || ki->kind == BP_KIND_F16 || ki->kind == BP_KIND_BF16) ? 1e-6 : 5e-4;
+    double thr = bp_tolerance_nmse(ki->kind, "matvec");
     if (cols % ki->block_elems) return 0; /* the shape is not a whole number of this kind's blocks */
     size_t rb;
     if (bp_kind_row_bytes(ki->kind, cols, &rb)) return bp_cli_error("verify", BP_E_SHAPE);
@@ -154,11 +154,11 @@ static int run_shape(tally *tl, const char *backend, const bp_kind_info *ki, int
         rc = 1;
         goto out;
     }
-    size_t pattern_bytes = 0; /* the first prow rows; the rest repeat them */
-    uint8_t *pattern = bp_random_weight(ki->kind, prow, cols, &rng, &pattern_bytes);
-    bp_status s = pattern ? BP_OK : BP_E_NOMEM;
-    if (pattern) memcpy(data, pattern, pattern_bytes);
-    free(pattern);
+    size_t pb = 0;
+    uint8_t *pat = bp_random_weight(ki->kind, prow, cols, &rng, &pb);
+    bp_status s = pat ? BP_OK : BP_E_NOMEM;
+    if (pat) memcpy(data, pat, pb);
+    free(pat);
     for (int64_t r = prow; r < rows && !s; r++) memcpy(data + (size_t)r * rb, data + (size_t)(r % prow) * rb, rb);
     for (int64_t i = 0; i < ns; i++) {
         pick[i] = ns == 1 ? 0 : i * (rows - 1) / (ns - 1);
@@ -170,6 +170,7 @@ static int run_shape(tally *tl, const char *backend, const bp_kind_info *ki, int
         const int64_t tt = op ? t : 1;
         if (op && t < 2) break;
         const shape sh = {rows, 0, op ? t : 0};
+        thr = bp_tolerance_nmse(ki->kind, op ? "gemm" : "matvec");
         for (int64_t i = 0; i < t * rows; i++) y[i] = NAN;
         s = tt > 1 ? bp_ref_gemm(ki->kind, sub, rb * (size_t)ns, ns, cols, x, tt, ref)
                    : bp_ref_matvec(ki->kind, sub, rb * (size_t)ns, ns, cols, x, ref);
@@ -247,6 +248,7 @@ int bp_cmd_verify(int argc, char **argv) {
             return 2;
         }
     }
+    if (bp_cli_dry_run) return 0; /* the CLI fuzz target: parsing only */
     int n = bp_seam_slot_count();
     if (only_backend && strcmp(only_backend, "cpu")) {
         int i = bp_seam_slot_find(only_backend);
