@@ -114,10 +114,7 @@ static void k_poke(void **p) {
     base[*(int64_t *)p[1]] = (unsigned char)*(int32_t *)p[2];
 }
 
-static bp_status k_nop(void **p) {
-    (void)p;
-    return BP_OK;
-}
+static void k_nop(void **p) { (void)p; }
 
 static const mock_kernel kernels[] = {
     {"gemm", 7, {sizeof(void *), sizeof(void *), sizeof(void *), 4, 8, 8, 8}, k_gemm},
