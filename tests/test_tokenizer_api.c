@@ -157,7 +157,7 @@ static void test_spm(void) {
 }
 
 /* ---- a small byte-level BPE vocabulary --------------------------------------------------- */
-enum { B_AB = 256, B_BC, B_ABC, B_GA, B_EOT, B_N };
+enum { B_AB = 256, B_BC, B_ABC, B_GA, B_EOT, B_12, B_34, B_123, B_QS, B_N };
 static char bpe_text[256][4];
 static const char *bpe_tokens[B_N];
 static int32_t bpe_types[B_N];
@@ -175,7 +175,8 @@ static void byte_char(int b, char *out) {
 }
 
 static void bpe_vocab(vocab *v, const char *pre) {
-    static const char *merges[] = {"b c", "a b", "ab c", "\xc4\xa0 a"}; /* ranks 0..3; Ġ = U+0120 */
+    /* ranks 0..7; Ġ = U+0120 */
+    static const char *merges[] = {"b c", "a b", "ab c", "\xc4\xa0 a", "3 4", "1 2", "12 3", "' S"};
     for (int b = 0; b < 256; b++) {
         byte_char(b, bpe_text[b]);
         bpe_tokens[b] = bpe_text[b];
@@ -183,8 +184,9 @@ static void bpe_vocab(vocab *v, const char *pre) {
     }
     bpe_tokens[B_AB] = "ab", bpe_tokens[B_BC] = "bc", bpe_tokens[B_ABC] = "abc";
     bpe_tokens[B_GA] = "\xc4\xa0" "a", bpe_tokens[B_EOT] = "<|endoftext|>";
+    bpe_tokens[B_12] = "12", bpe_tokens[B_34] = "34", bpe_tokens[B_123] = "123", bpe_tokens[B_QS] = "'S";
     for (int i = B_AB; i < B_N; i++) bpe_types[i] = i == B_EOT ? 3 : 1;
-    *v = (vocab){"gpt2", pre, bpe_tokens, NULL, bpe_types, B_N, merges, 4, -1};
+    *v = (vocab){"gpt2", pre, bpe_tokens, NULL, bpe_types, B_N, merges, 8, -1};
 }
 
 static void test_bpe(void) {
@@ -207,12 +209,37 @@ static void test_bpe(void) {
     /* "a1": letters and digits are separate words (token b is byte b here). */
     expect(t, "a1", false, true, (bp_token[]){'a', '1'}, 2, "pre-tokenizer split");
     expect(t, "a<|endoftext|>", false, true, (bp_token[]){'a', B_EOT}, 2, "control token parsed");
+    /* gpt-2: "1234" is one word; "3 4" (rank 4) before "1 2" (5), then no "12 34" merge. */
+    expect(t, "1234", false, true, (bp_token[]){B_12, B_34}, 2, "gpt-2 digit run");
+    /* gpt-2 contractions are case-sensitive: "'S" is not one, "'" and "S" are separate words. */
+    expect(t, "'S", false, true, (bp_token[]){'\'', 'S'}, 2, "gpt-2 'S is no contraction");
     char out[16];
     size_t len;
     bp_token ids[] = {B_GA, B_BC};
     CHECK_OK(bp_tokenizer_decode(t, ids, 2, 0, out, sizeof out, &len));
     CHECK(len == 4 && !memcmp(out, " abc", 4), "byte-level decode");
     bp_tokenizer_free(t);
+
+    /* The same vocabulary under the other pre-tokenizers. */
+    static const struct { const char *pre; bp_token digits[4]; size_t n_digits; bp_token qs[2]; size_t n_qs; } pres[] = {
+        /* llama3: digits in words of <= 3, "123" then "4"; "123" is a whole token (ignore_merges);
+         * "'S" is a contraction (case-insensitive) and merges by "' S". */
+        {"llama-bpe", {B_123, '4'}, 2, {B_QS}, 1},
+        /* qwen2: one digit per word; contractions as llama3. */
+        {"qwen2", {'1', '2', '3', '4'}, 4, {B_QS}, 1},
+    };
+    for (size_t i = 0; i < sizeof pres / sizeof pres[0]; i++) {
+        bpe_vocab(&v, pres[i].pre);
+        f = make(&v, &buf);
+        t = NULL;
+        if (f) CHECK_OK(bp_tokenizer_create(f, &t));
+        bp_gguf_close(f);
+        free(buf);
+        if (!t) continue;
+        expect(t, "1234", false, true, pres[i].digits, pres[i].n_digits, pres[i].pre);
+        expect(t, "'S", false, true, pres[i].qs, pres[i].n_qs, pres[i].pre);
+        bp_tokenizer_free(t);
+    }
 }
 
 /* ---- errors -------------------------------------------------------------------------------- */

@@ -242,43 +242,39 @@ static bp_status filter(bp_sampler *s, const float *logits, size_t *n_out, doubl
     return BP_OK;
 }
 
-static bp_status check_args(bp_sampler *s, const float *logits, const void *out, const char *fn) {
+/* Arguments checked, then steps 1-6: the survivors in s->c[0..*n), weights in s->w. */
+static bp_status prepare(bp_sampler *s, const float *logits, const void *out, const char *fn, size_t *n,
+                         double *sum) {
     if (!s || !logits || !out) return bp_fail(BP_E_INVAL, "%s: sampler, logits or output is NULL", fn);
-    return BP_OK;
+    return filter(s, logits, n, s->w, sum);
 }
 
 bp_status bp_sampler_probs(bp_sampler *s, const float *logits, double *probs) {
-    bp_status rc = check_args(s, logits, probs, "bp_sampler_probs");
-    if (rc != BP_OK) return rc;
-    double *w = s->w, sum;
     size_t n;
-    rc = filter(s, logits, &n, w, &sum);
-    if (rc == BP_OK) {
-        memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
-        for (size_t i = 0; i < n; i++) probs[s->c[i].id] = w[i] / sum;
-    }
-    return rc;
+    double sum;
+    bp_status rc = prepare(s, logits, probs, "bp_sampler_probs", &n, &sum);
+    if (rc != BP_OK) return rc;
+    memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+    for (size_t i = 0; i < n; i++) probs[s->c[i].id] = s->w[i] / sum;
+    return BP_OK;
 }
 
 bp_status bp_sampler_sample(bp_sampler *s, const float *logits, bp_token *out) {
-    bp_status rc = check_args(s, logits, out, "bp_sampler_sample");
-    if (rc != BP_OK) return rc;
-    double *w = s->w, sum;
     size_t n;
-    rc = filter(s, logits, &n, w, &sum);
-    if (rc == BP_OK) {
-        bp_token pick = s->c[n - 1].id;
-        if (n > 1) { /* greedy draws nothing, so it leaves the RNG where it was */
-            double u = next_unit(s->rng) * sum, cum = 0;
-            for (size_t i = 0; i < n; i++) {
-                cum += w[i];
-                if (u < cum) {
-                    pick = s->c[i].id;
-                    break;
-                }
+    double sum;
+    bp_status rc = prepare(s, logits, out, "bp_sampler_sample", &n, &sum);
+    if (rc != BP_OK) return rc;
+    bp_token pick = s->c[n - 1].id;
+    if (n > 1) { /* greedy (one survivor) draws nothing: the RNG stays where it was */
+        double u = next_unit(s->rng) * sum, cum = 0;
+        for (size_t i = 0; i < n; i++) {
+            cum += s->w[i];
+            if (u < cum) {
+                pick = s->c[i].id;
+                break;
             }
         }
-        *out = pick;
     }
-    return rc;
+    *out = pick;
+    return BP_OK;
 }

@@ -98,6 +98,9 @@ static inline const char *bp_tok_text(const bp_tokenizer *t, bp_token id, size_t
     return t->text_blob + t->text_off[id];
 }
 
+/* Double the capacity of the array *v (64 at first); BP_E_NOMEM recorded on failure, *v kept. */
+bp_status bp_tok_grow(void **v, size_t *cap, size_t elem, const char *what);
+
 /* ---- a growable id buffer for encode ---- */
 typedef struct bp_tok_out {
     bp_token *ids;

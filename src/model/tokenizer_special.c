@@ -17,14 +17,17 @@
 #include "core/error.h"
 #include "model/tokenizer_internal.h"
 
-static const bp_tokenizer *sort_ctx; /* qsort has no context argument in C11 */
+/* (text length, id) of a special token: sorting these needs no pointer back to the vocabulary
+ * (qsort has no context argument, and a static one would race between threads). */
+typedef struct len_id {
+    size_t len;
+    bp_token id;
+} len_id;
 
 static int by_priority(const void *a, const void *b) {
-    bp_token x = *(const bp_token *)a, y = *(const bp_token *)b;
-    size_t nx = sort_ctx->text_off[x + 1] - sort_ctx->text_off[x];
-    size_t ny = sort_ctx->text_off[y + 1] - sort_ctx->text_off[y];
-    if (nx != ny) return nx > ny ? -1 : 1;
-    return x < y ? -1 : x > y;
+    const len_id *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1; /* longer first */
+    return (x->id > y->id) - (x->id < y->id);              /* then lower id */
 }
 
 static bool is_special(unsigned attr) {
@@ -57,12 +60,15 @@ bp_status bp_tok_build_specials(bp_tokenizer *t) {
     t->trie = bp_malloc((bytes + 1) * sizeof *t->trie);
     if (!t->specials || !t->special_rank || !t->trie)
         return bp_fail(BP_E_NOMEM, "tokenizer: %d special tokens", (int)n);
+    len_id *order = bp_malloc(((size_t)n + 1) * sizeof *order);
+    if (!order) return bp_fail(BP_E_NOMEM, "tokenizer: %d special tokens", (int)n);
     n = 0;
     for (bp_token i = 0; i < t->n_vocab; i++)
-        if (is_special(t->attr[i])) t->specials[n++] = i;
+        if (is_special(t->attr[i])) order[n++] = (len_id){t->text_off[i + 1] - t->text_off[i], i};
+    qsort(order, (size_t)n, sizeof *order, by_priority);
+    for (int32_t r = 0; r < n; r++) t->specials[r] = order[r].id;
+    bp_free(order);
     t->n_specials = n;
-    sort_ctx = t;
-    qsort(t->specials, (size_t)n, sizeof *t->specials, by_priority);
     for (bp_token i = 0; i < t->n_vocab; i++) t->special_rank[i] = -1;
     for (int32_t r = 0; r < n; r++) t->special_rank[t->specials[r]] = r;
     for (int i = 0; i < 256; i++) t->trie_root[i] = -1;
@@ -112,22 +118,20 @@ static size_t unique_ranks(int32_t *v, size_t n) {
  * *out allocated. One trie walk per starting byte. */
 static bp_status specials_present(const bp_tokenizer *t, const char *text, size_t len,
                                   bool parse_special, int32_t **out, size_t *count) {
-    size_t n = 0, cap = 16;
-    int32_t *v = bp_malloc(cap * sizeof *v);
-    if (!v) return bp_fail(BP_E_NOMEM, "tokenizer: special-token scan");
+    size_t n = 0, cap = 0;
+    int32_t *v = NULL;
+    bp_status rc = bp_tok_grow((void **)&v, &cap, sizeof *v, "special-token scan");
+    if (rc != BP_OK) return rc;
     for (size_t i = 0; i < len; i++) {
         int32_t node = t->trie_root[(uint8_t)text[i]];
         for (size_t k = i; node >= 0;) {
             int32_t tok = parse_special ? t->trie[node].tok_all : t->trie[node].tok_user;
             if (tok >= 0) {
-                if (n == cap && (n = unique_ranks(v, n)) > cap / 2) {
-                    int32_t *g = bp_realloc(v, 2 * cap * sizeof *g);
-                    if (!g) {
-                        bp_free(v);
-                        return bp_fail(BP_E_NOMEM, "tokenizer: special-token scan");
-                    }
-                    v = g;
-                    cap *= 2;
+                /* Dedupe before growing: a text made of specials repeats the same few. */
+                if (n == cap && (n = unique_ranks(v, n)) > cap / 2 &&
+                    (rc = bp_tok_grow((void **)&v, &cap, sizeof *v, "special-token scan")) != BP_OK) {
+                    bp_free(v);
+                    return rc;
                 }
                 v[n++] = t->special_rank[tok];
             }
@@ -151,11 +155,11 @@ bp_status bp_tok_partition(const bp_tokenizer *t, const char *text, size_t len, 
     size_t n_found = 0;
     bp_status rc = specials_present(t, text, len, parse_special, &found, &n_found);
     if (rc != BP_OK) return rc;
-    size_t cap = 16;
-    bp_tok_frag *fr = bp_malloc(cap * sizeof *fr);
-    if (!fr) {
+    size_t cap = 0;
+    bp_tok_frag *fr = NULL;
+    if ((rc = bp_tok_grow((void **)&fr, &cap, sizeof *fr, "fragments")) != BP_OK) {
         bp_free(found);
-        return bp_fail(BP_E_NOMEM, "tokenizer: fragments");
+        return rc;
     }
     int32_t nf = 1;
     fr[0] = (bp_tok_frag){0, len, BP_TOKEN_NULL, -1};
@@ -170,15 +174,10 @@ bp_status bp_tok_partition(const bp_tokenizer *t, const char *text, size_t len, 
             while (fr[f].tok == BP_TOKEN_NULL) {
                 const char *hit = find(text + fr[f].off, fr[f].len, s, m);
                 if (!hit) break;
-                if ((size_t)nf + 2 > cap) {
-                    bp_tok_frag *g = bp_realloc(fr, 2 * cap * sizeof *g);
-                    if (!g) {
-                        bp_free(fr);
-                        bp_free(found);
-                        return bp_fail(BP_E_NOMEM, "tokenizer: fragments");
-                    }
-                    fr = g;
-                    cap *= 2;
+                if ((size_t)nf + 2 > cap && (rc = bp_tok_grow((void **)&fr, &cap, sizeof *fr, "fragments")) != BP_OK) {
+                    bp_free(fr);
+                    bp_free(found);
+                    return rc;
                 }
                 size_t at = (size_t)(hit - text), end = fr[f].off + fr[f].len;
                 size_t left_len = at - fr[f].off, right_off = at + m, right_len = end - right_off;

@@ -116,14 +116,18 @@ int32_t bp_tok_merge_rank(const bp_tokenizer *t, const char *a, size_t na, const
     }
 }
 
+bp_status bp_tok_grow(void **v, size_t *cap, size_t elem, const char *what) {
+    size_t n = *cap ? *cap * 2 : 64;
+    void *g = bp_realloc(*v, n * elem);
+    if (!g) return bp_fail(BP_E_NOMEM, "tokenizer: %s of %zu", what, n);
+    *v = g;
+    *cap = n;
+    return BP_OK;
+}
+
 bp_status bp_tok_out_push(bp_tok_out *o, bp_token id) {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 64;
-        bp_token *ids = bp_realloc(o->ids, cap * sizeof *ids);
-        if (!ids) return bp_fail(BP_E_NOMEM, "tokenizer: output of %zu tokens", cap);
-        o->ids = ids;
-        o->cap = cap;
-    }
+    if (o->n == o->cap && bp_tok_grow((void **)&o->ids, &o->cap, sizeof *o->ids, "output") != BP_OK)
+        return BP_E_NOMEM;
     o->ids[o->n++] = id;
     return BP_OK;
 }
@@ -134,13 +138,8 @@ static inline bool before(const bp_tok_bigram *a, const bp_tok_bigram *b) {
 }
 
 bp_status bp_tok_heap_push(bp_tok_heap *h, bp_tok_bigram b) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        bp_tok_bigram *v = bp_realloc(h->v, cap * sizeof *v);
-        if (!v) return bp_fail(BP_E_NOMEM, "tokenizer: merge queue of %zu", cap);
-        h->v = v;
-        h->cap = cap;
-    }
+    if (h->n == h->cap && bp_tok_grow((void **)&h->v, &h->cap, sizeof *h->v, "merge queue") != BP_OK)
+        return BP_E_NOMEM;
     size_t i = h->n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;

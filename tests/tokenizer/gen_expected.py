@@ -121,6 +121,8 @@ def generate(tool, name, model, jobs):
         lines.append("case %s A add_special=%d parse_special=1 text=%s ids=%s" % (cname, add, hexs(text), ids_str(a)))
         lines.append("case %s B add_special=0 parse_special=0 text=%s ids=%s" % (cname, hexs(text), ids_str(b)))
         lines.append("case %s C add_special=%d parse_special=0 text=%s ids=%s" % (cname, add, hexs(text), ids_str(c)))
+        if b"\0" in text:
+            continue  # llama-tokenize prints pieces with %s: a NUL byte would cut them short
         for tid, p in zip(a, pcs):
             pieces.setdefault(tid, p)
     for tid in sorted(pieces):
