@@ -1,5 +1,5 @@
 /* Token ids against llama.cpp's, exactly, on the committed strings (tests/tokenizer/strings.py),
- * for the five vocabularies of tests/tokenizer/expected/ (made by gen_expected.py with
+ * for the six vocabularies of tests/tokenizer/expected/ (made by gen_expected.py with
  * llama-tokenize); each token's piece against llama_token_to_piece's; and decode(encode(s)) == s
  * where the tokenizer is lossless for s.
  *
@@ -12,7 +12,7 @@
 
 #include "harness.h"
 
-static const char *const vocabs[] = {"gemma3", "llama-spm", "llama-bpe", "qwen2", "gpt-2"};
+static const char *const vocabs[] = {"gemma3", "llama-spm", "llama-bpe", "qwen2", "gpt-2", "gpt-neox"};
 
 static double now_ms(void) {
     struct timespec ts;
