@@ -73,11 +73,13 @@ static bool valid_utf8(const unsigned char *s, size_t n) {
     return true;
 }
 
-/* SPM splits the text into symbols by each lead byte's length; an invalid lead byte within
- * that many bytes before a space swallows the first bytes of the space's U+2581, which then
- * come back as byte tokens, i.e. as U+2581's bytes instead of a space (llama.cpp alike). */
+/* SPM keeps every byte, but two things do not come back: a U+2581 in the text (it is the
+ * space marker, so it decodes to a space), and a space right after an invalid lead byte whose
+ * sequence length swallows the first bytes of the space's U+2581 (those come back as byte
+ * tokens, i.e. as U+2581's bytes). llama.cpp alike. */
 static bool spm_lossless(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
+        if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81) return false; /* U+2581 itself */
         size_t len = s[i] >= 0xF0 ? 4 : s[i] >= 0xE0 ? 3 : s[i] >= 0xC0 ? 2 : 1;
         for (size_t k = 1; k < len && i + k < n; k++)
             if (s[i + k] == ' ') return false;
