@@ -2,6 +2,8 @@
 """Differential fuzzing against llama.cpp: random strings, our ids vs llama_tokenize's.
 
     python3 tests/tokenizer/fuzz_vs_llama.py [--n 3000] [--seed 1] [--build build]
+        [--vocab PATH ...]   (other GGUFs instead of the test vocabularies, e.g.
+                              /tmp/llama.cpp/models/ggml-vocab-phi-3.gguf)
 
 Builds two small drivers in a temporary folder: one against llama.cpp's libllama
 (/tmp/llama.cpp, the same build gen_expected.py uses), one against our build/libbackplane.a;
@@ -70,7 +72,7 @@ PIECES = [" ", "  ", "   ", "\t", "\n", "\r\n", "\r", "\n\n", "a", "Hello", "wor
           "\U0001f642", "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f1ef\U0001f1f5", "\u200b",
           "\u00a0", "\u3000", "\u2028", "\u0085", "!", "?!", "...", "\u2014", "\u201c", "\u201d", "$", "+",
           "<", ">", "<s>", "</s>", "<|endoftext|>", "<|im_start|>", "<start_of_turn>", "<end_of_turn>", "<bos>",
-          "<|eot_id|>", "<unused0>", "[multimodal]", "\x00", "\x7f", "\x1b", "x", "Z", "_", "-", "==", "//",
+          "<|eot_id|>", "<unused0>", "[multimodal]", "<|end|>", "<|user|>", "<|assistant|>", "<mask>", "\x00", "\x7f", "\x1b", "x", "Z", "_", "-", "==", "//",
           "#", "@", "\\", "{", "}"]
 RAW = [b"\xff", b"\xc3", b"\x80", b"\xe2\x82", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf0\x9f"]
 
@@ -97,6 +99,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--llama", default="/tmp/llama.cpp")
+    ap.add_argument("--vocab", action="append", help="a GGUF to test instead of the test vocabularies")
     ap.add_argument("--vocab-dir", default=os.environ.get(
         "BACKPLANE_VOCAB_DIR", os.path.expanduser("~/.cache/backplane/vocab")))
     args = ap.parse_args()
@@ -116,8 +119,9 @@ def main():
     lines = ["%d %d %s" % (rng.randint(0, 1), rng.randint(0, 1), random_text(rng).hex()) for _ in range(args.n)]
     inp = ("\n".join(lines) + "\n").encode()
     total_bad = 0
-    for name in VOCABS:
-        model = vocab_path(name, args.vocab_dir)
+    models = [(os.path.basename(v), v) for v in args.vocab] if args.vocab else \
+        [(name, vocab_path(name, args.vocab_dir)) for name in VOCABS]
+    for name, model in models:
         want = subprocess.run([os.path.join(tmp, "llama_many"), model], input=inp, stdout=subprocess.PIPE,
                               check=True).stdout.decode().splitlines()
         got = subprocess.run([os.path.join(tmp, "our_many"), model], input=inp, stdout=subprocess.PIPE,
