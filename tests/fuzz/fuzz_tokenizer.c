@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backplane.h"
+#include "../tokenizer/lossless.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -40,31 +41,6 @@ static void load(void) {
     }
 }
 
-static bool utf8_strict(const uint8_t *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
-        if (!len || i + len > n) return false;
-        for (size_t k = 1; k < len; k++)
-            if ((s[i + k] & 0xC0) != 0x80) return false;
-        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0) || (c == 0xF0 && s[i + 1] < 0x90) ||
-            (c == 0xF4 && s[i + 1] >= 0x90))
-            return false;
-        i += len;
-    }
-    return true;
-}
-
-static bool spm_lossless(const uint8_t *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        if (i + 2 < n && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81) return false; /* U+2581 itself */
-        size_t len = s[i] >= 0xF0 ? 4 : s[i] >= 0xE0 ? 3 : s[i] >= 0xC0 ? 2 : 1;
-        for (size_t k = 1; k < len && i + k < n; k++)
-            if (s[i + k] == ' ') return false;
-    }
-    return true;
-}
-
 /* Encode both ways; the round trip is checked on the pass without add_special and with
  * parse_special, where every control-token text is a matched special (without it, SPM merges
  * can form a control token out of plain text, after which decode cannot know whether encode
@@ -78,7 +54,7 @@ static void exercise(bp_tokenizer *t, const uint8_t *data, size_t size, bool che
             if (ids[i] < 0 || ids[i] >= bp_tokenizer_vocab_size(t)) abort();
         bp_tokenizer_decode(t, ids, n, BP_DECODE_SPECIAL, NULL, 0, &len);
         char *out = malloc(len + 1);
-        bool lossless = bp_tokenizer_get_type(t) == BP_TOKENIZER_SPM ? spm_lossless(data, size) : utf8_strict(data, size);
+        bool lossless = bp_tokenizer_get_type(t) == BP_TOKENIZER_SPM ? spm_lossless(data, size) : valid_utf8(data, size);
         if (out && bp_tokenizer_decode(t, ids, n, BP_DECODE_SPECIAL, out, len + 1, &got) == BP_OK && check && parse &&
             lossless && (got != size || memcmp(out, data, size) != 0))
             abort();
