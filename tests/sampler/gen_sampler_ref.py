@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sampler_ref.txt")
-DRAWS = 20000
+DRAWS = 10000  # scaling the sampler's uniform draw by 0.97 (a 3% skew) fails all 12 cases at this count
 Z = 4.753424  # standard normal quantile at 1 - 1e-6
 
 rng = np.random.default_rng(20261130)
