@@ -76,9 +76,15 @@ class RouteInfo(ctypes.Structure):  # bp_route_info
                 ("per_position", c_bool), ("why", ctypes.c_char * 768)]
 
 
+class SamplerParams(ctypes.Structure):  # bp_sampler_params
+    _fields_ = [("temperature", c_float), ("top_k", ctypes.c_int32), ("top_p", c_float), ("min_p", c_float),
+                ("repeat_penalty", c_float), ("frequency_penalty", c_float), ("presence_penalty", c_float),
+                ("repeat_last_n", ctypes.c_int32), ("seed", c_uint64)]
+
+
 # Every struct the binding mirrors, by C name: tests compare sizes and offsets with the C compiler's.
 STRUCTS = {"bp_kind_info": KindInfo, "bp_gguf_value": GGUFValue, "bp_gguf_tensor": GGUFTensor,
-           "bp_backend_info": BackendInfo, "bp_route_info": RouteInfo}
+           "bp_backend_info": BackendInfo, "bp_route_info": RouteInfo, "bp_sampler_params": SamplerParams}
 
 # name: (restype, argtypes). bp_status is an int.
 _PROTOTYPES = {
@@ -109,6 +115,24 @@ _PROTOTYPES = {
     "bp_backend_preference": (c_char_p, [P(c_int)]),
     "bp_strict_mode": (c_bool, []),
     "bp_set_strict": (None, [c_bool]),
+    "bp_tokenizer_create": (c_int, [c_void_p, P(c_void_p)]),
+    "bp_tokenizer_free": (None, [c_void_p]),
+    "bp_tokenizer_vocab_size": (ctypes.c_int32, [c_void_p]),
+    "bp_tokenizer_special": (ctypes.c_int32, [c_void_p, c_int]),
+    "bp_tokenizer_is_eog": (c_bool, [c_void_p, ctypes.c_int32]),
+    "bp_tokenizer_model_name": (c_char_p, [c_void_p]),
+    "bp_tokenizer_encode_alloc": (c_int, [c_void_p, c_char_p, c_size_t, c_bool, c_bool,
+                                          P(P(ctypes.c_int32)), P(c_size_t)]),
+    "bp_tokens_free": (None, [P(ctypes.c_int32)]),
+    "bp_tokenizer_token_to_piece": (c_int, [c_void_p, ctypes.c_int32, c_bool, c_char_p, c_size_t, P(c_size_t)]),
+    "bp_tokenizer_decode": (c_int, [c_void_p, P(ctypes.c_int32), c_size_t, ctypes.c_uint, c_char_p, c_size_t,
+                                    P(c_size_t)]),
+    "bp_sampler_default_params": (SamplerParams, []),
+    "bp_sampler_create": (c_int, [P(SamplerParams), ctypes.c_int32, P(c_void_p)]),
+    "bp_sampler_free": (None, [c_void_p]),
+    "bp_sampler_sample": (c_int, [c_void_p, f32p, P(ctypes.c_int32)]),
+    "bp_sampler_accept": (c_int, [c_void_p, ctypes.c_int32]),
+    "bp_sampler_reset": (None, [c_void_p]),
     "bp_gguf_open": (c_int, [c_char_p, P(c_void_p)]),
     "bp_gguf_open_memory": (c_int, [c_void_p, c_size_t, P(c_void_p)]),
     "bp_gguf_close": (None, [c_void_p]),

@@ -301,3 +301,49 @@ def test_abi_matches_the_build(src):
     assert _lib.ABI == abi
     maps = open("/proc/self/maps").read()
     assert re.search(r"libbackplane\.so\.%d(\.\d+)*\b" % abi, maps), "the loaded library is not libbackplane.so.%d" % abi
+
+
+def _vocab_dir():
+    return os.environ.get("BACKPLANE_VOCAB_DIR") or os.path.expanduser("~/.cache/backplane/vocab")
+
+
+@pytest.mark.parametrize("name", ["gpt-2", "gpt-neox", "llama-bpe", "llama-spm", "qwen2"])
+def test_tokenizer_ids_equal_llama_cpp(src, name):
+    """Every committed case of tests/tokenizer/expected/<name>.txt (llama.cpp's llama-tokenize
+    ids, both families: llama-spm is SentencePiece-style, the rest byte-level BPE) through the
+    binding's encode, and the pieces it lists through piece(). The vocabularies come from
+    scripts/install-deps.sh (missing: a failure, as in the C tests)."""
+    lines = open(os.path.join(src, "tests", "tokenizer", "expected", name + ".txt")).read().splitlines()
+    vocab = next(l.split()[2] for l in lines if l.startswith("vocab "))
+    path = os.path.join(_vocab_dir(), vocab)
+    assert os.path.exists(path), f"{path} missing (scripts/install-deps.sh fetches it)"
+    cases = pieces = 0
+    with bp.Tokenizer(path) as tok:
+        for l in lines:
+            f = l.split()
+            if f and f[0] == "case":
+                kv = dict(x.split("=", 1) for x in f[3:])
+                text = b"" if kv["text"] == "-" else bytes.fromhex(kv["text"])
+                want = [] if kv["ids"] == "-" else [int(i) for i in kv["ids"].split(",")]
+                got = tok.encode(text, add_special=kv["add_special"] == "1", parse_special=kv["parse_special"] == "1")
+                assert got == want, (name, f[1], f[2])
+                cases += 1
+            elif f and f[0] == "piece":
+                assert tok.piece(int(f[1]), special=True) == (b"" if f[2] == "-" else bytes.fromhex(f[2])), (name, f[1])
+                pieces += 1
+    assert cases > 50, (name, cases)
+
+
+def test_sampler_greedy_and_seeded():
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((20, 1000)).astype(np.float32)
+    greedy = bp.Sampler(1000, temperature=0)
+    assert [greedy.sample(r) for r in logits] == [int(np.argmax(r)) for r in logits]
+    draws = []
+    for _ in range(2):
+        s = bp.Sampler(1000, temperature=0.9, top_k=50, seed=123)
+        draws.append([s.sample(r) for r in logits])
+    assert draws[0] == draws[1]  # the same seed and calls give the same tokens
+    with pytest.raises(bp.Error) as e:
+        bp.Sampler(1000, temperature=float("nan"))
+    assert e.value.status == "BP_E_INVAL" and e.value.message

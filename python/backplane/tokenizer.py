@@ -1,0 +1,131 @@
+"""Tokenizer and sampler: separate objects beside the model, as in the C API."""
+import ctypes
+
+from ._core import check, f32_array, fptr
+from ._lib import lib, SamplerParams, c_void_p
+from .gguf import GGUF
+
+_SPECIAL = {"bos": 0, "eos": 1, "unk": 2, "pad": 3, "sep": 4, "eot": 5}
+_DECODE_SPECIAL = 1
+
+
+class Tokenizer:
+    """The tokenizer a GGUF's tokenizer.ggml.* metadata describes (SentencePiece-style or
+    byte-level BPE), from a GGUF or a path. It copies what it needs: the file may be closed."""
+
+    def __init__(self, source):
+        h = c_void_p()
+        if isinstance(source, GGUF):
+            source._require_open()
+            check(lib.bp_tokenizer_create(source._h, ctypes.byref(h)))
+        else:
+            with GGUF(source) as f:
+                check(lib.bp_tokenizer_create(f._h, ctypes.byref(h)))
+        self._h = h
+
+    def free(self):
+        if getattr(self, "_h", None):
+            lib.bp_tokenizer_free(self._h)
+            self._h = None
+
+    __del__ = free
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("tokenizer is freed")
+        return self._h
+
+    @property
+    def model(self):
+        """tokenizer.ggml.model: "llama" (SentencePiece-style) or "gpt2" (byte-level BPE)."""
+        return lib.bp_tokenizer_model_name(self._handle()).decode()
+
+    @property
+    def vocab_size(self):
+        return lib.bp_tokenizer_vocab_size(self._handle())
+
+    def special(self, role):
+        """The id of a special token ("bos", "eos", "unk", "pad", "sep", "eot"), or -1."""
+        return lib.bp_tokenizer_special(self._handle(), _SPECIAL[role])
+
+    def is_eog(self, token):
+        """Whether the token ends a generation (EOS, EOT and the other end markers)."""
+        return bool(lib.bp_tokenizer_is_eog(self._handle(), int(token)))
+
+    def encode(self, text, add_special=True, parse_special=False):
+        """Token ids of text (str, or bytes taken as they are)."""
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        ids, n = ctypes.POINTER(ctypes.c_int32)(), ctypes.c_size_t()
+        check(lib.bp_tokenizer_encode_alloc(self._handle(), data, len(data), bool(add_special),
+                                            bool(parse_special), ctypes.byref(ids), ctypes.byref(n)))
+        try:
+            return [ids[i] for i in range(n.value)]
+        finally:
+            lib.bp_tokens_free(ids)
+
+    def piece(self, token, special=False):
+        """The bytes one token stands for (as llama.cpp's token_to_piece gives them)."""
+        n = ctypes.c_size_t()
+        lib.bp_tokenizer_token_to_piece(self._handle(), int(token), bool(special), None, 0, ctypes.byref(n))
+        buf = ctypes.create_string_buffer(max(n.value, 1))
+        check(lib.bp_tokenizer_token_to_piece(self._handle(), int(token), bool(special), buf, n.value,
+                                              ctypes.byref(n)))
+        return buf.raw[:n.value]
+
+    def decode(self, ids, special=False):
+        """The text of ids (invalid UTF-8 replaced)."""
+        arr = (ctypes.c_int32 * len(ids))(*ids)
+        n = ctypes.c_size_t()
+        flags = _DECODE_SPECIAL if special else 0
+        lib.bp_tokenizer_decode(self._handle(), arr, len(ids), flags, None, 0, ctypes.byref(n))
+        buf = ctypes.create_string_buffer(max(n.value, 1))
+        check(lib.bp_tokenizer_decode(self._handle(), arr, len(ids), flags, buf, n.value, ctypes.byref(n)))
+        return buf.raw[:n.value].decode("utf-8", "replace")
+
+
+class Sampler:
+    """Picks the next token from a logits row: greedy (temperature <= 0), or top-k / top-p /
+    min-p / temperature with penalties, in the C library's fixed order; seeded, so the same seed
+    and calls give the same tokens. Unset parameters keep the C defaults."""
+
+    def __init__(self, n_vocab, **params):
+        p = lib.bp_sampler_default_params()
+        for k, v in params.items():
+            if k not in dict(SamplerParams._fields_):
+                raise TypeError(f"unknown sampler parameter {k!r}")
+            setattr(p, k, v)
+        h = c_void_p()
+        check(lib.bp_sampler_create(ctypes.byref(p), int(n_vocab), ctypes.byref(h)))
+        self._h, self.n_vocab = h, int(n_vocab)
+
+    def free(self):
+        if getattr(self, "_h", None):
+            lib.bp_sampler_free(self._h)
+            self._h = None
+
+    __del__ = free
+
+    def sample(self, logits):
+        """One token id drawn from logits (n_vocab floats); not yet accepted."""
+        row = f32_array(logits).reshape(-1)
+        if row.size != self.n_vocab:
+            raise ValueError(f"logits has {row.size} values, the sampler {self.n_vocab}")
+        out = ctypes.c_int32()
+        check(lib.bp_sampler_sample(self._h, fptr(row), ctypes.byref(out)))
+        return out.value
+
+    def accept(self, token):
+        """Record a token for the repetition penalties."""
+        check(lib.bp_sampler_accept(self._h, int(token)))
+
+    def reset(self):
+        lib.bp_sampler_reset(self._h)
+
+
+__all__ = ["Tokenizer", "Sampler"]
