@@ -27,7 +27,10 @@ echo "fetch-vocab: fetching ${missing[*]} from the llama-cpp-python $SDIST_VERSI
 mkdir -p "$DEST"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 -m pip download -q --disable-pip-version-check --no-binary :all: --no-deps -d "$tmp" \
+# --no-binary for this package only: with :all:, pip also builds the sdist's build backend
+# (scikit-build-core) and every build dependency of those from source to read its metadata -- in
+# a fresh minimal Debian that ran for 6+ minutes without finishing (.ci/bare-machine.sh).
+python3 -m pip download -q --disable-pip-version-check --no-binary llama-cpp-python --no-deps -d "$tmp" \
   "llama-cpp-python==$SDIST_VERSION"
 sdist=("$tmp"/llama_cpp_python-"$SDIST_VERSION".tar.gz)
 members=()
