@@ -32,6 +32,33 @@ def fail_null(ptr, code):
     return ptr
 
 
+class Handle:
+    """A C object a Python object owns: released once, by free(), at the end of a `with` block, or
+    by garbage collection. Subclasses name the C function that releases it (_free_fn)."""
+    _h = None
+    _free_fn = None
+    _what = "object"
+
+    def free(self):
+        if self._h:
+            type(self)._free_fn(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError(f"{self._what} is freed")
+        return self._h
+
+
 def version():
     """The C library's version, bp_version() (the CMake project version)."""
     return lib.bp_version().decode()

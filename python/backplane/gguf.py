@@ -4,7 +4,7 @@ import weakref
 
 import numpy as np
 
-from ._core import Error, check, fail_null, kind, _kind_from, dequantize
+from ._core import Handle, check, fail_null, _kind_from, dequantize
 from ._lib import lib, GGUFValue, c_void_p
 
 # bp_gguf_type -> (ctypes scalar, numpy dtype) for fixed-size values.
@@ -81,10 +81,13 @@ class Tensor:
         return f"Tensor({self.name!r}, {self.kind.name}, shape={self.shape})"
 
 
-class GGUF:
+class GGUF(Handle):
     """A GGUF file, opened and validated by the C library (mmap; bad input raises Error with the
     library's message naming what and where). Use as a context manager, or call close(). Weights
     made from its tensors borrow its mapping: close() frees them first."""
+
+    _free_fn = lib.bp_gguf_close
+    _what = "GGUF file"
 
     def __init__(self, path):
         h = c_void_p()
@@ -105,25 +108,18 @@ class GGUF:
         self._h, self._keep, self._weights, self._tensors = h, keep, weakref.WeakSet(), None
 
     def _require_open(self):
-        if not self._h:
-            raise ValueError("GGUF file is closed")
+        self._handle()
 
-    def close(self):
-        if getattr(self, "_h", None):
+    def free(self):
+        """Close the file; the weights made from its tensors are freed first (they borrow its
+        mapping)."""
+        if self._h:
             for w in list(self._weights):
                 w.free()
             self._weights = weakref.WeakSet()
-            lib.bp_gguf_close(self._h)
-            self._h = None
+        super().free()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
+    close = free
 
     @property
     def version(self):
@@ -161,4 +157,4 @@ class GGUF:
         return Tensor(self, fail_null(lib.bp_gguf_find_tensor(self._h, name.encode()), 9).contents)
 
 
-__all__ = ["GGUF", "Tensor", "Error", "kind"]
+__all__ = ["GGUF", "Tensor"]

@@ -3,15 +3,17 @@ import ctypes
 
 import numpy as np
 
-from ._core import Error, check, kind, kinds, _bytes_view, f32_array, fptr
+from ._core import Error, Handle, check, kind, kinds, _bytes_view, f32_array, fptr
 from ._lib import lib, capture, c_void_p, c_uint64, BackendInfo, RouteInfo
 from .gguf import Tensor
 
 
-class Weight:
+class Weight(Handle):
     """A rows x cols weight matrix of one kind (GGUF order: ne0 = cols), over bytes the weight
     keeps alive (a Tensor's mapping, or a copy of what you pass). Backends cache their own copies
     (device uploads, repacked layouts) inside it; free() or garbage collection releases them."""
+    _free_fn = lib.bp_weight_free
+    _what = "weight (or its GGUF file, closed)"
 
     def __init__(self, kind_, data, rows, cols):
         k = kind(kind_)
@@ -38,24 +40,6 @@ class Weight:
             raise Error(3, f"tensor '{t.name}' has {len(t.ne)} dimensions, a weight needs 2")
         return cls(t.kind, t, t.ne[1], t.ne[0])
 
-    def free(self):
-        if getattr(self, "_h", None):
-            lib.bp_weight_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        self.free()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.free()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("weight is freed (or its GGUF file was closed)")
-        return self._h
 
     def matvec(self, x, backend=None):
         """y = W x (x: cols floats) on the seam's choice, or only on `backend` ("cpu-ref", "cpu",

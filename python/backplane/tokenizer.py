@@ -1,7 +1,7 @@
 """Tokenizer and sampler: separate objects beside the model, as in the C API."""
 import ctypes
 
-from ._core import check, f32_array, fptr
+from ._core import Handle, check, f32_array, fptr
 from ._lib import lib, SamplerParams, c_void_p
 from .gguf import GGUF
 
@@ -9,9 +9,11 @@ _SPECIAL = {"bos": 0, "eos": 1, "unk": 2, "pad": 3, "sep": 4, "eot": 5}
 _DECODE_SPECIAL = 1
 
 
-class Tokenizer:
+class Tokenizer(Handle):
     """The tokenizer a GGUF's tokenizer.ggml.* metadata describes (SentencePiece-style or
     byte-level BPE), from a GGUF or a path. It copies what it needs: the file may be closed."""
+    _free_fn = lib.bp_tokenizer_free
+    _what = "tokenizer"
 
     def __init__(self, source):
         h = c_void_p()
@@ -23,23 +25,6 @@ class Tokenizer:
                 check(lib.bp_tokenizer_create(f._h, ctypes.byref(h)))
         self._h = h
 
-    def free(self):
-        if getattr(self, "_h", None):
-            lib.bp_tokenizer_free(self._h)
-            self._h = None
-
-    __del__ = free
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.free()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("tokenizer is freed")
-        return self._h
 
     @property
     def model(self):
@@ -89,10 +74,13 @@ class Tokenizer:
         return buf.raw[:n.value].decode("utf-8", "replace")
 
 
-class Sampler:
+class Sampler(Handle):
     """Picks the next token from a logits row: greedy (temperature <= 0), or top-k / top-p /
     min-p / temperature with penalties, in the C library's fixed order; seeded, so the same seed
     and calls give the same tokens. Unset parameters keep the C defaults."""
+
+    _free_fn = lib.bp_sampler_free
+    _what = "sampler"
 
     def __init__(self, n_vocab, **params):
         p = lib.bp_sampler_default_params()
@@ -104,28 +92,21 @@ class Sampler:
         check(lib.bp_sampler_create(ctypes.byref(p), int(n_vocab), ctypes.byref(h)))
         self._h, self.n_vocab = h, int(n_vocab)
 
-    def free(self):
-        if getattr(self, "_h", None):
-            lib.bp_sampler_free(self._h)
-            self._h = None
-
-    __del__ = free
-
     def sample(self, logits):
         """One token id drawn from logits (n_vocab floats); not yet accepted."""
         row = f32_array(logits).reshape(-1)
         if row.size != self.n_vocab:
             raise ValueError(f"logits has {row.size} values, the sampler {self.n_vocab}")
         out = ctypes.c_int32()
-        check(lib.bp_sampler_sample(self._h, fptr(row), ctypes.byref(out)))
+        check(lib.bp_sampler_sample(self._handle(), fptr(row), ctypes.byref(out)))
         return out.value
 
     def accept(self, token):
         """Record a token for the repetition penalties."""
-        check(lib.bp_sampler_accept(self._h, int(token)))
+        check(lib.bp_sampler_accept(self._handle(), int(token)))
 
     def reset(self):
-        lib.bp_sampler_reset(self._h)
+        lib.bp_sampler_reset(self._handle())
 
 
 __all__ = ["Tokenizer", "Sampler"]
