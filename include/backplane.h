@@ -252,4 +252,7 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 }
 #endif
 
+/* The op layer: matmul jobs, norms, RoPE, activations, softmax, KV cache, attention, stats. */
+#include "backplane_ops.h"
+
 #endif /* BACKPLANE_H */
