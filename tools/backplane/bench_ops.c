@@ -32,7 +32,7 @@ typedef struct bopts {
     int nkinds;
     int64_t ctx[MAX_LIST], gqa[MAX_LIST], dim[MAX_LIST], ts[MAX_LIST];
     int nctx, ngqa, ndim, nts;
-    int heads, threads, json;
+    int heads, threads, json, nts_given;
     double cold_mib, min_ms;
     const char *ggml;
 } bopts;
@@ -48,6 +48,7 @@ static int usage(FILE *f, int rc) {
             "usage: backplane bench --op attention|norm|rope|act|jobs [options]\n"
             "  attention: [--kv-kind K,..] [--ctx 512,4096,16384] [--gqa 8,4] [--dim 64,128,256] [--heads 32]\n"
             "             [--t 1] [--cold-mib 256] [--ggml PATH/ggml_attn]\n"
+            "  jobs:      [--t 1,512]\n"
             "  all ops:   [--threads N] [--min-ms 300] [--json] [--profile] [--fallbacks]\n"
             "Defaults run every KV kind on every listed shape. BACKPLANE_CPU_ISA forces the kernels' ISA.\n");
     return rc;
@@ -95,6 +96,7 @@ static int parse(int argc, char **argv, bopts *o) {
     if (!o->nctx) o->ctx[o->nctx++] = 512, o->ctx[o->nctx++] = 4096, o->ctx[o->nctx++] = 16384;
     if (!o->ngqa) o->gqa[o->ngqa++] = 8, o->gqa[o->ngqa++] = 4;
     if (!o->ndim) o->dim[o->ndim++] = 64, o->dim[o->ndim++] = 128, o->dim[o->ndim++] = 256;
+    o->nts_given = o->nts > 0;
     if (!o->nts) o->ts[o->nts++] = 1;
     return o->op ? 0 : -1;
 }
@@ -431,7 +433,9 @@ static int bench_jobs(const bopts *o) {
         {"gemma3-270m q/k/v", 3, {BP_KIND_Q5_0, BP_KIND_Q5_0, BP_KIND_Q8_0}, {1024, 256, 256}},
         {"gemma3-270m gate/up", 2, {BP_KIND_Q5_0, BP_KIND_Q5_0}, {2048, 2048}},
     };
-    const int64_t cols = 640, ts[2] = {1, 512};
+    const int64_t cols = 640;
+    const int64_t *ts = o->nts_given ? o->ts : (const int64_t[]){1, 512};
+    int nts = o->nts_given ? o->nts : 2;
     if (!o->json) printf("| jobs | t | bp_matmul us | separate bp_gemm us | speed-up | path |\n|---|---:|---:|---:|---:|---|\n");
     else printf("{\"op\": \"jobs\", \"results\": [");
     int first = 1;
@@ -452,7 +456,7 @@ static int bench_jobs(const bopts *o) {
             bp_weight_create(sets[s].k[i], data[i], rb * (size_t)sets[s].rows[i], sets[s].rows[i], cols, &w[i]);
             jobs[i].w = w[i];
         }
-        for (int ti = 0; ti < 2; ti++) {
+        for (int ti = 0; ti < nts; ti++) {
             int64_t t = ts[ti];
             float *x = malloc(sizeof(float) * (size_t)(t * cols));
             for (int64_t j = 0; j < t * cols; j++) x[j] = randf();
@@ -487,12 +491,16 @@ int bp_bench_ops(int argc, char **argv) {
     double l0 = loadavg();
     /* The read bandwidth as `backplane bench` measures it: 8 MiB segments of a buffer of at
      * least 512 MiB, so every segment comes from DRAM. */
+    /* Twice the cold set (512 MiB by default, as `backplane bench`), at least 64 MiB. */
     size_t bwb = (size_t)(o.cold_mib * 1048576.0) * 2;
-    if (bwb < ((size_t)512 << 20)) bwb = (size_t)512 << 20;
-    double bw = bp_cpu_read_bandwidth_gbps(bwb, (size_t)8 << 20, 3);
-    if (!o.json)
-        printf("%s, %d threads, ISA %s; read bandwidth %.1f GB/s; load average %.1f at start\n\n", cpu, bp_cpu_threads(),
-               bp_cpu_isa_name(bp_cpu_isa_current()), bw, l0);
+    if (bwb < ((size_t)64 << 20)) bwb = (size_t)64 << 20;
+    bool attn = !strcmp(o.op, "attention"); /* the one table set against the read bandwidth */
+    double bw = attn ? bp_cpu_read_bandwidth_gbps(bwb, (size_t)8 << 20, 3) : 0;
+    if (!o.json) {
+        printf("%s, %d threads, ISA %s; ", cpu, bp_cpu_threads(), bp_cpu_isa_name(bp_cpu_isa_current()));
+        if (attn) printf("read bandwidth %.1f GB/s; ", bw);
+        printf("load average %.1f at start\n\n", l0);
+    }
     int rc;
     if (!strcmp(o.op, "attention")) rc = bench_attention(&o, bw);
     else if (!strcmp(o.op, "jobs")) rc = bench_jobs(&o);
