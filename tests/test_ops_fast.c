@@ -113,8 +113,9 @@ static void test_attention(void) {
 
 static void test_rows(void) {
     uint64_t rng = 7;
-    enum { T = 9, N = 1030 };
-    float x[T * N], y[T * N], r[T * N], g[N], b[N], up[T * N];
+    /* 40 x 1030: over the size that shares rows out over the pool */
+    enum { T = 40, N = 1030 };
+    static float x[T * N], y[T * N], r[T * N], g[N], b[N], up[T * N], y1[T * N];
     int32_t pos[T];
     for (int i = 0; i < T * N; i++) x[i] = bp_test_randf(&rng) * 6, up[i] = bp_test_randf(&rng);
     for (int i = 0; i < N; i++) g[i] = bp_test_randf(&rng), b[i] = bp_test_randf(&rng);
@@ -133,8 +134,12 @@ static void test_rows(void) {
         const char *in = bp_cpu_isa_name((bp_cpu_isa)isa);
         for (size_t k = 0; k < 3; k++) {
             bp_ref_norm(&nds[k], x, T, r);
+            CHECK_OK(bp_cpu_set_threads(1));
+            CHECK_OK(bp_norm(&nds[k], x, T, y1));
+            CHECK_OK(bp_cpu_set_threads(3));
             CHECK_OK(bp_norm(&nds[k], x, T, y));
             CHECK(bp_test_nmse(y, r, T * N) <= 1e-12, "%s norm %zu: %.3g", in, k, bp_test_nmse(y, r, T * N));
+            CHECK(!memcmp(y, y1, sizeof y), "%s norm %zu: 3 threads bit-identical to 1", in, k);
         }
         for (int a = 0; a < 3; a++) {
             bp_ref_act((bp_activation)a, x, T * N, r);
