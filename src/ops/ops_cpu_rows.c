@@ -71,7 +71,10 @@ static void norm_rows(const bp_norm_desc *d, const float *x, int64_t r0, int64_t
         }
 }
 
-/* cos/sin of each pair's angle once per token (in double, as the reference), then every head. */
+/* cos/sin of each pair's angle once per token, then every head. The angle pos * theta_i is
+ * formed and reduced to [-pi, pi] in double (positions reach 1e5 rad and more, where a float
+ * angle would be off by 1e-2); sincosf of the reduced angle costs a third of a double sincos
+ * (measured ~1 ms of 2 for a 512-token Gemma 3 rope) and is exact to float rounding. */
 enum { ROPE_MAX_PAIRS = 1024 };
 
 static void rope_rows(const bp_rope_desc *d, float *x, int64_t j0, int64_t j1, const int32_t *pos) {
@@ -83,7 +86,10 @@ static void rope_rows(const bp_rope_desc *d, float *x, int64_t j0, int64_t j1, c
     for (int64_t j = j0; j < j1; j++) {
         for (int i = 0; i < half; i++) {
             double th = (double)pos[j] * inv[i];
-            cs[2 * i] = (float)cos(th), cs[2 * i + 1] = (float)sin(th);
+            th -= 6.283185307179586 * nearbyint(th * 0.15915494309189535);
+            float sn, cn;
+            sincosf((float)th, &sn, &cn);
+            cs[2 * i] = cn, cs[2 * i + 1] = sn;
         }
         for (int h = 0; h < d->n_heads; h++) {
             float *v = x + j * row + (int64_t)h * d->head_dim;

@@ -171,7 +171,7 @@ static void run_ggml(const bopts *o, attn_res *r) {
     snprintf(cmd, sizeof cmd, "'%s' --kind %s --ctx %lld --heads %lld --kv-heads %lld --dim %lld --t %lld --threads %d "
                               "--cold-mib %g --min-ms %g",
              o->ggml, r->kind, (long long)r->ctx, (long long)r->heads, (long long)r->kvh, (long long)r->dim,
-             (long long)r->t, bp_cpu_threads(), o->cold_mib, o->min_ms);
+             (long long)r->t, bp_cpu_threads(), r->t > 1 ? 0.0 : o->cold_mib, o->min_ms);
     FILE *p = popen(cmd, "r");
     char line[1024];
     while (p && fgets(line, sizeof line, p)) {
@@ -190,7 +190,9 @@ static int bench_attention_one(const bopts *o, bp_kind kind, int64_t ctx, int64_
     size_t rb;
     if (bp_kind_row_bytes(kind, dim, &rb)) return fprintf(stderr, "bench: %s\n", bp_last_error()), 1;
     size_t layer_bytes = 2 * rb * (size_t)kvh * (size_t)ctx;
-    int layers = (int)(o->cold_mib * 1048576.0 / (double)layer_bytes) + 1;
+    /* Decode reads K/V cold (layers rotate through --cold-mib); a prefill (t > 1) is compute-
+     * bound and reuses one layer, as `backplane bench` keeps a GEMM's weights hot. */
+    int layers = t > 1 ? 1 : (int)(o->cold_mib * 1048576.0 / (double)layer_bytes) + 1;
     bp_kv_cache_desc d = {.n_layers = layers, .n_kv_heads = (int32_t)kvh, .head_dim_k = (int32_t)dim,
                           .head_dim_v = (int32_t)dim, .capacity = ctx, .kind_k = kind, .kind_v = kind};
     bp_kv_cache *c = NULL;
@@ -416,7 +418,7 @@ static int bench_rows(const bopts *o) {
                    cases[i].name, (long long)c.t, (long long)c.n, med * 1e6, gbps);
         else
             printf("| %s | %s | %lld x %lld | %.1f | %.2f | %s |\n", cases[i].op, cases[i].name, (long long)c.t,
-                   (long long)c.n, med * 1e6, gbps, bp_op_last_path(cases[i].op));
+                   (long long)c.n, med * 1e6, gbps, bp_op_last_path(cases[i].fn == call_geglu || cases[i].fn == call_swiglu ? "glu" : cases[i].op));
         first = 0;
         free(c.x), free(c.y), free(c.up), free(c.g), free(c.pos);
     }
