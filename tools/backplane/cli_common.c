@@ -29,6 +29,12 @@ bool bp_cli_take_fallbacks(int *argc, char **argv) {
     return found;
 }
 
+bool bp_cli_take_strict(int *argc, char **argv) {
+    bool found = take_flag(argc, argv, "--strict");
+    if (found) bp_set_strict(true);
+    return found;
+}
+
 static bool want_profile;
 
 bool bp_cli_take_profile(int *argc, char **argv) {
