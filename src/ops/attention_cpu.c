@@ -24,7 +24,7 @@
 /* A decode splits its keys into chunks of at least MIN_CHUNK_KEYS until there are about
  * TARGET_ITEMS items: 128 keys keep Gemma 3's 512-token decode (one KV head) at 4 items, so a
  * worker that starts late on a busy machine still finds work. */
-enum { TARGET_ITEMS = 16, MIN_CHUNK_KEYS = 128, TILE_FLOATS = 8192 };
+enum { TARGET_ITEMS = 16, MIN_CHUNK_KEYS = 128, TILE_FLOATS = 16384 };
 
 typedef struct plan {
     const bp_attn_desc *d;
@@ -108,13 +108,16 @@ static void run_item(const plan *p, int64_t it, rows *w) {
                 memset(s, 0, sizeof(float) * (size_t)kt);
                 continue;
             }
-            float mt = -INFINITY;
-            for (int u = a; u < b; u++) {
-                float v = s[u] * scale;
-                if (cap > 0) v = softcap(v, cap);
-                s[u] = v;
-                if (v > mt) mt = v;
-            }
+            float mt;
+            if (cap > 0) {
+                mt = -INFINITY;
+                for (int u = a; u < b; u++) {
+                    float v = softcap(s[u] * scale, cap);
+                    s[u] = v;
+                    if (v > mt) mt = v;
+                }
+            } else
+                mt = p->kn->scale_max(s + a, b - a, scale);
             for (int u = 0; u < a; u++) s[u] = -INFINITY;
             for (int u = b; u < kt; u++) s[u] = -INFINITY;
             if (mt > w->m[r]) {

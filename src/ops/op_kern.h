@@ -23,6 +23,11 @@ typedef struct bp_op_kern {
     float (*exp_sum)(float *s, int n, float m);
     /* x[i] *= c */
     void (*scale)(float *x, int n, float c);
+    /* x[i] *= c; returns max x[i] (-inf for n = 0) */
+    float (*scale_max)(float *x, int n, float c);
+    /* y[i] = x[i] as IEEE half, round to nearest even (the F16 quantizer's rounding): the KV
+     * cache's F16 append. */
+    void (*to_f16)(const float *x, uint16_t *y, int64_t n);
     /* y[i] = act(x[i]) (up: y[i] = act(x[i]) * up[i]); act is a bp_activation. */
     void (*act)(int act, const float *x, const float *up, float *y, int64_t n);
 } bp_op_kern;
