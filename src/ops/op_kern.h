@@ -19,6 +19,9 @@ typedef struct bp_op_kern {
     void (*scores)(const float *const *q, int R, const float *k, size_t kstride, int kt, int dk, float *s);
     /* acc[r][0..dv) += sum_j p[r * kt + j] * v[j] for r < R. */
     void (*pv)(float *const *acc, const float *p, int R, const float *v, size_t vstride, int kt, int dv);
+    /* The same two over an F16 cache read in place (strides in halves); NULL: dequantize first. */
+    void (*scores_f16)(const float *const *q, int R, const uint16_t *k, size_t kstride, int kt, int dk, float *s);
+    void (*pv_f16)(float *const *acc, const float *p, int R, const uint16_t *v, size_t vstride, int kt, int dv);
     /* s[i] = exp(s[i] - m) for i < n (exp(-inf) = 0); returns the sum. */
     float (*exp_sum)(float *s, int n, float m);
     /* x[i] *= c */
