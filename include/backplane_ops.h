@@ -41,6 +41,9 @@
 extern "C" {
 #endif
 
+/* Exported from libbackplane.so without marking each declaration (see backplane.h). */
+#pragma GCC visibility push(default)
+
 /* ---- batched matmul jobs: several weights, one input, one submission ---------------------- */
 
 /* y[t][w->rows] = x[t][w->cols] W^T. */
@@ -226,6 +229,8 @@ int bp_stats_get(bp_op_stat *out, int max);
 void bp_stats_reset(void);
 /* A table of the stats (op, backend, calls, ms, ms/call, GB/s, GFLOP/s) and the fallbacks. */
 void bp_stats_report(FILE *out);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
