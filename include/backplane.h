@@ -252,4 +252,7 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 }
 #endif
 
+/* ---- further public areas, each its own header ------------------------------------------- */
+#include "backplane_ops_conv_moe.h"
+
 #endif /* BACKPLANE_H */

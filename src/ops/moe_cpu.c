@@ -1,0 +1,93 @@
+/* MoE on the CPU: routes grouped by expert, so each used expert's weights are read once per
+ * call whatever the number of tokens routed to it (llama.cpp's mul_mat_id groups the same way).
+ *
+ *   1. count routes per expert, prefix-sum, and list (token, weight) per expert in token order;
+ *   2. per used expert e with n routes: gather those tokens' rows of x into X [n][h];
+ *      G = X gate_e^T, U = X up_e^T (two GEMMs over one X), A = silu(G) * U, D = A down_e^T;
+ *   3. y[token] += weight * D[row], expert by expert (ascending id).
+ *
+ * The matmuls are bp_gemm on the expert's bp_weight: with MoE offload on, the seam's choice (a
+ * device backend that claims the kind runs them, with its named fallbacks); off, the CPU
+ * kernels (bp_gemm_on "cpu"). n = 1 (decode) is the matvec kernel inside bp_gemm.
+ *
+ * Extra memory per call: n_max * (2h + 3 inter) floats for X, D, G, U, A, where n_max is the
+ * largest number of routes to one expert (t * top_k at most), plus (t * top_k) route entries. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "ops/moe_internal.h"
+
+static bp_status gemm(bp_weight *w, bp_moe_matmul how, const float *x, int64_t n, float *y) {
+    return how == BP_MOE_MATMUL_CPU ? bp_gemm_on(w, "cpu", x, n, y) : bp_gemm(w, x, n, y);
+}
+
+static inline float silu(float v) { return v / (1.0f + expf(-v)); }
+
+bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, int64_t top_k, const int32_t *ids,
+                     const float *route_w, float *y) {
+    int64_t nr = t * top_k, E = m->n_expert, h = m->h, inter = m->inter;
+    if (nr == 0) return BP_OK;
+    int64_t *start = bp_calloc((size_t)E + 1, sizeof(int64_t));
+    int64_t *tok = bp_malloc(sizeof(int64_t) * (size_t)nr);
+    float *wt = bp_malloc(sizeof(float) * (size_t)nr);
+    if (!start || !tok || !wt) {
+        bp_free(start);
+        bp_free(tok);
+        bp_free(wt);
+        return bp_fail(BP_E_NOMEM, "MoE: no memory to group %lld routes by expert", (long long)nr);
+    }
+    for (int64_t r = 0; r < nr; r++) start[ids[r] + 1]++;
+    int64_t n_max = 0, used = 0;
+    for (int64_t e = 0; e < E; e++) {
+        if (start[e + 1] > n_max) n_max = start[e + 1];
+        used += start[e + 1] > 0;
+        start[e + 1] += start[e];
+    }
+    /* Fill in token order: a stable counting sort (start[e] is e's next free place). */
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t at = start[ids[r]]++;
+        tok[at] = r / top_k;
+        wt[at] = route_w[r];
+    }
+    for (int64_t e = E; e > 0; e--) start[e] = start[e - 1]; /* back to the first place of each */
+    start[0] = 0;
+
+    bp_status s = BP_OK;
+    float *X = bp_aligned_alloc(64, sizeof(float) * (size_t)(n_max * (2 * h + 3 * inter)));
+    if (!X) {
+        s = bp_fail(BP_E_NOMEM, "MoE: no memory for %lld routes to one expert (h %lld, inter %lld)", (long long)n_max,
+                    (long long)h, (long long)inter);
+        goto out;
+    }
+    float *D = X + n_max * h, *G = D + n_max * h, *U = G + n_max * inter, *A = U + n_max * inter;
+    int64_t last = -1;
+    for (int64_t e = 0; e < E && !s; e++) {
+        int64_t r0 = start[e], n = start[e + 1] - r0;
+        if (!n) continue;
+        for (int64_t r = 0; r < n; r++) memcpy(X + r * h, x + tok[r0 + r] * h, sizeof(float) * (size_t)h);
+        s = gemm(m->gate[e], how, X, n, G);
+        if (!s) s = gemm(m->up[e], how, X, n, U);
+        if (s) break;
+        for (int64_t i = 0; i < n * inter; i++) A[i] = silu(G[i]) * U[i];
+        s = gemm(m->down[e], how, A, n, D);
+        if (s) break;
+        for (int64_t r = 0; r < n; r++) {
+            float *yr = y + tok[r0 + r] * h, wr = wt[r0 + r];
+            const float *dr = D + r * h;
+            for (int64_t c = 0; c < h; c++) yr[c] += wr * dr[c];
+        }
+        last = e;
+    }
+    if (!s && last >= 0)
+        bp_moe_set_path(m, "CPU MoE, %lld of %lld experts; expert matmuls: %s", (long long)used, (long long)E,
+                        bp_weight_last_path(m->gate[last]));
+out:
+    bp_free(X);
+    bp_free(start);
+    bp_free(tok);
+    bp_free(wt);
+    return s;
+}
