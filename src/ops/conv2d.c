@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "seam/seam_internal.h"
 #include "ops/conv2d_internal.h"
 
 static const char *const variant_names[] = {
@@ -89,7 +90,8 @@ bp_status bp_conv2d_on(bp_weight *w, const char *backend, const bp_conv2d_params
     if (s) return s;
     if (!backend || !strcmp(backend, "cpu")) return bp_conv2d_cpu(w, p, x, y);
     if (!strcmp(backend, "cpu-ref")) return bp_conv2d_ref(w, p, x, y);
-    return bp_fail(BP_E_UNSUPPORTED, "bp_conv2d: backend '%s' has no conv2d", backend);
+    if (bp_seam_slot_find(backend) < 0) return bp_fail(BP_E_NOT_FOUND, "bp_conv2d: no backend called '%s'", backend);
+    return bp_fail(BP_E_UNSUPPORTED, "bp_conv2d: %s has no conv2d kernel", backend);
 }
 
 bp_status bp_conv2d(bp_weight *w, const bp_conv2d_params *p, const float *x, float *y) {

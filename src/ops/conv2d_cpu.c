@@ -34,6 +34,8 @@
 /* 2 MiB: a tile of 182 pixels for a 3x3x320 patch. Per tile the GEMM reads the whole weight
  * again (1.8 MB of F16 at 320 -> 320), which stays in cache. */
 enum { TILE_BYTES = 2 << 20, NCHUNK = 64, GATHER_CHUNK = 8 };
+static size_t tile_bytes = TILE_BYTES;
+void bp_conv2d_cpu_set_tile_bytes(size_t bytes) { tile_bytes = bytes ? bytes : TILE_BYTES; }
 
 typedef struct conv_run {
     const bp_conv2d_params *p;
@@ -245,7 +247,7 @@ bp_status bp_conv2d_cpu(bp_weight *w, const bp_conv2d_params *p, const float *x,
         return s;
     }
     int64_t per_pix = r.kk_cin * (int64_t)sizeof(float);
-    int64_t P = TILE_BYTES / per_pix;
+    int64_t P = (int64_t)(tile_bytes / (size_t)per_pix);
     if (P < 1) P = 1;
     if (P > nout) P = nout;
     /* Output rows one tile touches (a run of P pixels starting mid-row reaches one more), and

@@ -11,6 +11,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "seam/seam_internal.h"
 #include "ops/moe_internal.h"
 
 /* ---- the offload switch: three states as exact mode (src/seam/switches.c) ------------------- */
@@ -261,7 +262,8 @@ bp_status bp_moe_run_on(bp_moe *m, const char *backend, const float *x, int64_t 
         if (!s) bp_moe_set_path(m, "CPU reference MoE (float64)");
         return s;
     }
-    return bp_fail(BP_E_UNSUPPORTED, "bp_moe_run: backend '%s' has no MoE", backend);
+    if (bp_seam_slot_find(backend) < 0) return bp_fail(BP_E_NOT_FOUND, "bp_moe_run: no backend called '%s'", backend);
+    return bp_fail(BP_E_UNSUPPORTED, "bp_moe_run: %s has no MoE kernel", backend);
 }
 
 bp_status bp_moe_run(bp_moe *m, const float *x, int64_t t, int64_t top_k, const int32_t *ids, const float *route_w,
