@@ -252,7 +252,9 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 }
 #endif
 
-/* ---- further public areas, each its own header ------------------------------------------- */
+/* The op layer: matmul jobs, norms, RoPE, activations, softmax, KV cache, attention, stats. */
+#include "backplane_ops.h"
+/* Ops of the op layer in their own header: conv2d with a fused input norm, MoE routed experts. */
 #include "backplane_ops_conv_moe.h"
 
 #endif /* BACKPLANE_H */
