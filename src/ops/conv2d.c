@@ -1,29 +1,17 @@
-/* conv2d: the checks every path shares, the norm variants, and the public entry points.
- * Which backend runs it is the op layer's walk (claims per (conv2d, kind, variant)); the CPU
+/* conv2d: the checks every path shares, the op row per norm variant, and the public entry
+ * points. Which backend runs it is the op layer's walk (claims per (conv2d row, kind)); the CPU
  * is last and always able: conv2d_cpu.c, with conv2d_ref.c as its oracle. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "seam/seam_internal.h"
+#include "cpu/cpu.h"
 #include "ops/conv2d_internal.h"
+#include "ops/ops_internal.h"
 
-static const char *const variant_names[] = {
-#define BP_CONV_VARIANT_NAME(E, name, norm, silu) name,
-    BP_CONV_VARIANTS(BP_CONV_VARIANT_NAME)
-#undef BP_CONV_VARIANT_NAME
-};
-
-bp_conv_variant bp_conv_variant_of(const bp_conv2d_params *p) {
-#define BP_CONV_VARIANT_MATCH(E, name, nm, sl) \
-    if (p->norm == (nm) && p->silu == (sl)) return BP_CONV_VARIANT_##E;
-    BP_CONV_VARIANTS(BP_CONV_VARIANT_MATCH)
-#undef BP_CONV_VARIANT_MATCH
-    return BP_CONV_VARIANT_PLAIN; /* unreachable for checked parameters */
-}
-
-const char *bp_conv_variant_name(bp_conv_variant v) {
-    return (unsigned)v < BP_CONV_VARIANT_COUNT ? variant_names[v] : "?";
+bp_op bp_conv2d_op_of(const bp_conv2d_params *p) {
+    return p->norm == BP_CONV_NORM_GROUP ? BP_OP_CONV2D_GN : p->norm == BP_CONV_NORM_LAYER ? BP_OP_CONV2D_LN : BP_OP_CONV2D;
 }
 
 static bool out_dim(int64_t in, int64_t k, int64_t s, int64_t *out) {
@@ -84,16 +72,32 @@ bp_status bp_conv2d_check(const char *who, const bp_weight *w, const bp_conv2d_p
     return BP_OK;
 }
 
+/* The op call for a checked conv2d, with the bytes it moves and its FLOPs for the stats. */
+static bp_op_call conv_call(bp_weight *w, const bp_conv2d_params *p, const float *x, float *y, int64_t oh, int64_t ow) {
+    bp_op_call c = {.op = bp_conv2d_op_of(p), .kind = w->kind, .kind2 = w->kind};
+    c.u.conv.w = w, c.u.conv.p = p, c.u.conv.x = x, c.u.conv.y = y;
+    c.bytes = (double)w->row_bytes * (double)w->rows + 4.0 * (double)(p->h * p->w * p->cin) + 4.0 * (double)(oh * ow * p->cout);
+    c.flops = 2.0 * (double)(oh * ow) * (double)p->cout * (double)(p->k * p->k * p->cin);
+    return c;
+}
+
 bp_status bp_conv2d_on(bp_weight *w, const char *backend, const bp_conv2d_params *p, const float *x, float *y) {
     int64_t oh, ow;
     bp_status s = bp_conv2d_check("bp_conv2d", w, p, x, y, &oh, &ow);
     if (s) return s;
-    if (!backend || !strcmp(backend, "cpu")) return bp_conv2d_cpu(w, p, x, y);
-    if (!strcmp(backend, "cpu-ref")) return bp_conv2d_ref(w, p, x, y);
-    if (bp_seam_slot_find(backend) < 0) return bp_fail(BP_E_NOT_FOUND, "bp_conv2d: no backend called '%s'", backend);
-    return bp_fail(BP_E_UNSUPPORTED, "bp_conv2d: %s has no conv2d kernel", backend);
+    if (backend && !strcmp(backend, "cpu-ref")) return bp_conv2d_ref(w, p, x, y);
+    bp_op_call c = conv_call(w, p, x, y, oh, ow);
+    return bp_op_run_on(&c, backend);
 }
 
 bp_status bp_conv2d(bp_weight *w, const bp_conv2d_params *p, const float *x, float *y) {
     return bp_conv2d_on(w, NULL, p, x, y);
+}
+
+bp_status bp_conv2d_cpu_op(const bp_op_call *c, char *label, size_t label_len) {
+    const bp_weight *w = c->u.conv.w;
+    int64_t tile = bp_conv2d_cpu_tile_pixels(c->u.conv.p);
+    snprintf(label, label_len, "CPU %s %s (tiles of %lld px: %s)", bp_op_name(c->op),
+             bp_kind_lookup((uint32_t)w->kind)->name, (long long)tile, bp_cpu_kernel_name(w->kind, tile));
+    return bp_conv2d_cpu(c->u.conv.w, c->u.conv.p, c->u.conv.x, c->u.conv.y);
 }

@@ -235,6 +235,14 @@ static void rows_to_fill(conv_run *r) {
         }
 }
 
+int64_t bp_conv2d_cpu_tile_pixels(const bp_conv2d_params *p) {
+    int64_t oh, ow;
+    if (bp_conv2d_out_size(p, &oh, &ow)) return 1;
+    if (p->k == 1 && p->stride == 1 && p->norm == BP_CONV_NORM_NONE && !p->silu) return oh * ow; /* one GEMM */
+    int64_t P = (int64_t)(tile_bytes / ((size_t)(p->k * p->k * p->cin) * sizeof(float)));
+    return P < 1 ? 1 : P > oh * ow ? oh * ow : P;
+}
+
 bp_status bp_conv2d_cpu(bp_weight *w, const bp_conv2d_params *p, const float *x, float *y) {
     conv_run r = {.p = p, .x = x, .pad = p->k / 2, .kk_cin = p->k * p->k * p->cin};
     bp_status s = bp_conv2d_out_size(p, &r.oh, &r.ow);
@@ -246,10 +254,7 @@ bp_status bp_conv2d_cpu(bp_weight *w, const bp_conv2d_params *p, const float *x,
         if (!s) add_bias(p, y, nout);
         return s;
     }
-    int64_t per_pix = r.kk_cin * (int64_t)sizeof(float);
-    int64_t P = (int64_t)(tile_bytes / (size_t)per_pix);
-    if (P < 1) P = 1;
-    if (P > nout) P = nout;
+    int64_t P = bp_conv2d_cpu_tile_pixels(p);
     /* Output rows one tile touches (a run of P pixels starting mid-row reaches one more), and
      * the ring rows they need. */
     int64_t out_rows = (P + r.ow - 1) / r.ow + 1;

@@ -3,29 +3,12 @@
 #ifndef BP_OPS_CONV2D_INTERNAL_H
 #define BP_OPS_CONV2D_INTERNAL_H
 
+#include "ops/op_call.h"
 #include "seam/seam.h"
 
-/* The norm variants a backend claims separately for (conv2d, kind, variant): the SiLU is part of
- * the variant because a kernel that fuses the norm may still lack the activation.
- * BP_CONV_VARIANT(ENUM, name, norm, silu) */
-#define BP_CONV_VARIANTS(X)                                       \
-    X(PLAIN, "plain", BP_CONV_NORM_NONE, false)                   \
-    X(SILU, "silu", BP_CONV_NORM_NONE, true)                      \
-    X(GROUPNORM, "groupnorm", BP_CONV_NORM_GROUP, false)          \
-    X(GROUPNORM_SILU, "groupnorm+silu", BP_CONV_NORM_GROUP, true) \
-    X(LAYERNORM, "layernorm", BP_CONV_NORM_LAYER, false)          \
-    X(LAYERNORM_SILU, "layernorm+silu", BP_CONV_NORM_LAYER, true)
-
-typedef enum bp_conv_variant {
-#define BP_CONV_VARIANT_ENUM(E, name, norm, silu) BP_CONV_VARIANT_##E,
-    BP_CONV_VARIANTS(BP_CONV_VARIANT_ENUM)
-#undef BP_CONV_VARIANT_ENUM
-    BP_CONV_VARIANT_COUNT
-} bp_conv_variant;
-
-/* The variant of a checked parameter set, and its name ("groupnorm+silu"). */
-bp_conv_variant bp_conv_variant_of(const bp_conv2d_params *p);
-const char *bp_conv_variant_name(bp_conv_variant v);
+/* The ops.def row a conv2d call is claimed and counted under: conv2d, conv2d_gn or
+ * conv2d_ln, by its input norm. */
+bp_op bp_conv2d_op_of(const bp_conv2d_params *p);
 
 /* Every check of bp_conv2d (geometry, weight shape against it, GroupNorm groups, pointers,
  * sizes that overflow), named by `who`; *oh / *ow get the output size. */
@@ -42,5 +25,9 @@ bp_status bp_conv2d_cpu(bp_weight *w, const bp_conv2d_params *p, const float *x,
 /* Tests: the tile size in bytes (0: the default, 2 MiB), so small images still take many tiles,
  * tiles shorter than a row and one-pixel tiles. Not safe while a conv2d runs. */
 void bp_conv2d_cpu_set_tile_bytes(size_t bytes);
+/* Output pixels per tile (one GEMM's batch) for p on the CPU path. */
+int64_t bp_conv2d_cpu_tile_pixels(const bp_conv2d_params *p);
+/* The CPU's conv2d for the op layer (bp_op_cpu): the fast path, naming what ran in label. */
+bp_status bp_conv2d_cpu_op(const bp_op_call *c, char *label, size_t label_len);
 
 #endif

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "seam/seam_internal.h"
 #include "ops/moe_internal.h"
+#include "ops/ops_internal.h"
 
 /* ---- the offload switch: three states as exact mode (src/seam/switches.c) ------------------- */
 
@@ -251,19 +252,48 @@ bp_status bp_moe_check_run(const char *who, const bp_moe *m, const float *x, int
     return BP_OK;
 }
 
+/* The op call for a checked run, with the bytes it moves (each used expert's three matrices
+ * once, x and y) and its FLOPs (3 matmuls of h x inter per route) for the stats. */
+static bp_status moe_call(bp_moe *m, const float *x, int64_t t, int64_t top_k, const int32_t *ids,
+                          const float *route_w, float *y, bp_op_call *c) {
+    memset(c, 0, sizeof *c);
+    c->op = BP_OP_MOE;
+    c->kind = m->gate[0]->kind;
+    c->kind2 = m->down[0]->kind;
+    c->u.moe.m = m, c->u.moe.x = x, c->u.moe.t = t, c->u.moe.top_k = top_k;
+    c->u.moe.ids = ids, c->u.moe.route_w = route_w, c->u.moe.y = y;
+    uint8_t *seen = bp_calloc((size_t)m->n_expert, 1);
+    if (!seen) return bp_fail(BP_E_NOMEM, "MoE: no memory for %lld expert flags", (long long)m->n_expert);
+    double per = 0;
+    for (int64_t r = 0; r < t * top_k; r++) {
+        int32_t e = ids[r];
+        if (seen[e]) continue;
+        seen[e] = 1;
+        per += (double)(m->gate[e]->row_bytes + m->up[e]->row_bytes) * (double)m->inter +
+               (double)m->down[e]->row_bytes * (double)m->h;
+    }
+    bp_free(seen);
+    c->bytes = per + 8.0 * (double)(t * m->h);
+    c->flops = 6.0 * (double)(t * top_k) * (double)m->h * (double)m->inter;
+    return BP_OK;
+}
+
 bp_status bp_moe_run_on(bp_moe *m, const char *backend, const float *x, int64_t t, int64_t top_k, const int32_t *ids,
                         const float *route_w, float *y) {
     bp_status s = bp_moe_check_run("bp_moe_run", m, x, t, top_k, ids, route_w, y);
     if (s || t == 0) return s;
-    if (!backend) return bp_moe_cpu(m, bp_moe_offload() ? BP_MOE_MATMUL_SEAM : BP_MOE_MATMUL_CPU, x, t, top_k, ids, route_w, y);
-    if (!strcmp(backend, "cpu")) return bp_moe_cpu(m, BP_MOE_MATMUL_CPU, x, t, top_k, ids, route_w, y);
-    if (!strcmp(backend, "cpu-ref")) {
+    if (backend && !strcmp(backend, "cpu-ref")) {
         s = bp_moe_ref(m, x, t, top_k, ids, route_w, y);
         if (!s) bp_moe_set_path(m, "CPU reference MoE (float64)");
         return s;
     }
-    if (bp_seam_slot_find(backend) < 0) return bp_fail(BP_E_NOT_FOUND, "bp_moe_run: no backend called '%s'", backend);
-    return bp_fail(BP_E_UNSUPPORTED, "bp_moe_run: %s has no MoE kernel", backend);
+    bp_op_call c;
+    if ((s = moe_call(m, x, t, top_k, ids, route_w, y, &c))) return s;
+    /* Offload off: the CPU, whoever claims the pair, and its expert matmuls on the CPU too. */
+    c.cpu_only = !backend && !bp_moe_offload();
+    s = bp_op_run_on(&c, backend);
+    if (!s) bp_moe_set_path(m, "%s", bp_op_last_path("moe"));
+    return s;
 }
 
 bp_status bp_moe_run(bp_moe *m, const float *x, int64_t t, int64_t top_k, const int32_t *ids, const float *route_w,

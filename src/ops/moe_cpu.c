@@ -6,9 +6,11 @@
  *      G = X gate_e^T, U = X up_e^T (two GEMMs over one X), A = silu(G) * U, D = A down_e^T;
  *   3. y[token] += weight * D[row], expert by expert (ascending id).
  *
- * The matmuls are bp_gemm on the expert's bp_weight: with MoE offload on, the seam's choice (a
- * device backend that claims the kind runs them, with its named fallbacks); off, the CPU
- * kernels (bp_gemm_on "cpu"). n = 1 (decode) is the matvec kernel inside bp_gemm.
+ * This is the CPU's MoE op: it runs when no backend claims (moe, kind) or MoE offload is off.
+ * The matmuls are bp_gemm on the expert's bp_weight: with offload on, the seam's choice per
+ * weight (a device backend with a GEMM for the kind runs them, with its named fallbacks, and
+ * the path says so); with offload off, the CPU kernels (bp_gemm_on "cpu"). n = 1 (decode) is
+ * the matvec kernel inside bp_gemm.
  *
  * Extra memory per call: n_max * (2h + 3 inter) floats for X, D, G, U, A, where n_max is the
  * largest number of routes to one expert (t * top_k at most), plus (t * top_k) route entries. */
@@ -27,7 +29,7 @@ static bp_status gemm(bp_weight *w, bp_moe_matmul how, const float *x, int64_t n
 static inline float silu(float v) { return v / (1.0f + expf(-v)); }
 
 bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, int64_t top_k, const int32_t *ids,
-                     const float *route_w, float *y) {
+                     const float *route_w, float *y, char *label, size_t label_len) {
     int64_t nr = t * top_k, E = m->n_expert, h = m->h, inter = m->inter;
     if (nr == 0) return BP_OK;
     int64_t *start = bp_calloc((size_t)E + 1, sizeof(int64_t));
@@ -81,13 +83,18 @@ bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, in
         }
         last = e;
     }
-    if (!s && last >= 0)
-        bp_moe_set_path(m, "CPU MoE, %lld of %lld experts; expert matmuls: %s", (long long)used, (long long)E,
-                        bp_weight_last_path(m->gate[last]));
+    if (!s && last >= 0 && label)
+        snprintf(label, label_len, "CPU MoE, %lld of %lld experts; expert matmuls: %s", (long long)used, (long long)E,
+                 bp_weight_last_path(m->gate[last]));
 out:
     bp_free(X);
     bp_free(start);
     bp_free(tok);
     bp_free(wt);
     return s;
+}
+
+bp_status bp_moe_cpu_op(const bp_op_call *c, char *label, size_t label_len) {
+    return bp_moe_cpu(c->u.moe.m, c->cpu_only ? BP_MOE_MATMUL_CPU : BP_MOE_MATMUL_SEAM, c->u.moe.x, c->u.moe.t,
+                      c->u.moe.top_k, c->u.moe.ids, c->u.moe.route_w, c->u.moe.y, label, label_len);
 }

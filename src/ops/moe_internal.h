@@ -3,6 +3,7 @@
 #ifndef BP_OPS_MOE_INTERNAL_H
 #define BP_OPS_MOE_INTERNAL_H
 
+#include "ops/op_call.h"
 #include "seam/seam.h"
 
 struct bp_moe {
@@ -30,9 +31,12 @@ typedef enum bp_moe_matmul {
 } bp_moe_matmul;
 
 /* The CPU path (moe_cpu.c): routes grouped by expert, each used expert's gate, up and down
- * run once over all its tokens. Arguments already checked. */
+ * run once over all its tokens; label (may be NULL) gets what ran. Arguments already checked. */
 bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, int64_t top_k, const int32_t *ids,
-                     const float *route_w, float *y);
+                     const float *route_w, float *y, char *label, size_t label_len);
+/* The CPU's MoE for the op layer (bp_op_cpu): expert matmuls through the seam, or on the CPU
+ * kernels when the call is cpu_only (offload off, or "cpu" forced). */
+bp_status bp_moe_cpu_op(const bp_op_call *c, char *label, size_t label_len);
 /* The float64 reference (moe_ref.c): one expert dequantized at a time by the reference
  * dequantizer, every (token, route) of it computed in double. Arguments already checked. */
 bp_status bp_moe_ref(const bp_moe *m, const float *x, int64_t t, int64_t top_k, const int32_t *ids,

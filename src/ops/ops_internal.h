@@ -9,6 +9,10 @@
 /* Validate nothing (the public entry points did), run c through the seam (claimed backends,
  * then the CPU), record stats and the last path. */
 bp_status bp_op_run(bp_op_call *c);
+/* c on one backend only: "cpu" (no walk), or a seam slot's name; NULL is bp_op_run. A backend
+ * that is missing, disabled or does not claim the call is an error; a launch error is returned
+ * (BP_E_DEVICE), never covered by another backend. */
+bp_status bp_op_run_on(bp_op_call *c, const char *backend);
 /* The CPU's implementation of every op: a fast path when there is one, else the reference. */
 bp_status bp_op_cpu(const bp_op_call *c, char *label, size_t label_len);
 /* The CPU reference for every op (what mock backends compute, what the fast paths are tested
