@@ -15,4 +15,15 @@ void bp_cli_print_fallbacks(void);
 /* Write s as a JSON string literal (quotes, escapes). NULL writes null. */
 void bp_cli_json_str(FILE *f, const char *s);
 
+/* ---- benches of ops in their own files (bench_conv_moe.c), helpers from cmd_bench.c -------- */
+#include "backplane.h"
+/* rows x cols weights of kind ki (row bytes rb) with a bench's random contents: one tile of rows
+ * quantized (or random finite blocks), repeated down the matrix. */
+bp_status bp_bench_fill_weights(const bp_kind_info *ki, int64_t rows, int64_t cols, size_t rb, uint8_t *w);
+/* Bytes of weight copies a decode rotates through so every read comes from DRAM. */
+size_t bp_bench_cold_bytes(void);
+/* backplane bench --op conv2d|moe (bench_conv_moe.c): whether argv asks for one of them. */
+bool bp_bench_conv_moe_wants(int argc, char **argv);
+int bp_bench_conv_moe(int argc, char **argv);
+
 #endif

@@ -294,7 +294,8 @@ static int bench_main(int argc, char **argv);
 
 int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
-    int rc = bench_main(argc, argv);
+    /* --op conv2d|moe: bench_conv_moe.c */
+    int rc = bp_bench_conv_moe_wants(argc, argv) ? bp_bench_conv_moe(argc, argv) : bench_main(argc, argv);
     bp_cli_print_fallbacks();
     return rc;
 }
@@ -371,3 +372,11 @@ static int bench_main(int argc, char **argv) {
     free(res);
     return failed ? 1 : 0;
 }
+
+/* ---- for the op benches in other files (declared in cli_common.h) --------------------------- */
+
+bp_status bp_bench_fill_weights(const bp_kind_info *ki, int64_t rows, int64_t cols, size_t rb, uint8_t *w) {
+    return fill_weights(ki, rows, cols, rb, w);
+}
+
+size_t bp_bench_cold_bytes(void) { return cold_bytes(llc_bytes()); }
