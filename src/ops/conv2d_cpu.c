@@ -30,6 +30,7 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_internal.h"
 #include "ops/conv2d_internal.h"
+#include "ops/op_kern.h"
 
 /* 2 MiB: a tile of 182 pixels for a 3x3x320 patch. Per tile the GEMM reads the whole weight
  * again (1.8 MB of F16 at 320 -> 320), which stays in cache. */
@@ -132,8 +133,6 @@ static bp_status groupnorm_affine(conv_run *r) {
 
 /* ---- the ring of normalized rows ------------------------------------------------------------ */
 
-static inline float silu(float v) { return v / (1.0f + expf(-v)); }
-
 static void norm_pixel(const conv_run *r, const float *xr, float *o) {
     const bp_conv2d_params *p = r->p;
     int64_t cin = p->cin;
@@ -150,8 +149,7 @@ static void norm_pixel(const conv_run *r, const float *xr, float *o) {
     } else {
         memcpy(o, xr, sizeof(float) * (size_t)cin);
     }
-    if (p->silu)
-        for (int64_t c = 0; c < cin; c++) o[c] = silu(o[c]);
+    if (p->silu) bp_op_kern_current()->act(BP_SILU, o, NULL, o, cin);
 }
 
 /* The ring slot of input row iy. With stride < k output rows share input rows, and a window of

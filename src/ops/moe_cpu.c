@@ -21,12 +21,11 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "ops/moe_internal.h"
+#include "ops/op_kern.h"
 
 static bp_status gemm(bp_weight *w, bp_moe_matmul how, const float *x, int64_t n, float *y) {
     return how == BP_MOE_MATMUL_CPU ? bp_gemm_on(w, "cpu", x, n, y) : bp_gemm(w, x, n, y);
 }
-
-static inline float silu(float v) { return v / (1.0f + expf(-v)); }
 
 bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, int64_t top_k, const int32_t *ids,
                      const float *route_w, float *y, char *label, size_t label_len) {
@@ -73,7 +72,7 @@ bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, in
         s = gemm(m->gate[e], how, X, n, G);
         if (!s) s = gemm(m->up[e], how, X, n, U);
         if (s) break;
-        for (int64_t i = 0; i < n * inter; i++) A[i] = silu(G[i]) * U[i];
+        bp_op_kern_current()->act(BP_SILU, G, U, A, n * inter); /* A = silu(G) * U */
         s = gemm(m->down[e], how, A, n, D);
         if (s) break;
         for (int64_t r = 0; r < n; r++) {
