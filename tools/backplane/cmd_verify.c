@@ -224,8 +224,11 @@ int bp_cmd_verify(int argc, char **argv) {
         for (int k = 0; k < bp_kind_table_size(); k++) {
             const bp_kind_info *ki = bp_kind_at(k);
             if (ki->role != BP_ROLE_W || (only_kind && strcmp(only_kind, ki->name))) continue;
-            if (s && !s->caps->matvec_kernel(ki->kind)) continue;
-            if (run_kind(&tl, name, ki)) return 1;
+            if ((!s || s->caps->matvec_kernel(ki->kind)) && run_kind(&tl, name, ki)) return 1;
+            /* conv2d and MoE (verify_conv_moe.c), by the backend's op claims */
+            bp_verify_rows vr = {.json = tl.json, .first = tl.first};
+            bp_verify_conv_moe(&vr, name, s ? s->caps : NULL, ki);
+            tl.first = vr.first, tl.cases += vr.cases, tl.failed += vr.failed;
         }
     }
     if (tl.json) printf("\n  ],\n  \"cases\": %d,\n  \"failed\": %d\n}\n", tl.cases, tl.failed);
