@@ -1,23 +1,24 @@
 /* conv2d on the CPU: the input normalized as it is loaded, neighbourhoods gathered a tile at a
  * time, each tile one GEMM through the CPU backend's kernels (any of the 28 kinds, int8 VNNI or
- * f32 panels as bp_cpu_gemm chooses). The unfolded input (oh*ow x k*k*cin floats, 190 MB for a
- * 64x64x640 3x3 conv) never exists.
+ * f32 panels as bp_cpu_gemm chooses). The unfolded input (oh*ow x k*k*cin floats: 47 MB for a
+ * 64x64x320 3x3 conv, 94 MB at 640 channels) never exists.
  *
  * Per tile of P consecutive output pixels (raster order, P = TILE_BYTES / (k*k*cin*4), at least
  * one): the input rows the tile reaches are normalized (norm, affine, SiLU) into a ring of
  * normalized rows, each row once per call (a row stays in the ring while later tiles need it;
- * rows a stride skips are never normalized),
- * then each pixel's k x k x cin patch is copied from the ring (zeros outside the image) into
- * the tile, and Y[P][cout] = tile W^T runs as one bp_cpu_gemm.
+ * rows a stride skips are never normalized), then each pixel's k x k x cin patch is copied from
+ * the ring (zeros outside the image) into the tile, and Y[P][cout] = tile W^T runs as one
+ * bp_cpu_gemm.
  *
- * Peak extra memory per call (measured sizes, not estimates, are in the bench notes):
- *     TILE_BYTES (2 MiB; one pixel's patch if that is larger)
- *   + ring, only when there is a norm or SiLU: R rows x w x cin floats, R = (n - 1) * stride + k
- *     (stride < k) or n * k (stride >= k), n = ceil(P/ow) + 1 output rows: 6 rows of a
- *     64x64x320 image, 480 KiB
- *   + GroupNorm statistics: 2 x NCHUNK x cin doubles + 2 x cin floats (NCHUNK = 64)
- *   + what bp_cpu_gemm keeps for a P-row batch (its int8 activations, about P*k*k*cin bytes)
- * A 1x1 stride-1 conv with no norm and no SiLU is one GEMM straight over x: nothing extra.
+ * Peak extra memory per call:
+ *     the tile: TILE_BYTES (4 MiB; one pixel's patch if that is larger)
+ *   + the ring, only with a norm or SiLU: R rows x w x cin floats, R = (n - 1) * stride + k
+ *     (stride < k) or n * k (stride >= k), n = ceil(P/ow) + 1 output rows, R <= h
+ *   + GroupNorm statistics: NCHUNK x cin doubles + 2 x cin floats (NCHUNK = 64)
+ *   + what bp_cpu_gemm keeps for a P-row batch (its int8 activations: about P*k*k*cin bytes)
+ * 64x64x320 k3 with GroupNorm: 4 MiB + 720 KiB (9 rows) + 160 KiB + ~1 MiB, about 6 MiB against
+ * the 47 MB an im2col buffer would take. A 1x1 stride-1 conv with no norm and no SiLU is one
+ * GEMM straight over x: nothing extra.
  *
  * Determinism: GroupNorm statistics are summed per fixed pixel chunk and the chunks combined in
  * order, so results do not depend on the thread count (as the CPU backend promises). */
@@ -32,9 +33,11 @@
 #include "ops/conv2d_internal.h"
 #include "ops/op_kern.h"
 
-/* 2 MiB: a tile of 182 pixels for a 3x3x320 patch. Per tile the GEMM reads the whole weight
- * again (1.8 MB of F16 at 320 -> 320), which stays in cache. */
-enum { TILE_BYTES = 2 << 20, NCHUNK = 64, GATHER_CHUNK = 8 };
+/* 4 MiB: a tile of 364 pixels for a 3x3x320 patch. Per tile the GEMM reads (and its panel
+ * kernels unpack) the whole weight again, 1.8 MB of F16 at 320 -> 320, so small tiles pay
+ * that per few pixels: on the 2-core EPYC VM 1 MiB tiles ran ~25% slower than 2-8 MiB, which
+ * were within noise of each other (64x64x320, F16 and Q8_0, load average ~12). */
+enum { TILE_BYTES = 4 << 20, NCHUNK = 64, GATHER_CHUNK = 8 };
 static size_t tile_bytes = TILE_BYTES;
 void bp_conv2d_cpu_set_tile_bytes(size_t bytes) { tile_bytes = bytes ? bytes : TILE_BYTES; }
 

@@ -22,7 +22,7 @@ bp_status bp_conv2d_ref(const bp_weight *w, const bp_conv2d_params *p, const flo
 
 /* The CPU fast path (conv2d_cpu.c); arguments already checked. */
 bp_status bp_conv2d_cpu(bp_weight *w, const bp_conv2d_params *p, const float *x, float *y);
-/* Tests: the tile size in bytes (0: the default, 2 MiB), so small images still take many tiles,
+/* Tests: the tile size in bytes (0: the default, 4 MiB), so small images still take many tiles,
  * tiles shorter than a row and one-pixel tiles. Not safe while a conv2d runs. */
 void bp_conv2d_cpu_set_tile_bytes(size_t bytes);
 /* Output pixels per tile (one GEMM's batch) for p on the CPU path. */
