@@ -5,6 +5,7 @@
 #define BP_TEST_CONV_MOE_VECTORS_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,26 +31,15 @@ static inline const void *cm_take(cm_file *f, size_t n) {
     return p;
 }
 
-static inline int32_t cm_i32(cm_file *f) {
-    int32_t v = 0;
-    const void *p = cm_take(f, 4);
-    if (p) memcpy(&v, p, 4);
-    return v;
+/* n little-endian bytes at the cursor into out (zeros past the end, f->bad set). */
+static inline void cm_read(cm_file *f, void *out, size_t n) {
+    const void *p = cm_take(f, n);
+    if (p) memcpy(out, p, n);
+    else memset(out, 0, n);
 }
-
-static inline uint64_t cm_u64(cm_file *f) {
-    uint64_t v = 0;
-    const void *p = cm_take(f, 8);
-    if (p) memcpy(&v, p, 8);
-    return v;
-}
-
-static inline float cm_f32(cm_file *f) {
-    float v = 0;
-    const void *p = cm_take(f, 4);
-    if (p) memcpy(&v, p, 4);
-    return v;
-}
+static inline int32_t cm_i32(cm_file *f) { int32_t v; cm_read(f, &v, 4); return v; }
+static inline uint64_t cm_u64(cm_file *f) { uint64_t v; cm_read(f, &v, 8); return v; }
+static inline float cm_f32(cm_file *f) { float v; cm_read(f, &v, 4); return v; }
 
 /* Open path and check its header against magic and the kind; NULL buf on failure (recorded). */
 static inline cm_file cm_open(const char *path, const char *magic, const bp_kind_info *ki) {
@@ -92,6 +82,26 @@ static inline void cm_blocks(const cm_file *f, uint8_t *dst, int64_t nblocks, ui
     for (int64_t b = 0; b < nblocks; b++)
         memcpy(dst + (size_t)b * f->block_bytes, f->pool + (size_t)(bp_test_rand(rng) % f->pool_n) * f->block_bytes,
                f->block_bytes);
+}
+
+/* For every weight kind: open <dir>/<prefix>_<KIND>.bin, check its header against magic, run
+ * fn over the file (it reads the cases), check the file was read exactly to its end; then check
+ * that all 28 kinds had a file. */
+static inline void cm_each_kind(const char *prefix, const char *magic, void (*fn)(const bp_kind_info *, cm_file *)) {
+    int files = 0;
+    for (int i = 0; i < bp_kind_table_size(); i++) {
+        const bp_kind_info *ki = bp_kind_at(i);
+        if (ki->role != BP_ROLE_W) continue;
+        char path[128];
+        snprintf(path, sizeof path, "tests/vectors/conv_moe/%s_%s.bin", prefix, ki->name);
+        cm_file f = cm_open(path, magic, ki);
+        if (!f.buf) continue;
+        fn(ki, &f);
+        CHECK(!f.bad && f.at == f.len, "%s: truncated or trailing bytes (at %zu of %zu)", path, f.at, f.len);
+        free(f.buf);
+        files++;
+    }
+    CHECK(files == 28, "%s vectors for %d weight kinds, want all 28", prefix, files);
 }
 
 /* The tolerance of the issue: 1e-6 for weights that are exact floats, 5e-4 for quantized ones. */

@@ -68,20 +68,11 @@ static void run_case(const bp_kind_info *ki, cm_file *f, int ci) {
     free(want);
 }
 
+static void run_file(const bp_kind_info *ki, cm_file *f) {
+    for (uint32_t c = 0; c < f->ncases && !f->bad; c++) run_case(ki, f, (int)c);
+}
+
 int main(void) {
-    int files = 0;
-    for (int i = 0; i < bp_kind_table_size(); i++) {
-        const bp_kind_info *ki = bp_kind_at(i);
-        if (ki->role != BP_ROLE_W) continue;
-        char path[128];
-        snprintf(path, sizeof path, "tests/vectors/conv_moe/conv2d_%s.bin", ki->name);
-        cm_file f = cm_open(path, "BPCV", ki);
-        if (!f.buf) continue;
-        for (uint32_t c = 0; c < f.ncases && !f.bad; c++) run_case(ki, &f, (int)c);
-        CHECK(!f.bad && f.at == f.len, "%s: truncated or trailing bytes (at %zu of %zu)", path, f.at, f.len);
-        free(f.buf);
-        files++;
-    }
-    CHECK(files == 28, "conv2d vectors for %d weight kinds, want all 28", files);
+    cm_each_kind("conv2d", "BPCV", run_file);
     return bp_test_finish();
 }

@@ -16,14 +16,6 @@
 #include "ops/ops_internal.h"
 #include "seam/op_dispatch.h"
 
-static unsigned long long stat_calls(const char *op, const char *backend) {
-    bp_op_stat st[64];
-    int n = bp_stats_get(st, 64);
-    for (int i = 0; i < n && i < 64; i++)
-        if (!strcmp(st[i].op, op) && !strcmp(st[i].backend, backend)) return st[i].calls;
-    return 0;
-}
-
 static void guard_bites(void) {
     bp_mock_ops_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -153,7 +145,7 @@ static void route_run_fallback(void) {
     CHECK(strstr(bp_op_last_path("conv2d_gn"), "CPU conv2d_gn Q8_0") &&
               strstr(bp_op_last_path("conv2d_gn"), "(fallback from MockOps"),
           "conv path names the fallback: %s", bp_op_last_path("conv2d_gn"));
-    CHECK(stat_calls("conv2d_gn", "mockops") == 1 && stat_calls("conv2d_gn", "cpu") == 1, "conv stats");
+    CHECK(bp_test_op_calls("conv2d_gn", "mockops") == 1 && bp_test_op_calls("conv2d_gn", "cpu") == 1, "conv stats");
     bp_weight_free(c.w);
     free(c.wd);
 
@@ -178,7 +170,7 @@ static void route_run_fallback(void) {
     CHECK(bp_mock_ops_runs() == 2 && e <= 2e-3, "offload off: not on the mock (runs %d), NMSE %.3g", bp_mock_ops_runs(), e);
     CHECK(strstr(bp_moe_last_path(s.m), "CPU MoE") && bp_fallback_total() == 2, "offload off path: %s",
           bp_moe_last_path(s.m));
-    CHECK(stat_calls("moe", "cpu") == 2, "MoE stats count the CPU runs (%llu)", stat_calls("moe", "cpu"));
+    CHECK(bp_test_op_calls("moe", "cpu") == 2, "MoE stats count the CPU runs (%llu)", bp_test_op_calls("moe", "cpu"));
     /* Forcing a backend is explicit and ignores the switch. */
     memcpy(s.y, s.y0, sizeof s.y);
     CHECK_OK(bp_moe_run_on(s.m, "mockops", s.x, T, K, s.ids, s.rw, s.y));

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "cli_common.h"
@@ -101,22 +100,6 @@ static int parse(int argc, char **argv, bopts *o) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static uint64_t rnext(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;
@@ -192,11 +175,11 @@ static int bench_conv(const bopts *o, const conv_shape *c, const bp_kind_info *k
     }
     int reps = o->reps ? (o->reps < 1000 ? o->reps : 1000) : 5;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = bp_bench_now();
         bp_conv2d(w, &p, x, y);
-        times[r] = now_s() - t0;
+        times[r] = bp_bench_now() - t0;
     }
-    double med = median(times, reps);
+    double med = bp_bench_median(times, reps);
     *out = (row){.shape = c->name, .ms = med * 1e3, .gflops = 2.0 * (double)npix * (double)c->cout * (double)cols / med / 1e9};
     snprintf(out->kind, sizeof out->kind, "%s", ki->name);
     snprintf(out->path, sizeof out->path, "%s", bp_op_last_path(c->groups ? "conv2d_gn" : "conv2d"));
@@ -297,20 +280,20 @@ static int bench_moe(const bopts *o, const moe_shape *m, const bp_kind_info *ki,
     int reps = o->reps ? o->reps : t == 1 ? 0 : 5;
     if (!reps) { /* about half a second of decode calls */
         random_routes(t, K, E, &s, ids, rw);
-        double t0 = now_s();
+        double t0 = bp_bench_now();
         bp_moe_run(mo[0], x, t, K, ids, rw, y);
-        double one = now_s() - t0;
+        double one = bp_bench_now() - t0;
         reps = one > 0 ? (int)(0.5 / one) : 100;
         reps = reps < 20 ? 20 : reps;
     }
     if (reps > 4000) reps = 4000;
     for (int r = 0; r < reps; r++) {
         random_routes(t, K, E, &s, ids, rw); /* fresh experts each call: no reuse across calls */
-        double t0 = now_s();
+        double t0 = bp_bench_now();
         bp_moe_run(mo[r % copies], x, t, K, ids, rw, y);
-        times[r] = now_s() - t0;
+        times[r] = bp_bench_now() - t0;
     }
-    double med = median(times, reps);
+    double med = bp_bench_median(times, reps);
     *out = (row){.shape = m->name, .t = t, .ms = med * 1e3, .gflops = 6.0 * (double)(t * K) * (double)h * (double)I / med / 1e9};
     if (kd == ki) snprintf(out->kind, sizeof out->kind, "%s", ki->name);
     else snprintf(out->kind, sizeof out->kind, "%s, down %s", ki->name, kd->name);

@@ -380,3 +380,10 @@ bp_status bp_bench_fill_weights(const bp_kind_info *ki, int64_t rows, int64_t co
 }
 
 size_t bp_bench_cold_bytes(void) { return cold_bytes(llc_bytes()); }
+
+double bp_bench_now(void) { return now_s(); }
+
+double bp_bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}

@@ -236,3 +236,7 @@ int bp_cmd_verify(int argc, char **argv) {
     bp_cli_print_fallbacks();
     return tl.failed ? 1 : 0;
 }
+
+/* ---- for verify_conv_moe.c (declared in cli_common.h): one RNG (--seed applies), one NMSE --- */
+float bp_verify_randf(void) { return randf(); }
+double bp_verify_nmse(const float *got, const float *ref, size_t n) { return nmse(got, ref, n); }

@@ -17,16 +17,6 @@
 #include "ops/moe_internal.h"
 #include "seam/op_dispatch.h"
 
-static double nmse_of(const float *got, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)ref[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    return den == 0 ? (num == 0 ? 0 : INFINITY) : num / den;
-}
-
 static void row(bp_verify_rows *out, const char *backend, const char *kind, const char *op, int64_t rows, int64_t cols,
                 int64_t batch, double e, double thr, const char *path, const char *err) {
     bool pass = !err && e <= thr;
@@ -56,14 +46,6 @@ static void row(bp_verify_rows *out, const char *backend, const char *kind, cons
 
 static bool claims(const bp_backend_caps *caps, bp_op op, bp_kind k) {
     return !caps || bp_seam_op_kernel(caps, op, k);
-}
-
-static uint64_t vrng = 0x0DDB1A5E5BAD5EEDull;
-static float vrand(void) {
-    vrng ^= vrng << 13;
-    vrng ^= vrng >> 7;
-    vrng ^= vrng << 17;
-    return (float)((vrng >> 40) * (2.0 / 16777216.0) - 1.0);
 }
 
 static bp_status weights(const bp_kind_info *ki, int64_t rows, int64_t cols, uint8_t **data, size_t *bytes) {
@@ -103,15 +85,15 @@ static void conv_cases(bp_verify_rows *out, const char *backend, const bp_backen
         bp_status s = x && gb && ref && got ? weights(ki, cout, cols, &data, &bytes) : BP_E_NOMEM;
         if (!s) s = bp_weight_create(ki->kind, data, bytes, cout, cols, &w);
         if (!s) {
-            for (size_t j = 0; j < nx; j++) x[j] = vrand() + 0.25f;
-            for (int64_t j = 0; j < 2 * cin; j++) gb[j] = (j < cin) + 0.3f * vrand();
+            for (size_t j = 0; j < nx; j++) x[j] = bp_verify_randf() + 0.25f;
+            for (int64_t j = 0; j < 2 * cin; j++) gb[j] = (j < cin) + 0.3f * bp_verify_randf();
             if (p.norm) p.gamma = gb, p.beta = gb + cin;
             for (size_t j = 0; j < ny; j++) got[j] = NAN;
             s = bp_conv2d_on(w, "cpu-ref", &p, x, ref);
         }
         if (!s) s = bp_conv2d_on(w, backend, &p, x, got);
         double thr = ki->block_elems == 1 ? 1e-6 : 5e-4;
-        row(out, backend, ki->name, bp_op_name(op), cout, cols, oh * ow, s ? NAN : nmse_of(got, ref, ny), thr,
+        row(out, backend, ki->name, bp_op_name(op), cout, cols, oh * ow, s ? NAN : bp_verify_nmse(got, ref, ny), thr,
             bp_op_last_path(bp_op_name(op)), s ? bp_last_error() : NULL);
         bp_weight_free(w);
         free(data), free(x), free(gb), free(ref), free(got);
@@ -151,12 +133,12 @@ static void moe_cases(bp_verify_rows *out, const char *backend, const bp_backend
     float x[T * 256], ref[T * 256], got[T * 256], rw[T * K];
     int32_t ids[T * K];
     for (int64_t t = 1; t <= T && !s; t += T - 1) {
-        for (int64_t i = 0; i < t * h; i++) x[i] = vrand(), ref[i] = got[i] = 0.0f;
-        for (int64_t i = 0; i < t * K; i++) ids[i] = (int32_t)((i * 3 + t) % E), rw[i] = 0.5f + 0.5f * vrand();
+        for (int64_t i = 0; i < t * h; i++) x[i] = bp_verify_randf(), ref[i] = got[i] = 0.0f;
+        for (int64_t i = 0; i < t * K; i++) ids[i] = (int32_t)((i * 3 + t) % E), rw[i] = 0.5f + 0.5f * bp_verify_randf();
         bp_status st = bp_moe_run_on(m, "cpu-ref", x, t, K, ids, rw, ref);
         if (!st) st = bp_moe_run_on(m, backend, x, t, K, ids, rw, got);
         double thr = ki->block_elems == 1 ? 1e-6 : 2e-3;
-        row(out, backend, ki->name, "moe", h, inter, t, st ? NAN : nmse_of(got, ref, (size_t)(t * h)), thr,
+        row(out, backend, ki->name, "moe", h, inter, t, st ? NAN : bp_verify_nmse(got, ref, (size_t)(t * h)), thr,
             bp_moe_last_path(m), st ? bp_last_error() : NULL);
     }
     if (s) row(out, backend, ki->name, "moe", h, inter, 0, NAN, 0, "", bp_last_error());

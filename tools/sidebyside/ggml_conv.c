@@ -21,34 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "sbs_util.h"
 
 enum { MAX_LIST = 16 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static uint64_t st = 0x51EDull;
-static float rnd(void) {
-    st ^= st << 13;
-    st ^= st >> 7;
-    st ^= st << 17;
-    return (float)((st >> 40) * (2.0 / 16777216.0) - 1.0);
-}
 
 typedef struct conv {
     int64_t hw, cin, cout, k, groups;
@@ -72,16 +52,16 @@ static int run(ggml_backend_t be, enum ggml_type type, const char *kind, const c
     size_t wbytes = ggml_nbytes(w);
     float *f = malloc(sizeof(float) * (size_t)(kk * c->cout)), *imat = malloc(sizeof(float) * (size_t)kk);
     void *q = malloc(wbytes);
-    for (int64_t i = 0; i < kk * c->cout; i++) f[i] = rnd() * 0.05f;
+    for (int64_t i = 0; i < kk * c->cout; i++) f[i] = sbs_f() * 0.05f;
     for (int64_t i = 0; i < kk; i++) imat[i] = 1.0f;
     ggml_quantize_chunk(type, f, q, 0, c->cout, kk, ggml_quantize_requires_imatrix(type) ? imat : NULL);
     ggml_backend_tensor_set(w, q, 0, wbytes);
     float *v = malloc(sizeof(float) * (size_t)(c->cin > c->cout ? c->cin : c->cout));
-    for (int64_t i = 0; i < c->cin; i++) v[i] = 1.0f + 0.1f * rnd();
+    for (int64_t i = 0; i < c->cin; i++) v[i] = 1.0f + 0.1f * sbs_f();
     ggml_backend_tensor_set(gamma, v, 0, sizeof(float) * (size_t)c->cin);
-    for (int64_t i = 0; i < c->cin; i++) v[i] = 0.1f * rnd();
+    for (int64_t i = 0; i < c->cin; i++) v[i] = 0.1f * sbs_f();
     ggml_backend_tensor_set(beta, v, 0, sizeof(float) * (size_t)c->cin);
-    for (int64_t i = 0; i < c->cout; i++) v[i] = rnd();
+    for (int64_t i = 0; i < c->cout; i++) v[i] = sbs_f();
     ggml_backend_tensor_set(bias, v, 0, sizeof(float) * (size_t)c->cout);
 
     struct ggml_init_params ap = {.mem_size = ggml_graph_overhead() + 16 * ggml_tensor_overhead(), .mem_buffer = NULL,
@@ -115,7 +95,7 @@ static int run(ggml_backend_t be, enum ggml_type type, const char *kind, const c
         return 1;
     }
     float *xv = malloc(sizeof(float) * (size_t)(c->hw * c->hw * c->cin));
-    for (int64_t i = 0; i < c->hw * c->hw * c->cin; i++) xv[i] = rnd();
+    for (int64_t i = 0; i < c->hw * c->hw * c->cin; i++) xv[i] = sbs_f();
     ggml_backend_tensor_set(x, xv, 0, sizeof(float) * (size_t)(c->hw * c->hw * c->cin));
     if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS) { /* warm-up */
         fprintf(stderr, "ggml_conv: %s %s failed\n", kind, method_names[m]);
@@ -123,12 +103,11 @@ static int run(ggml_backend_t be, enum ggml_type type, const char *kind, const c
     }
     double *times = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = sbs_now();
         ggml_backend_graph_compute(be, g);
-        times[r] = now_s() - t0;
+        times[r] = sbs_now() - t0;
     }
-    qsort(times, (size_t)reps, sizeof *times, by_value);
-    double med = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+    double med = sbs_median(times, reps);
     printf("{\"lib\": \"ggml\", \"shape\": \"%lldx%lldx%lld->%lld k%lld%s\", \"kind\": \"%s\", \"method\": \"%s\", "
            "\"median_us\": %.6g, \"gflops\": %.6g}\n",
            (long long)c->hw, (long long)c->hw, (long long)c->cin, (long long)c->cout, (long long)c->k,
@@ -178,11 +157,7 @@ int main(int argc, char **argv) {
     if (threads > 0) ggml_backend_cpu_set_n_threads(be, threads);
     int rc = 0;
     for (int k = 0; k < nk; k++) {
-        enum ggml_type type = GGML_TYPE_COUNT;
-        for (int t = 0; t < GGML_TYPE_COUNT; t++)
-            if (ggml_blck_size((enum ggml_type)t) && ggml_type_name((enum ggml_type)t) &&
-                !strcasecmp(ggml_type_name((enum ggml_type)t), kinds[k]))
-                type = (enum ggml_type)t;
+        enum ggml_type type = sbs_type(kinds[k]);
         if (type == GGML_TYPE_COUNT) {
             fprintf(stderr, "ggml_conv: unknown type %s\n", kinds[k]);
             rc = 1;

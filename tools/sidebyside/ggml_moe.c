@@ -24,43 +24,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "sbs_util.h"
 
 enum { LAYERS = 4, MAX_LIST = 16, FILL_ROWS = 64 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rng_u64(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static float rng_f(void) { return (float)((rng_u64() >> 40) * (2.0 / 16777216.0) - 1.0); }
-
 static enum ggml_type type_named(const char *name) {
-    for (int t = 0; t < GGML_TYPE_COUNT; t++)
-        if (ggml_blck_size((enum ggml_type)t) && ggml_type_name((enum ggml_type)t) &&
-            !strcasecmp(ggml_type_name((enum ggml_type)t), name))
-            return (enum ggml_type)t;
-    fprintf(stderr, "ggml_moe: unknown type %s\n", name);
-    exit(2);
+    enum ggml_type t = sbs_type(name);
+    if (t == GGML_TYPE_COUNT) {
+        fprintf(stderr, "ggml_moe: unknown type %s\n", name);
+        exit(2);
+    }
+    return t;
 }
 
 /* Our spelling of a type name: upper case ("q4_K" -> "Q4_K"). */
@@ -93,7 +72,7 @@ static void *stacked(enum ggml_type t, int64_t rows, int64_t cols, int64_t exper
         fprintf(stderr, "ggml_moe: out of memory\n");
         exit(1);
     }
-    for (int64_t i = 0; i < FILL_ROWS * cols; i++) src[i] = rng_f();
+    for (int64_t i = 0; i < FILL_ROWS * cols; i++) src[i] = sbs_f();
     for (int64_t i = 0; i < cols; i++) imat[i] = 1.0f;
     ggml_quantize_chunk(t, src, w, 0, FILL_ROWS, cols, ggml_quantize_requires_imatrix(t) ? imat : NULL);
     for (int64_t r = FILL_ROWS; r < rows * experts; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % FILL_ROWS) * rb, rb);
@@ -204,7 +183,7 @@ static int run(ggml_backend_t be, ggml_backend_dev_t dev, enum ggml_type tg, con
     }
     float *xv = malloc(sizeof(float) * (size_t)(h * t)), *wv = malloc(sizeof(float) * (size_t)(K * t));
     int32_t *iv = malloc(sizeof(int32_t) * (size_t)(K * t));
-    for (int64_t i = 0; i < h * t; i++) xv[i] = rng_f() * 0.1f;
+    for (int64_t i = 0; i < h * t; i++) xv[i] = sbs_f() * 0.1f;
     for (int64_t i = 0; i < K * t; i++) wv[i] = 1.0f / (float)K;
     ggml_backend_tensor_set(x, xv, 0, sizeof(float) * (size_t)(h * t));
     ggml_backend_tensor_set(rw, wv, 0, sizeof(float) * (size_t)(K * t));
@@ -216,7 +195,7 @@ static int run(ggml_backend_t be, ggml_backend_dev_t dev, enum ggml_type tg, con
                 int32_t e_;                                                              \
                 int dup_;                                                                \
                 do {                                                                     \
-                    e_ = (int32_t)(rng_u64() % (uint64_t)E);                             \
+                    e_ = (int32_t)(sbs_u64() % (uint64_t)E);                             \
                     dup_ = 0;                                                            \
                     for (int64_t q_ = 0; q_ < j_; q_++) dup_ |= iv[i_ * K + q_] == e_;   \
                 } while (dup_);                                                          \
@@ -231,10 +210,10 @@ static int run(ggml_backend_t be, ggml_backend_dev_t dev, enum ggml_type tg, con
     }
     int reps = reps_opt;
     if (!reps) {
-        double t0 = now_s();
+        double t0 = sbs_now();
         ROUTE();
         ggml_backend_graph_compute(be, g[0]);
-        double one = (now_s() - t0) / LAYERS;
+        double one = (sbs_now() - t0) / LAYERS;
         reps = t == 1 ? (int)(0.5 / (one * LAYERS > 0 ? one * LAYERS : 1e-3)) : 5;
         if (reps < (t == 1 ? 20 : 3)) reps = t == 1 ? 20 : 3;
     }
@@ -242,13 +221,12 @@ static int run(ggml_backend_t be, ggml_backend_dev_t dev, enum ggml_type tg, con
     double *times = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
         ROUTE();
-        double t0 = now_s();
+        double t0 = sbs_now();
         ggml_backend_graph_compute(be, g[r % ngraphs]);
-        times[r] = (now_s() - t0) / LAYERS;
+        times[r] = (sbs_now() - t0) / LAYERS;
     }
 #undef ROUTE
-    qsort(times, (size_t)reps, sizeof *times, by_value);
-    double med = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+    double med = sbs_median(times, reps);
     double read = (double)(2 * ggml_row_size(tg, h) * (size_t)I + ggml_row_size(td, I) * (size_t)h) * (double)K;
     char kind[48], a[16], d[16];
     upper(a, sizeof a, ggml_type_name(tg));

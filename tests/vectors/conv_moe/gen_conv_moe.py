@@ -120,13 +120,15 @@ def make_pool(k, pool_n, rng):
     return blocks
 
 
-def pool_size(k):
-    return 256 if k["be"] == 1 else 64 if k["be"] <= 64 else 32
-
-
-def pool_values(k, pool):
+def kind_pool(k, seed):
+    """(pool blocks, their float64 values [pool_n, be], source string) for kind k."""
+    rng = np.random.default_rng(seed)
+    pool_n = 256 if k["be"] == 1 else 64 if k["be"] <= 64 else 32
+    pool = make_pool(k, pool_n, rng)
     vals, source = gv.dequant(k, pool)
-    return vals.reshape(pool.shape[0], k["be"]).astype(np.float64), source
+    vals = vals.reshape(pool_n, k["be"]).astype(np.float64)
+    assert np.all(np.isfinite(vals)), k["name"]
+    return pool, vals, source
 
 
 def header(magic, k, ncases, pool_n, source):
@@ -194,11 +196,8 @@ def conv_cases(k):
 
 
 def gen_conv(k, check, stale):
-    rng = np.random.default_rng(0xC0 + 1000 * k["id"])
-    pool_n = pool_size(k)
-    pool = make_pool(k, pool_n, rng)
-    pvals, source = pool_values(k, pool)
-    assert np.all(np.isfinite(pvals)), k["name"]
+    pool, pvals, source = kind_pool(k, 0xC0 + 1000 * k["id"])
+    pool_n = pool.shape[0]
     cases = conv_cases(k)
     out = [header(b"BPCV", k, len(cases), pool_n, "numpy float64, " + source), pool.tobytes()]
     for ci, (cin, cout, h, w, kk, s, norm, groups, sl, hb) in enumerate(cases):
@@ -250,11 +249,8 @@ def moe_scenarios(n_exp, be):
 
 
 def gen_moe(k, check, stale):
-    rng = np.random.default_rng(0x3E + 1000 * k["id"])
-    pool_n = pool_size(k)
-    pool = make_pool(k, pool_n, rng)
-    pvals, source = pool_values(k, pool)
-    assert np.all(np.isfinite(pvals)), k["name"]
+    pool, pvals, source = kind_pool(k, 0x3E + 1000 * k["id"])
+    pool_n = pool.shape[0]
     n_exp = 8
     h, inter = moe_geometry(k["be"])
     be = k["be"]
