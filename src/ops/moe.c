@@ -300,3 +300,20 @@ bp_status bp_moe_run(bp_moe *m, const float *x, int64_t t, int64_t top_k, const 
                      float *y) {
     return bp_moe_run_on(m, NULL, x, t, top_k, ids, route_w, y);
 }
+
+const char *bp_conv_moe_cpu_label(bp_op op, bp_kind k, char *buf, size_t len) {
+    const char *kn = bp_kind_lookup((uint32_t)k) ? bp_kind_lookup((uint32_t)k)->name : "?";
+    if (op != BP_OP_MOE) {
+        snprintf(buf, len, "CPU %s, blockwise: normalized rows gathered into tiles, one CPU GEMM per tile", bp_op_name(op));
+        return buf;
+    }
+    int i = bp_moe_offload() ? bp_seam_route(k) : -1;
+    if (!bp_moe_offload())
+        snprintf(buf, len, "CPU MoE grouped by expert, expert matmuls on the CPU kernels (MoE offload off)");
+    else if (i >= 0)
+        snprintf(buf, len, "CPU MoE grouped by expert, expert matmuls through the weight seam: %s %s matvec/gemm",
+                 bp_seam_slot_at(i)->caps->display_name, kn);
+    else
+        snprintf(buf, len, "CPU MoE grouped by expert, expert matmuls on the CPU kernels");
+    return buf;
+}

@@ -12,8 +12,9 @@
 typedef struct bp_op_kern {
     const char *isa;  /* "scalar", "avx2", "avx512" */
     int vl;           /* floats per vector: head dims must be multiples to use this table */
-    /* dst[0..n) = the n values of one KV row of kind k (n a multiple of the kind's block). */
-    void (*dequant)(bp_kind k, const uint8_t *src, float *dst, int n);
+    /* rows KV rows of kind k (row u at src + u * stride, n values, n a multiple of the kind's
+     * block) to dst[u * n ..]. */
+    void (*dequant)(bp_kind k, const uint8_t *src, size_t stride, float *dst, int n, int rows);
     /* s[r * kt + j] = q[r] . k[j] for r < R, j < kt (k rows kstride floats apart). */
     void (*scores)(const float *const *q, int R, const float *k, size_t kstride, int kt, int dk, float *s);
     /* acc[r][0..dv) += sum_j p[r * kt + j] * v[j] for r < R. */
@@ -28,6 +29,8 @@ typedef struct bp_op_kern {
 
 /* The table for the CPU's current ISA path. */
 const bp_op_kern *bp_op_kern_current(void);
+/* The portable table (libm expf/tanhf/erff): what exact mode uses for the activations. */
+const bp_op_kern *bp_op_kern_portable(void);
 
 void bp_op_kern_scalar(bp_op_kern *k);
 /* false when this build or machine lacks the instruction set. */

@@ -21,6 +21,7 @@
 #define VKEEP_GE(r, x, c) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((x), (c), _CMP_GE_OQ), (r))
 #define HSUM(v) _mm512_reduce_add_ps(v)
 #define FN(name) name##_avx512
+#define VEC512 1
 #include "ops/op_kern.inc"
 
 bool bp_op_kern_avx512(bp_op_kern *k) {

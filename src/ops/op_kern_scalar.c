@@ -6,9 +6,9 @@
 #include "ops/op_kern.h"
 #include "ops/ops_internal.h"
 
-static void dequant(bp_kind k, const uint8_t *src, float *dst, int n) {
+static void dequant(bp_kind k, const uint8_t *src, size_t stride, float *dst, int n, int rows) {
     const bp_kind_traits *kt = bp_kind_traits_of(k);
-    kt->dequant(src, dst, n / (int)kt->info.block_elems);
+    for (int u = 0; u < rows; u++) kt->dequant(src + (size_t)u * stride, dst + (size_t)u * n, n / (int)kt->info.block_elems);
 }
 
 static void scores(const float *const *q, int R, const float *k, size_t kstride, int kt, int dk, float *s) {
@@ -68,6 +68,11 @@ static void init(void) {
     have[BP_CPU_ISA_SCALAR] = true;
     have[BP_CPU_ISA_AVX2] = bp_cpu_isa_available(BP_CPU_ISA_AVX2) && bp_op_kern_avx2(&tables[BP_CPU_ISA_AVX2]);
     have[BP_CPU_ISA_AVX512] = bp_cpu_isa_available(BP_CPU_ISA_AVX512) && bp_op_kern_avx512(&tables[BP_CPU_ISA_AVX512]);
+}
+
+const bp_op_kern *bp_op_kern_portable(void) {
+    pthread_once(&once, init);
+    return &tables[BP_CPU_ISA_SCALAR];
 }
 
 const bp_op_kern *bp_op_kern_current(void) {

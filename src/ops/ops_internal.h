@@ -55,6 +55,13 @@ bp_status bp_attention_cpu(const bp_op_call *c, char *label, size_t label_len);
 /* Norm, RoPE, activations, softmax (ops_cpu_rows.c). */
 bp_status bp_ops_cpu_rows(const bp_op_call *c, char *label, size_t label_len);
 
+/* What a call of op on kind k runs here (op_route.c): "MockOps attention Q8_0", "CPU avx512
+ * attention (...)". Writes buf, returns it. */
+const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len);
+/* The CPU's route label for conv2d* and moe (src/ops/moe.c): MoE names where its expert matmuls
+ * go (the weight seam's choice with offload on, the CPU kernels off). */
+const char *bp_conv_moe_cpu_label(bp_op op, bp_kind k, char *buf, size_t len);
+
 /* ---- stats (src/ops/op_stats.c) ------------------------------------------------------------- */
 void bp_stats_add(bp_op op, const char *backend, double seconds, double bytes, double flops);
 double bp_ops_now(void); /* monotonic seconds */

@@ -48,8 +48,8 @@ def ggml(a, op, kinds):
     return res
 
 
-def key(r):
-    return (r["shape"], r["kind"], r.get("t", 0), r.get("method", ""))
+def key(lib, r):
+    return (lib, r["shape"], r["kind"], r.get("t", 0), r.get("method", ""))
 
 
 def main():
@@ -72,7 +72,7 @@ def main():
                 runs.reverse()
             for lib, fn in runs:
                 for r in fn(a, op, kinds):
-                    table.setdefault((op,) + key(r), {"lib": lib, "row": r, "us": []})["us"].append(r["median_us"])
+                    table.setdefault((op,) + key(lib, r), {"lib": lib, "row": r, "us": []})["us"].append(r["median_us"])
     load1 = os.getloadavg()[0]
     rows = []
     for k, v in table.items():
