@@ -195,12 +195,12 @@ static void offload_matmuls(void) {
     double e = moe_err(&s);
     CHECK(bp_mock_backend_ops() > ops0 && e <= 2e-3, "offload on: expert matmuls on the mock (%d), NMSE %.3g",
           bp_mock_backend_ops() - ops0, e);
-    CHECK(strstr(bp_moe_last_path(s.m), "expert matmuls: Mock Q8_0 gemm"), "path: %s", bp_moe_last_path(s.m));
+    CHECK(strstr(bp_moe_last_path(s.m), "expert matmuls: gate/up Mock Q8_0 gemm; down Mock Q8_0 gemm"), "path: %s", bp_moe_last_path(s.m));
     bp_set_moe_offload(false);
     ops0 = bp_mock_backend_ops();
     e = moe_err(&s);
     CHECK(bp_mock_backend_ops() == ops0 && e <= 2e-3, "offload off: no matmul on the mock, NMSE %.3g", e);
-    CHECK(strstr(bp_moe_last_path(s.m), "expert matmuls: CPU"), "path: %s", bp_moe_last_path(s.m));
+    CHECK(strstr(bp_moe_last_path(s.m), "expert matmuls: gate/up CPU"), "path: %s", bp_moe_last_path(s.m));
     bp_set_moe_offload(true);
     moe_free(&s);
     bp_mock_backend_uninstall();
