@@ -207,6 +207,11 @@ static void offload_matmuls(void) {
 }
 
 int main(void) {
+    /* Only the mocks: a real GPU backend enabled here (lavapipe, PoCL) would take the expert
+     * matmuls this test routes to the mock, and keep device scratch the ledger check counts. */
+    setenv("BACKPLANE_CUDA", "0", 1);
+    setenv("BACKPLANE_VULKAN", "0", 1);
+    setenv("BACKPLANE_OPENCL", "0", 1);
     guard_bites();
     route_run_fallback();
     offload_matmuls();
