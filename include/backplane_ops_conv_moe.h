@@ -4,6 +4,12 @@
  * `#include <backplane.h>` gives it. Every function returns a bp_status and names what was wrong
  * through bp_last_error(); no function aborts on user input, and an op that fails its checks
  * writes nothing to its output.
+ *
+ * Exact mode (bp_set_exact_mode, BACKPLANE_EXACT=1), on the CPU, as the op layer's other ops:
+ *   conv2d  norm statistics in double and f32 normalization in both modes; SiLU by the vector
+ *           exp polynomial by default, libm expf in exact mode; the GEMM as bp_gemm (8-bit
+ *           activations for quantized weight kinds in both modes: that is the kind's dot product).
+ *   moe     silu(gate) * up likewise; the expert matmuls as bp_matmul jobs / bp_gemm.
  */
 #ifndef BACKPLANE_OPS_CONV_MOE_H
 #define BACKPLANE_OPS_CONV_MOE_H

@@ -163,5 +163,10 @@ int main(void) {
         for (size_t c = 0; c < sizeof conv_cases / sizeof conv_cases[0]; c++) conv_one(kinds[ki], &conv_cases[c], &rng);
         if (kinds[ki] != BP_KIND_BF16 && kinds[ki] != BP_KIND_IQ4_NL) moe_one(kinds[ki], &rng);
     }
+    /* Exact mode: the SiLU through libm; the same limits hold. */
+    bp_set_exact_mode(true);
+    conv_one(BP_KIND_F32, &conv_cases[0], &rng);
+    moe_one(BP_KIND_F16, &rng);
+    bp_set_exact_mode(false);
     return bp_test_finish();
 }

@@ -136,6 +136,9 @@ static bp_status groupnorm_affine(conv_run *r) {
 
 /* ---- the ring of normalized rows ------------------------------------------------------------ */
 
+/* The SiLU's table: the vector exp, or libm in exact mode (as the op layer's activations). */
+static const bp_op_kern *silu_kern(void) { return bp_exact_mode() ? bp_op_kern_portable() : bp_op_kern_current(); }
+
 static void norm_pixel(const conv_run *r, const float *xr, float *o) {
     const bp_conv2d_params *p = r->p;
     int64_t cin = p->cin;
@@ -152,7 +155,7 @@ static void norm_pixel(const conv_run *r, const float *xr, float *o) {
     } else {
         memcpy(o, xr, sizeof(float) * (size_t)cin);
     }
-    if (p->silu) bp_op_kern_current()->act(BP_SILU, o, NULL, o, cin);
+    if (p->silu) silu_kern()->act(BP_SILU, o, NULL, o, cin);
 }
 
 /* The ring slot of input row iy. With stride < k output rows share input rows, and a window of

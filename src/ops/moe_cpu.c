@@ -49,6 +49,9 @@ static bp_status gate_up(bp_moe *m, bp_moe_matmul how, int64_t e, const float *X
     return s;
 }
 
+/* The SiLU's table: the vector exp, or libm in exact mode (as the op layer's activations). */
+static const bp_op_kern *silu_kern(void) { return bp_exact_mode() ? bp_op_kern_portable() : bp_op_kern_current(); }
+
 /* y += w * D for one row. */
 static void add_scaled(float *y, const float *d, float w, int64_t h) {
     for (int64_t c = 0; c < h; c++) y[c] += w * d[c];
@@ -77,7 +80,7 @@ static bp_status decode(bp_moe *m, bp_moe_matmul how, const float *x, int64_t to
     char gu[96] = "";
     bp_status s = bp_cpu_jobs(x, 1, jobs, (int)(2 * used), gu, sizeof gu);
     if (s) return s;
-    bp_op_kern_current()->act(BP_SILU, G, U, A, used * inter); /* A = silu(G) * U */
+    silu_kern()->act(BP_SILU, G, U, A, used * inter); /* A = silu(G) * U */
     for (int64_t u = 0; u < used && !s; u++) s = gemm(m->down[ex[u]], how, A + u * inter, 1, D + u * h);
     if (s) return s;
     for (int64_t u = 0; u < used; u++) add_scaled(y, D + u * h, ws[u], h);
@@ -145,7 +148,7 @@ bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, in
         for (int64_t r = 0; r < n; r++) memcpy(X + r * h, x + tok[r0 + r] * h, sizeof(float) * (size_t)h);
         s = gate_up(m, how, e, X, n, G, U, mm, sizeof mm);
         if (s) break;
-        bp_op_kern_current()->act(BP_SILU, G, U, A, n * inter); /* A = silu(G) * U */
+        silu_kern()->act(BP_SILU, G, U, A, n * inter); /* A = silu(G) * U */
         s = gemm(m->down[e], how, A, n, D);
         if (s) break;
         for (int64_t r = 0; r < n; r++) add_scaled(y + tok[r0 + r] * h, D + r * h, wt[r0 + r], h);
