@@ -3,25 +3,28 @@
  *
  *   1. count routes per expert, prefix-sum, and list (token, weight) per expert in token order;
  *   2. per used expert e with n routes: gather those tokens' rows of x into X [n][h];
- *      G = X gate_e^T, U = X up_e^T (two GEMMs over one X), A = silu(G) * U, D = A down_e^T;
+ *      G = X gate_e^T, U = X up_e^T, A = silu(G) * U, D = A down_e^T;
  *   3. y[token] += weight * D[row], expert by expert (ascending id).
+ * Decode (t = 1) skips the grouping: every routed expert's gate and up share the one x.
  *
  * This is the CPU's MoE op: it runs when no backend claims (moe, kind) or MoE offload is off.
- * The matmuls are bp_gemm on the expert's bp_weight: with offload on, the seam's choice per
- * weight (a device backend with a GEMM for the kind runs them, with its named fallbacks, and
- * the path says so); with offload off, the CPU kernels (bp_gemm_on "cpu"). n = 1 (decode) is
- * the matvec kernel inside bp_gemm.
+ * Where the matmuls run: gate and up of an expert whose kinds no enabled backend takes (or with
+ * offload off) are CPU jobs sharing their input (src/cpu/cpu_jobs.c: one quantization of X, one
+ * pool submission; at decode, all routed experts' gate and up in one submission); otherwise each
+ * is bp_gemm on the expert's bp_weight, so a backend with a GEMM for the kind runs it, with its
+ * named fallbacks, and the path says so. Down is bp_gemm (offload on) or bp_gemm_on "cpu".
  *
  * Extra memory per call: n_max * (2h + 3 inter) floats for X, D, G, U, A, where n_max is the
- * largest number of routes to one expert (t * top_k at most), plus (t * top_k) route entries. */
+ * largest number of routes to one expert (t * top_k at most), plus (t * top_k) route entries;
+ * decode: top_k * (h + 3 inter) floats. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
-#include "ops/moe_internal.h"
 #include "cpu/cpu_jobs.h"
+#include "ops/moe_internal.h"
 #include "ops/op_kern.h"
 #include "seam/seam_internal.h"
 

@@ -48,6 +48,8 @@ typedef struct bopts {
     const char *op;
     const bp_kind_info *kinds[MAX_KINDS];
     int nkinds, reps, threads, json;
+    int64_t ts[8]; /* MoE token counts (default 1 and 512) */
+    int nts;
 } bopts;
 
 bool bp_bench_conv_moe_wants(int argc, char **argv) {
@@ -62,6 +64,7 @@ static int usage(FILE *f, int rc) {
                "          default kinds F16 Q8_0\n"
                "  moe:    8 experts top-2 (inter 1408) and 64 experts top-8 (inter 768), h 2048: decode t=1 GB/s of\n"
                "          expert weights read (cold), prefill t=512 GFLOP/s; default kinds Q4_K Q8_0\n"
+               "  --t T     MoE tokens per call (repeat the option; default 1 and 512)\n"
                "  --reps N  timed calls per figure (default: ~0.5 s of decode calls, 5 of the others)\n");
     return rc;
 }
@@ -88,10 +91,12 @@ static int parse(int argc, char **argv, bopts *o) {
             long n = strtol(argv[++i], &end, 10);
             if (*end || n < 1 || n > 100000) return -1;
             if (!strcmp(a, "--reps")) o->reps = (int)n;
+            else if (!strcmp(a, "--t") && o->nts < 8) o->ts[o->nts++] = n;
             else if (!strcmp(a, "--threads")) o->threads = (int)n;
             else return -1;
         }
     }
+    if (!o->nts) o->ts[o->nts++] = 1, o->ts[o->nts++] = 512;
     if (!o->nkinds) {
         const char *def[2] = {"F16", "Q8_0"};
         if (!strcmp(o->op, "moe")) def[0] = "Q4_K";
@@ -318,7 +323,7 @@ int bp_bench_conv_moe(int argc, char **argv) {
     if (p || !o.op) return usage(p > 0 ? stdout : stderr, p > 0 ? 0 : 2);
     if (o.threads && bp_cpu_set_threads(o.threads) != BP_OK) return bp_cli_error("--threads", BP_E_INVAL);
     bool conv = !strcmp(o.op, "conv2d");
-    row res[2 * 2 * MAX_KINDS];
+    row res[2 * 8 * MAX_KINDS];
     int n = 0, failed = 0;
     double bw = -1;
     if (!conv) bw = bp_cpu_read_bandwidth_gbps(bp_bench_cold_bytes(), (size_t)8 << 20, 3);
@@ -329,8 +334,8 @@ int bp_bench_conv_moe(int argc, char **argv) {
                 else n++;
                 continue;
             }
-            for (int64_t t = 1; t <= 512; t += 511) {
-                if (bench_moe(&o, &moe_shapes[si], o.kinds[k], t, &res[n])) failed++;
+            for (int ti = 0; ti < o.nts; ti++) {
+                if (bench_moe(&o, &moe_shapes[si], o.kinds[k], o.ts[ti], &res[n])) failed++;
                 else n++;
             }
         }
