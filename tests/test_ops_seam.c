@@ -3,7 +3,8 @@
  * "<op> <KIND>". Then proof that the check bites (a mock that over-claims attention for Q5_1
  * is reported by name, exactly that pair), that the route report is the walk's choice, and that
  * a failed launch on attention falls back to the CPU with the right numbers, one logged line
- * naming backend, kind, op, cause and fallback, and a counted fallback in the stats. */
+ * naming backend, kind, op, cause and fallback, and a counted fallback in the stats; in strict
+ * mode the failure is the op's error instead; a lost device disables the backend for ops. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,28 @@ static void test_route_and_fallback(void) {
     CHECK_OK(bp_rope(&rd, x, 2, rp));
     CHECK(bp_test_nmse(x, want, 128) <= 1e-12, "rope after a failed read-back is right (x rotated once)");
     CHECK(bp_fallback_total() == 3, "rope fallback counted");
+
+    /* Strict mode: the failed launch is the op's error, named; nothing runs on the CPU. */
+    bp_set_strict(true);
+    bp_mock_fail_nth(bp_mock_ops_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) out[i] = 12345.0f;
+    unsigned long long before = bp_fallback_total();
+    bp_status st = bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out);
+    CHECK(st == BP_E_FALLBACK && strstr(bp_last_error(), "strict mode: attention (Q8_0) on MockOps failed") &&
+              strstr(bp_last_error(), "injected alloc failure"),
+          "strict: %s %s", bp_status_name(st), bp_last_error());
+    CHECK(out[0] == 12345.0f && bp_fallback_total() == before, "strict: nothing ran in its place, nothing counted");
+    bp_set_strict(false);
+
+    /* A lost device: the backend is disabled, this and every later call fall back, counted. */
+    bp_mock_lose_device(bp_mock_ops_device(), BP_MOCK_ALLOC, 1);
+    CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
+    CHECK(bp_test_nmse(out, ref, sizeof out / sizeof out[0]) <= 5e-4, "after a lost device the CPU result is right");
+    CHECK(bp_seam_op_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "the lost backend no longer routes");
+    unsigned long long after_loss = bp_fallback_total();
+    CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
+    CHECK(bp_fallback_total() == after_loss + 1 && strstr(bp_op_last_path("attention"), "device"),
+          "a later call is a counted fallback naming the loss: %s", bp_op_last_path("attention"));
 
     bp_seam_set_log(NULL);
     fclose(logf_);

@@ -154,7 +154,7 @@ static bp_launch launch(const bp_op_call *c, char *err, size_t err_len) {
         bp_free(tmp[i]);
         bp_dev_free(dev, dbuf[i]);
     }
-    if (s) return BP_LAUNCH_ERROR;
+    if (s) return bp_launch_of_status(s); /* a lost device disables the backend (the seam's rule) */
     atomic_fetch_add(&runs, 1);
     return BP_LAUNCH_OK;
 }

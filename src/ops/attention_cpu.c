@@ -21,7 +21,10 @@
 #include "ops/op_kern.h"
 #include "ops/ops_internal.h"
 
-enum { TARGET_ITEMS = 16, MIN_CHUNK_KEYS = 256, TILE_FLOATS = 8192 };
+/* A decode splits its keys into chunks of at least MIN_CHUNK_KEYS until there are about
+ * TARGET_ITEMS items: 128 keys keep Gemma 3's 512-token decode (one KV head) at 4 items, so a
+ * worker that starts late on a busy machine still finds work. */
+enum { TARGET_ITEMS = 16, MIN_CHUNK_KEYS = 128, TILE_FLOATS = 8192 };
 
 typedef struct plan {
     const bp_attn_desc *d;

@@ -20,7 +20,7 @@ const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len) {
     const bp_op_kern *kn = bp_op_kern_current();
     switch (op) {
     case BP_OP_JOBS:
-        i = bp_seam_route(k);
+        i = bp_seam_route(k); /* shape-free: a backend's cost model may still leave small shapes to the CPU */
         if (i >= 0) snprintf(buf, len, "per job through the weight seam: %s %s matvec/gemm", bp_seam_slot_at(i)->caps->display_name,
                              bp_kind_lookup(k)->name);
         else snprintf(buf, len, "CPU jobs, one submission (each kind's CPU matvec/GEMM kernel, as in the kinds table)");

@@ -298,8 +298,8 @@ static int bench_main(int argc, char **argv);
 
 int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
-    bp_cli_take_profile(&argc, argv);
     bp_cli_take_strict(&argc, argv);
+    bp_cli_take_profile(&argc, argv);
     /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c);
      * --op conv2d|moe: bench_conv_moe.c; --crossover: bench_crossover.c. */
     int rc = argc > 1 && !strcmp(argv[1], "--crossover") ? bp_bench_crossover(argc - 1, argv + 1)

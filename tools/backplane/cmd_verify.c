@@ -245,8 +245,8 @@ static int usage(int rc) {
 
 int bp_cmd_verify(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
-    bp_cli_take_profile(&argc, argv);
     bp_cli_take_strict(&argc, argv);
+    bp_cli_take_profile(&argc, argv);
     const char *only_backend = NULL, *only_kind = NULL;
     tally tl = {0, 0, false, true};
     int64_t srows = 0, scols = 0, sbatch = 1;
