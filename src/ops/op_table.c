@@ -98,7 +98,8 @@ bp_status bp_op_run_on(bp_op_call *c, const char *backend) {
     double t0 = bp_ops_now();
     bp_launch r = sl->dispatch->op_launch(c, err, sizeof err);
     if (r == BP_LAUNCH_NO_KERNEL) return bp_fail(BP_E_UNSUPPORTED, "%s declined the %s call", backend, kn);
-    if (r == BP_LAUNCH_ERROR) return bp_fail(BP_E_DEVICE, "%s %s failed: %s", backend, kn, err[0] ? err : "unspecified error");
+    if (r != BP_LAUNCH_OK) /* an error, or the device lost */
+        return bp_fail(BP_E_DEVICE, "%s %s failed: %s", backend, kn, err[0] ? err : "unspecified error");
     bp_stats_add(c->op, sl->caps->name, bp_ops_now() - t0, c->bytes, c->flops);
     snprintf(last_path[c->op], sizeof last_path[c->op], "%s %s", sl->caps->display_name, kn);
     return BP_OK;
