@@ -2,8 +2,8 @@
  * op and KV kind, on every ISA path, at 1 and 3 threads: attention over every K/V kind pair
  * used in practice, shapes that split the keys into chunks (long decode), Gemma-3-like prefill
  * (4 heads, 1 KV head, dim 256), head dims the vector width does not divide (the reference then
- * runs, by name), exact mode (on the best path); results bit-identical across thread counts. Also the vector exp
- * against expf. */
+ * runs, by name), exact mode (on the best path); results bit-identical across thread counts.
+ * Also the vector exp against expf. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -256,7 +256,41 @@ static void test_route_and_fallback(void) {
     bp_mock_ops_uninstall();
 }
 
+/* A backend that claims the jobs op for one kind gets that kind's jobs in one call; the other
+ * jobs of the same bp_matmul run on the CPU; every output is right. */
+static void test_jobs_split(void) {
+    bp_mock_ops_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    bp_mock_ops_claim(&cfg, BP_OP_JOBS, (const bp_kind[]){BP_KIND_Q8_0}, 1);
+    CHECK_OK(bp_mock_ops_install(&cfg, 99));
+    uint64_t rng = 21;
+    const bp_kind kinds[3] = {BP_KIND_Q8_0, BP_KIND_Q4_K, BP_KIND_Q8_0};
+    const int64_t rows[3] = {24, 16, 8}, cols = 256, t = 3;
+    uint8_t *data[3];
+    bp_weight *w[3] = {0};
+    bp_matmul_job jobs[3];
+    float x[3 * 256], y[3][3 * 24], ref[3][3 * 24];
+    for (int i = 0; i < 3 * 256; i++) x[i] = bp_test_randf(&rng);
+    for (int i = 0; i < 3; i++) {
+        size_t bytes;
+        data[i] = bp_test_make_weight(kinds[i], rows[i], cols, &rng, &bytes);
+        CHECK_OK(bp_weight_create(kinds[i], data[i], bytes, rows[i], cols, &w[i]));
+        CHECK_OK(bp_ref_gemm(kinds[i], data[i], bytes, rows[i], cols, x, t, ref[i]));
+        jobs[i] = (bp_matmul_job){w[i], y[i]};
+    }
+    CHECK_OK(bp_matmul(x, t, jobs, 3));
+    CHECK(bp_mock_ops_runs() == 1, "both Q8_0 jobs in one mock call (%d calls)", bp_mock_ops_runs());
+    for (int i = 0; i < 3; i++) {
+        double e = bp_test_nmse(y[i], ref[i], (size_t)(t * rows[i]));
+        /* the mock computes the reference exactly; the CPU's Q4_K job rounds x to 8 bits */
+        CHECK(i == 1 ? e <= 5e-4 : e == 0, "job %d (%s): NMSE %.3g", i, bp_kind_lookup(kinds[i])->name, e);
+    }
+    for (int i = 0; i < 3; i++) bp_weight_free(w[i]), free(data[i]);
+    bp_mock_ops_uninstall();
+}
+
 int main(void) {
+    test_jobs_split();
     test_tables();
     test_claims_whole_table();
     test_guard_bites();

@@ -286,7 +286,7 @@ static int bench_attention(const bopts *o, double bw) {
                                 failed++;
                                 continue;
                             }
-                            r->g_us = tmp.g_us, r->g_gbps = tmp.g_gbps;
+                            r->g_us = tmp.g_us, r->g_gbps = tmp.g_gbps, r->g_share = tmp.g_share;
                         } else {
                             if (bench_attention_one(o, kinds[k], o->ctx[a], o->gqa[b], o->dim[e], o->ts[f], r)) {
                                 failed++;
