@@ -294,11 +294,8 @@ def main():
         gen_moe(k, check, stale)
     print(f"{len(kinds)} kinds: conv2d_<KIND>.bin, moe_<KIND>.bin")
     if check:
-        if stale:
-            print("stale vector files:", " ".join(stale))
-            return 1
-        print("all vector files up to date")
-    return 0
+        print("stale vector files: " + " ".join(stale) if stale else "all vector files up to date")
+    return 1 if check and stale else 0
 
 
 if __name__ == "__main__":
