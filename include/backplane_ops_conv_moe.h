@@ -20,6 +20,9 @@
 extern "C" {
 #endif
 
+/* Exported from libbackplane.so without marking each declaration (see backplane.h). */
+#pragma GCC visibility push(default)
+
 /* ---- conv2d ------------------------------------------------------------------------------ */
 
 /* The norm applied to the input as it is loaded, before the convolution (the pre-conv block
@@ -120,6 +123,8 @@ bp_status bp_moe_route(const float *logits, int64_t t, int64_t n_expert, int64_t
  * use; the setter overrides it for the whole process. */
 bool bp_moe_offload(void);
 void bp_set_moe_offload(bool on);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

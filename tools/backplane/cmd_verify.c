@@ -298,4 +298,4 @@ int bp_cmd_verify(int argc, char **argv) {
 
 /* ---- for verify_conv_moe.c (declared in cli_common.h): one RNG (--seed applies), one NMSE --- */
 float bp_verify_randf(void) { return randf(); }
-double bp_verify_nmse(const float *got, const float *ref, size_t n) { return nmse(got, ref, n); }
+double bp_verify_nmse(const float *got, const float *ref, size_t n) { return bp_nmse(got, ref, n); }
