@@ -252,4 +252,7 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 }
 #endif
 
+/* Models: load, contexts with a KV cache, evaluate, logits. */
+#include "backplane_model.h"
+
 #endif /* BACKPLANE_H */

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerate the committed llama.cpp reference vectors in tests/model/ref/.
 #
-#   tests/model/gen_ref/gen_ref.sh [LLAMA_CPP_DIR]     (default /tmp/llama.cpp)
+#   tests/model/gen_ref/gen_ref.sh [--tiny-only] [LLAMA_CPP_DIR]     (default /tmp/llama.cpp)
+#
+# --tiny-only: only the tiny random-weight models' vectors (seconds; the Gemma part takes minutes).
 #
 # LLAMA_CPP_DIR is a llama.cpp source tree built with shared libraries in LLAMA_CPP_DIR/build
 # (Release, CPU). The vectors committed today came from llama.cpp commit 0c1e570 (vendored by the
@@ -9,6 +11,8 @@
 # llama.cpp never enters the repository: this script compiles gen_ref.cpp (which uses only
 # llama.h) against it in a temporary directory and runs it and llama-perplexity.
 set -euo pipefail
+TINY_ONLY=0
+if [ "${1:-}" = --tiny-only ]; then TINY_ONLY=1; shift; fi
 LLAMA=${1:-/tmp/llama.cpp}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
@@ -24,6 +28,7 @@ g++ -O2 -std=c++17 "$HERE/gen_ref.cpp" -I"$LLAMA/include" -I"$LLAMA/ggml/include
 # The sdist tree is not a git checkout: pass LLAMA_COMMIT=<hash> to record which llama.cpp it is.
 LLAMA_COMMIT=${LLAMA_COMMIT:-$(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 
+if [ $TINY_ONLY = 0 ]; then
 # Gemma 3 270M: logits of the first 32 positions of a fixed sentence, greedy continuations of the
 # committed prompts, the perplexity text's token ids.
 LOGITS_TEXT="The history of the printing press begins in the fifteenth century, when Johannes Gutenberg combined movable metal type, oil-based ink and a screw press into a system that could produce books quickly."
@@ -65,6 +70,7 @@ PY
   grep -o '\[[0-9]*\][0-9.]*' "$TMP/ppl.out" | tr -d '[' | tr ']' ' ' | sed 's/^/chunk /'
   grep -o 'Final estimate: PPL = [0-9.]*' "$TMP/ppl.out" | sed 's/.*= /final /'
 } >"$REF/gemma3-270m.ppl.txt"
+fi
 
 # The tiny random-weight models: generated, their sha256 recorded, logits of 32 fixed ids.
 python3 "$ROOT/tests/model/gen_tiny.py" "$TMP/tiny" >"$REF/tiny.sha256"
@@ -74,11 +80,15 @@ for m in llama qwen2 qwen3 gemma3; do
   [ $m = gemma3 ] && ids="2${IDS#1}"   # Gemma's BOS is id 2
   "$TMP/gen_ref" --model "$TMP/tiny/tiny-$m.gguf" --out "$REF/tiny-$m" --threads "$THREADS" --ctx 64 \
       --logits-ids "$ids" --n-pos 32 2>"$TMP/$m.log" || { cat "$TMP/$m.log"; exit 1; }
+  # the exact float64 NumPy forward pass on the same ids: the second reference
+  python3 "$ROOT/tests/model/np_forward.py" "$TMP/tiny/tiny-$m.gguf" "$REF/tiny-$m.f64.logits.bin" $ids
 done
 
+if [ $TINY_ONLY = 0 ]; then
 {
   echo "llama.cpp $LLAMA_COMMIT"
   echo "threads $THREADS"
   grep -h "^gen_ref: n_vocab" "$TMP/gemma.log" || true
 } >"$REF/SOURCE.txt"
+fi
 echo "gen_ref.sh: wrote $REF"

@@ -1,0 +1,114 @@
+/* backplane models: load a GGUF transformer, evaluate tokens with a KV cache, read logits.
+ * Included at the end of backplane.h.
+ *
+ * The shape follows llama.h: a model (the weights, read-only, shareable) and a context over it
+ * (the KV cache and activations of one sequence). The tokenizer and the sampler are separate
+ * objects (backplane_tokenizer.h). Weights stay in the file's mapping (zero-copy); the KV cache
+ * and the activations are the only large allocations.
+ *
+ * Architectures: src/model/archs.def (llama incl. Llama 2/3 and Mistral, qwen2, qwen3, gemma3).
+ * Every hyperparameter comes from the file's `<arch>.*` metadata and is validated at load; an
+ * unsupported architecture, a missing tensor, a tensor of the wrong shape or kind, or a
+ * truncated file is a clear error naming it, never a crash. */
+#ifndef BACKPLANE_MODEL_H
+#define BACKPLANE_MODEL_H
+
+#include "backplane.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bp_model bp_model;
+typedef struct bp_context bp_context;
+
+/* Called while loading with the fraction done (0..1); return false to cancel the load
+ * (bp_model_load then fails with BP_E_INVAL, "cancelled"). */
+typedef bool (*bp_progress_fn)(double fraction, void *user);
+
+typedef struct bp_model_params {
+    bp_progress_fn progress; /* NULL: none */
+    void *progress_user;
+    /* Read every weight page at load (madvise + touch), so the first token does not pay the
+     * page faults and the progress callback means something. Default true. */
+    bool prefetch;
+} bp_model_params;
+
+bp_model_params bp_model_default_params(void);
+/* params NULL: the defaults. *out is NULL on failure. */
+bp_status bp_model_load(const char *path, const bp_model_params *params, bp_model **out);
+void bp_model_free(bp_model *m); /* NULL is fine */
+
+typedef struct bp_model_info {
+    const char *arch;        /* general.architecture: "gemma3" */
+    const char *name;        /* general.name, or "" */
+    int64_t n_vocab;
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;        /* key head size (value head size is the same for every family here) */
+    int64_t n_ff;
+    int64_t n_ctx_train;     /* <arch>.context_length */
+    int64_t sliding_window;  /* 0 when no layer slides */
+    int64_t n_swa_layers;    /* layers with the sliding window */
+    int64_t n_params;        /* elements of every tensor the forward pass uses */
+    uint64_t weight_bytes;   /* bytes of those tensors in the file (the tied output counted once) */
+    uint64_t file_bytes;
+    bool tied_output;        /* the output projection is token_embd */
+} bp_model_info;
+
+bp_status bp_model_get_info(const bp_model *m, bp_model_info *out);
+/* The file, for the tokenizer (the vocabulary lives in its metadata). Valid until
+ * bp_model_free. */
+const bp_gguf *bp_model_gguf(const bp_model *m);
+
+/* The model's weight matrices, for reports: i in [0, bp_model_weight_count). *name gets the
+ * tensor's name ("blk.3.ffn_down.weight"); bp_weight_last_path(w) says what last ran it. */
+int64_t bp_model_weight_count(const bp_model *m);
+const bp_weight *bp_model_weight_at(const bp_model *m, int64_t i, const char **name);
+
+/* ---- contexts -------------------------------------------------------------------------- */
+
+typedef struct bp_context_params {
+    /* KV cache capacity in tokens. 0: the model's training context, capped at 4096. */
+    int64_t n_ctx;
+    /* Kind of the K and V caches: F16 (default), or another kind the op layer's KV cache
+     * offers (bp_context_kv_kinds). */
+    bp_kind kv_kind;
+    /* Largest number of tokens one internal forward step takes (a longer eval is split);
+     * prefill runs the GEMM path over up to this many tokens. 0: 512. */
+    int64_t n_batch;
+} bp_context_params;
+
+bp_context_params bp_context_default_params(void);
+bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_context **out);
+void bp_context_free(bp_context *c); /* NULL is fine; the model must outlive its contexts */
+
+/* The KV kinds bp_context_params.kv_kind accepts, and the NMSE bound of the logits with that
+ * cache against the F16 cache's, as tests/test_model_kv.c checks it. Returns the count; fills
+ * up to cap entries. */
+int bp_context_kv_kinds(bp_kind *kinds, double *nmse_bound, int cap);
+
+/* Append n tokens at positions bp_context_pos(c) .. +n-1, and compute the logits of the last
+ * n_out of them (0 <= n_out <= n; 1 for generation, n for every position). On failure (a token
+ * id outside the vocabulary, more tokens than the cache has room for, no memory) nothing is
+ * appended and the context is as before. */
+bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64_t n_out);
+/* Logits (n_vocab floats) of output j of the last eval, j in [0, n_out): output j belongs to
+ * token n - n_out + j. NULL when out of range. Valid until the next eval. */
+const float *bp_context_logits(const bp_context *c, int64_t j);
+/* Tokens in the cache. */
+int64_t bp_context_pos(const bp_context *c);
+int64_t bp_context_n_ctx(const bp_context *c);
+/* Forget positions >= n (0 clears the cache). BP_E_INVAL when n > bp_context_pos. */
+bp_status bp_context_truncate(bp_context *c, int64_t n);
+/* Bytes of the KV cache (K and V, every layer), and of the context's other buffers. */
+size_t bp_context_kv_bytes(const bp_context *c);
+size_t bp_context_buffer_bytes(const bp_context *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BACKPLANE_MODEL_H */

@@ -1,0 +1,26 @@
+/* A context: one sequence's KV cache and the activation buffers of a forward step. */
+#ifndef BP_MODEL_CONTEXT_INTERNAL_H
+#define BP_MODEL_CONTEXT_INTERNAL_H
+
+#include "model/model_internal.h"
+
+struct bp_context {
+    bp_model *m;
+    int64_t n_ctx, n_batch;
+    bp_kind kv_kind;
+    int64_t pos;          /* tokens in the cache */
+    /* KV cache: per layer n_ctx x (n_head_kv * head_dim) floats */
+    float **k, **v;
+    size_t kv_bytes;
+    /* activations of up to n_batch tokens */
+    float *x, *xn, *q, *kc, *vc, *att, *tmp, *gate, *up;
+    float *logits;        /* n_out x n_vocab of the last eval */
+    int64_t n_out, logits_cap;
+    size_t buf_bytes;
+};
+
+/* One forward step over tokens[0..t) at positions c->pos..; writes the logits of the last n_out
+ * of them to c->logits. The caller checked ids and room. */
+bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out);
+
+#endif
