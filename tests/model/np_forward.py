@@ -2,6 +2,10 @@
 """A float64 NumPy forward pass of the tiny models: the second, exact reference beside llama.cpp.
 
     python3 tests/model/np_forward.py MODEL.gguf OUT.logits.bin IDS...
+    python3 tests/model/np_forward.py MODEL.gguf OUT.logits.bin --like REF.logits.bin
+
+(--like: the token ids and the stored vocabulary entries of another reference file, e.g.
+llama.cpp's Gemma logits with their 576 entries per position.)
 
 Weights are decoded with the gguf package's dequantizers (bit-exact to the published layouts),
 everything after that is float64 with no activation rounding, written from the published
@@ -121,15 +125,23 @@ def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     kv, t = load(sys.argv[1])
-    ids = [int(a) for a in sys.argv[3:]]
-    lg = forward(kv, t, np.array(ids))
+    if sys.argv[3] == "--like":
+        b = open(sys.argv[4], "rb").read()
+        n_vocab, n_pos, n_ent = struct.unpack("<3i", b[4:16])
+        ids = np.frombuffer(b[16:16 + 4 * n_pos], dtype="<i4")
+        rec = np.frombuffer(b[16 + 4 * n_pos:], dtype=[("id", "<i4"), ("v", "<f4")]).reshape(n_pos, n_ent).copy()
+    else:
+        ids = np.array([int(a) for a in sys.argv[3:]], dtype="<i4")
+        rec = None
+    lg = forward(kv, t, ids)
     n_vocab = lg.shape[1]
-    with open(sys.argv[2], "wb") as f:
-        f.write(b"BPLG" + struct.pack("<3i", n_vocab, len(ids), n_vocab))
-        f.write(np.array(ids, dtype="<i4").tobytes())
+    if rec is None:
         rec = np.zeros((len(ids), n_vocab), dtype=[("id", "<i4"), ("v", "<f4")])
         rec["id"] = np.arange(n_vocab)[None, :]
-        rec["v"] = lg
+    rec["v"] = np.take_along_axis(lg, rec["id"].astype(np.int64), axis=1)
+    with open(sys.argv[2], "wb") as f:
+        f.write(b"BPLG" + struct.pack("<3i", n_vocab, len(ids), rec.shape[1]))
+        f.write(ids.astype("<i4").tobytes())
         f.write(rec.tobytes())
 
 

@@ -3,7 +3,7 @@
 // and its outputs are committed. It uses nothing but llama.h: no llama.cpp code is copied here.
 //
 //   gen_ref --model M.gguf --out PREFIX [--threads N] [--ctx N] [--kv-kind f16|q8_0|...]
-//           [--logits-ids "1 2 3" | --logits-text TEXT] [--n-pos 32] [--subset 512] [--topk 64]
+//           [--flash-attn on|off|auto] [--logits-ids "1 2 3" | --logits-text TEXT] [--n-pos 32] [--subset 512] [--topk 64]
 //           [--prompts FILE --n-gen 64] [--ppl-text FILE --ppl-ctx 512 --ppl-chunks 8]
 //
 // Outputs (all little-endian; see tests/model/README.md for the formats):
@@ -86,7 +86,7 @@ static uint64_t lcg(uint64_t *s) {
 }
 
 int main(int argc, char **argv) {
-    std::string model_path, out, kv = "f16", logits_ids, logits_text, prompts, ppl_text;
+    std::string model_path, out, kv = "f16", logits_ids, logits_text, prompts, ppl_text, fa = "auto";
     int threads = 2, n_ctx = 0, n_pos = 32, subset = 512, topk = 64, n_gen = 64, ppl_ctx = 512, ppl_chunks = 8;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -99,6 +99,7 @@ int main(int argc, char **argv) {
         else if (a == "--threads") threads = atoi(next().c_str());
         else if (a == "--ctx") n_ctx = atoi(next().c_str());
         else if (a == "--kv-kind") kv = next();
+        else if (a == "--flash-attn") fa = next();
         else if (a == "--logits-ids") logits_ids = next();
         else if (a == "--logits-text") logits_text = next();
         else if (a == "--n-pos") n_pos = atoi(next().c_str());
@@ -130,6 +131,8 @@ int main(int argc, char **argv) {
     cp.type_k = kv_type(kv);
     cp.type_v = kv_type(kv);
     cp.no_perf = true;
+    cp.flash_attn_type = fa == "on" ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                       : fa == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED : LLAMA_FLASH_ATTN_TYPE_AUTO;
     llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) die("cannot create the context");
     fprintf(stderr, "gen_ref: n_vocab %d, n_ctx %u, kv %s, flash_attn %s\n", n_vocab, llama_n_ctx(ctx), kv.c_str(),

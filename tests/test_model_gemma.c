@@ -1,0 +1,242 @@
+/* Gemma 3 270M Q4_K_M end to end against llama.cpp (tests/model/ref/gemma3-270m.*, made by
+ * tests/model/gen_ref/gen_ref.sh). Token ids come from the reference files, so this test does
+ * not depend on our tokenizer (tests/test_tokenizer*.c check that against llama.cpp's ids).
+ *
+ * 1. Logits of the first 32 positions of a fixed sentence, in one batch and one token at a time:
+ *    NMSE <= 1e-3 per position. The reference stores, per position, 512 fixed random vocabulary
+ *    ids plus llama.cpp's top 64 (the full 262,144 x 32 logits would be 33 MB), and the NMSE is
+ *    computed over those 576 entries.
+ * 2. Greedy continuations of 64 tokens for the 3 committed prompts equal llama.cpp's. Where they
+ *    part, the test accepts it only as a near-tie: llama.cpp's own margin between its best and
+ *    second-best logit at that step must be under TIE_MARGIN, and our choice must be its second;
+ *    it prints the step and both margins either way.
+ * 3. Perplexity of tests/model/gpl-3.txt at ctx 512 over 8 chunks, computed as llama-perplexity
+ *    does (BOS at each chunk's start, the second half of each chunk scored), within 0.5% of
+ *    llama-perplexity's figure. Under a sanitizer the scalar-free but -O0 build is ~50x slower,
+ *    so there it scores the first chunk only, against llama-perplexity's first-chunk figure. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "model/model_ref.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+static const double NMSE_MAX = 1e-3;
+/* Logit margins under this (in logit units) are near-ties: at NMSE ~1e-4 on logits of rms ~8,
+ * the error of one logit is ~0.08 rms, so a 0.1 margin can flip. */
+static const double TIE_MARGIN = 0.1;
+
+static void test_logits(bp_model *m) {
+    model_ref_logits r;
+    if (!model_ref_load("tests/model/ref/gemma3-270m.logits.bin", &r)) return;
+    bp_context_params cp = bp_context_default_params();
+    cp.n_ctx = 64;
+    bp_context *c = NULL;
+    CHECK_OK(bp_context_create(m, &cp, &c));
+    if (!c) goto out;
+    CHECK_OK(bp_context_eval(c, r.tokens, r.n_pos, r.n_pos));
+    double worst = 0;
+    for (int p = 0; p < r.n_pos && bp_context_logits(c, p); p++) {
+        double e = model_ref_nmse(&r, p, bp_context_logits(c, p));
+        CHECK(e <= NMSE_MAX, "batch: position %d NMSE %.3e > %.0e", p, e, NMSE_MAX);
+        if (!(e <= worst)) worst = e;
+    }
+    fprintf(stderr, "gemma3-270m logits, one batch: worst NMSE %.3e over %d positions\n", worst, r.n_pos);
+    CHECK_OK(bp_context_truncate(c, 0));
+    worst = 0;
+    for (int p = 0; p < r.n_pos; p++) {
+        CHECK_OK(bp_context_eval(c, r.tokens + p, 1, 1));
+        const float *lg = bp_context_logits(c, 0);
+        if (!lg) break;
+        double e = model_ref_nmse(&r, p, lg);
+        CHECK(e <= NMSE_MAX, "decode: position %d NMSE %.3e > %.0e", p, e, NMSE_MAX);
+        if (!(e <= worst)) worst = e;
+    }
+    fprintf(stderr, "gemma3-270m logits, one token at a time: worst NMSE %.3e\n", worst);
+out:
+    bp_context_free(c);
+    model_ref_free(&r);
+}
+
+/* Parse "key v v v" lines of the greedy file. */
+static int parse_ints(const char *line, const char *key, int32_t *out, int cap) {
+    size_t kl = strlen(key);
+    if (strncmp(line, key, kl) || line[kl] != ' ') return -1;
+    int n = 0;
+    char *end;
+    for (const char *p = line + kl; n < cap;) {
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
+}
+
+static int parse_floats(const char *line, const char *key, float *out, int cap) {
+    size_t kl = strlen(key);
+    if (strncmp(line, key, kl) || line[kl] != ' ') return -1;
+    int n = 0;
+    char *end;
+    for (const char *p = line + kl; n < cap;) {
+        float v = strtof(p, &end);
+        if (end == p) break;
+        out[n++] = v;
+        p = end;
+    }
+    return n;
+}
+
+static void second_best(const float *lg, int64_t n, int32_t *best, int32_t *second) {
+    *best = 0, *second = 1;
+    if (lg[1] > lg[0]) *best = 1, *second = 0;
+    for (int64_t v = 2; v < n; v++) {
+        if (lg[v] > lg[*best]) *second = *best, *best = (int32_t)v;
+        else if (lg[v] > lg[*second]) *second = (int32_t)v;
+    }
+}
+
+static void test_greedy(bp_model *m) {
+    size_t len;
+    char *text = bp_test_read_file("tests/model/ref/gemma3-270m.greedy.txt", &len);
+    if (!text) return;
+    bp_model_info info;
+    bp_model_get_info(m, &info);
+    bp_context_params cp = bp_context_default_params();
+    cp.n_ctx = 256;
+    bp_context *c = NULL;
+    CHECK_OK(bp_context_create(m, &cp, &c));
+    int32_t ids[256], gen[128];
+    float margin[128];
+    int n_ids = -1, n_gen = -1, prompts = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line && c; line = strtok_r(NULL, "\n", &save)) {
+        int k;
+        if ((k = parse_ints(line, "ids", ids, 256)) >= 0) n_ids = k;
+        if ((k = parse_ints(line, "gen", gen, 128)) >= 0) n_gen = k;
+        if (parse_floats(line, "margin", margin, 128) < 0) continue;
+        /* a whole record: prompt ids, generated ids, margins */
+        prompts++;
+        CHECK(n_ids > 0 && n_gen == 64, "greedy record %d: %d prompt ids, %d generated", prompts, n_ids, n_gen);
+        CHECK_OK(bp_context_truncate(c, 0));
+        CHECK_OK(bp_context_eval(c, ids, n_ids, 1));
+        int same = 0;
+        for (int s = 0; s < n_gen; s++) {
+            const float *lg = bp_context_logits(c, 0);
+            if (!lg) break;
+            int32_t best, second;
+            second_best(lg, info.n_vocab, &best, &second);
+            if (best != gen[s]) {
+                bool tie = margin[s] < TIE_MARGIN && second == gen[s];
+                fprintf(stderr,
+                        "prompt %d: step %d: we chose %d (margin %.4f over %d), llama.cpp chose %d (its margin "
+                        "%.4f)%s\n",
+                        prompts, s, best, lg[best] - lg[second], second, gen[s], margin[s],
+                        tie ? ": a near-tie, the rest of the continuation is not compared" : "");
+                CHECK(tie, "prompt %d: greedy continuation departs from llama.cpp's at step %d without a near-tie",
+                      prompts, s);
+                break;
+            }
+            same++;
+            int32_t t = best;
+            CHECK_OK(bp_context_eval(c, &t, 1, 1));
+        }
+        fprintf(stderr, "gemma3-270m greedy, prompt %d: %d of %d tokens equal llama.cpp's\n", prompts, same, n_gen);
+        n_ids = n_gen = -1;
+    }
+    CHECK(prompts == 3, "%d greedy records, expected 3", prompts);
+    bp_context_free(c);
+    free(text);
+}
+
+/* -log softmax(logits)[target] in double, as llama-perplexity accumulates it. */
+static double nll(const float *lg, int64_t n, int32_t target) {
+    double mx = lg[0];
+    for (int64_t i = 1; i < n; i++)
+        if (lg[i] > mx) mx = lg[i];
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += exp(lg[i] - mx);
+    return -(lg[target] - mx - log(sum));
+}
+
+static void test_perplexity(bp_model *m) {
+    size_t len;
+    char *text = bp_test_read_file("tests/model/ref/gemma3-270m.ppl_ids.txt", &len);
+    char *ppl = bp_test_read_file("tests/model/ref/gemma3-270m.ppl.txt", &len);
+    if (!text || !ppl) goto out0;
+    int32_t *ids = malloc(sizeof(int32_t) * 8192);
+    int n = 0;
+    char *p = text;
+    while (*p == '#') p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p);
+    for (char *end; n < 8192; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        ids[n++] = (int32_t)v;
+    }
+    const int ctx = 512, chunks = SANITIZED ? 1 : 8;
+    double want = 0;
+    char key[32];
+    snprintf(key, sizeof key, "chunk %d ", chunks);
+    const char *k = strstr(ppl, key);
+    if (k) want = strtod(k + strlen(key), NULL);
+    CHECK(n >= ctx * chunks && want > 0, "perplexity reference: %d ids, figure %g", n, want);
+    bp_model_info info;
+    bp_model_get_info(m, &info);
+    bp_context_params cp = bp_context_default_params();
+    cp.n_ctx = ctx;
+    bp_context *c = NULL;
+    CHECK_OK(bp_context_create(m, &cp, &c));
+    double sum = 0;
+    int count = 0;
+    const int32_t bos = ids[0];
+    for (int ch = 0; c && ch < chunks && n >= ctx * chunks; ch++) {
+        int32_t *tok = ids + ch * ctx;
+        int32_t first = tok[0];
+        tok[0] = bos; /* llama-perplexity puts BOS at each chunk's start */
+        CHECK_OK(bp_context_truncate(c, 0));
+        bp_status s = bp_context_eval(c, tok, ctx, ctx / 2);
+        tok[0] = first;
+        CHECK(s == BP_OK, "chunk %d: %s", ch, bp_last_error());
+        if (s) break;
+        /* outputs j = 0..255 are positions 256..511; position q predicts token q + 1 */
+        for (int j = 0; j < ctx / 2 - 1; j++) {
+            sum += nll(bp_context_logits(c, j), info.n_vocab, tok[ctx / 2 + j + 1]);
+            count++;
+        }
+    }
+    double got = count ? exp(sum / count) : 0;
+    double rel = want > 0 ? fabs(got - want) / want : 1;
+    fprintf(stderr, "gemma3-270m perplexity over %d chunks of %d: %.4f, llama-perplexity %.4f (%.3f%% apart)\n", chunks,
+            ctx, got, want, 100 * rel);
+    CHECK(rel <= 0.005, "perplexity %.4f is %.3f%% from llama-perplexity's %.4f (bound 0.5%%)", got, 100 * rel, want);
+    bp_context_free(c);
+    free(ids);
+out0:
+    free(text);
+    free(ppl);
+}
+
+int main(void) {
+    const char *path = model_gemma_path();
+    if (!path) return bp_test_finish();
+    bp_model *m = NULL;
+    CHECK_OK(bp_model_load(path, NULL, &m));
+    if (m) {
+        test_logits(m);
+        test_greedy(m);
+        if (!getenv("BP_TEST_NO_PPL")) test_perplexity(m);
+    }
+    bp_model_free(m);
+    return bp_test_finish();
+}
