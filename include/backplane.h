@@ -252,6 +252,9 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 }
 #endif
 
+/* The op layer: matmul jobs, norms, RoPE, activations, softmax, KV cache, attention, stats. */
+#include "backplane_ops.h"
+
 /* Models: load, contexts with a KV cache, evaluate, logits. */
 #include "backplane_model.h"
 
