@@ -9,11 +9,10 @@ struct bp_context {
     int64_t n_ctx, n_batch;
     bp_kind kv_kind;
     int64_t pos;          /* tokens in the cache */
-    /* KV cache: per layer n_ctx x (n_head_kv * head_dim) floats */
-    float **k, **v;
-    size_t kv_bytes;
+    bp_kv_cache *kv;      /* the op layer's cache: every layer n_ctx tokens */
     /* activations of up to n_batch tokens */
     float *x, *xn, *q, *kc, *vc, *att, *tmp, *gate, *up;
+    int32_t *positions;   /* n_batch */
     float *logits;        /* n_out x n_vocab of the last eval */
     int64_t n_out, logits_cap;
     size_t buf_bytes;

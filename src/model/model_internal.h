@@ -6,8 +6,6 @@
 #include "backplane_model.h"
 #include "seam/seam.h"
 
-typedef enum bp_rope_layout { BP_ROPE_NORM = 0, BP_ROPE_NEOX = 1 } bp_rope_layout;
-typedef enum bp_ffn_act { BP_FFN_SILU = 0, BP_FFN_GELU = 1 } bp_ffn_act;
 typedef enum bp_chat_kind { BP_CHAT_LLAMA = 0, BP_CHAT_CHATML = 1, BP_CHAT_GEMMA = 2 } bp_chat_kind;
 
 typedef enum bp_arch_id {
@@ -24,7 +22,7 @@ typedef struct bp_arch {
     bool qk_norm, post_norms;
     int swa_pattern;
     bool emb_scale;
-    bp_ffn_act ffn_act;
+    bp_activation ffn_act;
     bp_chat_kind chat;
 } bp_arch;
 
