@@ -11,7 +11,8 @@ same way every time, so the files llama.cpp's reference logits were computed on
 Each model has a few layers, grouped-query attention and several weight kinds per layer, so a
 forward pass exercises many kernels:
 
-  llama   3 layers, GQA 4:2, head 64, NORM RoPE, separate output matrix, kinds from Q2_K to F32
+  llama   3 layers, GQA 4:2, head 64, NORM RoPE with Llama 3 frequency factors (rope_freqs),
+          separate output matrix, kinds from Q2_K to F32
   qwen2   2 layers, MQA 4:1, q/k/v biases, NeoX RoPE, tied embeddings (output = token_embd)
   qwen3   2 layers, GQA 4:2, head 128 (q is wider than n_embd), q/k RMSNorm, separate output
   gemma3  4 layers, GQA 2:1, head 128, sliding window 8 on layers 0 and 2 (pattern 2), two RoPE
@@ -160,6 +161,8 @@ def make(name, path):
     w.add_tensor("output_norm.weight", norm(E))
     if m["out"] is not None:
         add("output.weight", m["out"], N_VOCAB, E, 1.0 / np.sqrt(E))
+    if arch == "llama":  # Llama 3.1-style RoPE frequency factors (theta_i / factor_i)
+        w.add_tensor("rope_freqs.weight", (1.0 + 7.0 * rng.random(D // 2)).astype(np.float32))
     for i, (q, k, v, o, g, u, d) in enumerate(m["layers"]):
         p = "blk.%d." % i
         w.add_tensor(p + "attn_norm.weight", norm(E))

@@ -9,7 +9,7 @@ llama.cpp's Gemma logits with their 576 entries per position.)
 
 Weights are decoded with the gguf package's dequantizers (bit-exact to the published layouts),
 everything after that is float64 with no activation rounding, written from the published
-formulas: RMSNorm, RoPE (adjacent pairs for llama, halves for the others), grouped-query causal
+formulas: RMSNorm, RoPE (adjacent pairs for llama, halves for the others; frequency factors), grouped-query causal
 attention with the layer's sliding window, SwiGLU or tanh-GELU gates, Gemma's embedding scale,
 q/k norms, post-norms and final soft-cap. It writes every position's full logits in
 gen_ref.cpp's format, so the same test code reads either reference.
@@ -45,10 +45,12 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, base, neox):
+def rope(x, pos, base, neox, factors=None):
     # x: (T, heads, D)
     d = x.shape[-1]
     inv = base ** (-np.arange(0, d // 2) * 2.0 / d)
+    if factors is not None:
+        inv = inv / factors
     ang = pos[:, None] * inv[None, :]
     c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     y = x.copy()
@@ -89,7 +91,8 @@ def forward(kv, t, ids):
             q = rmsnorm(q, t[p + "attn_q_norm.weight"], eps)
             k = rmsnorm(k, t[p + "attn_k_norm.weight"], eps)
         b = base_swa if swa else base
-        q, k = rope(q, pos, b, neox), rope(k, pos, b, neox)
+        ff = t.get("rope_freqs.weight")
+        q, k = rope(q, pos, b, neox, ff), rope(k, pos, b, neox, ff)
         out = np.zeros((T, H, D))
         for hh in range(H):
             kk, vv = k[:, hh // (H // KV)], v[:, hh // (H // KV)]

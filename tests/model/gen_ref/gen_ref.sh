@@ -38,6 +38,10 @@ LOGITS_TEXT="The history of the printing press begins in the fifteenth century, 
     --ppl-text "$ROOT/tests/model/gpl-3.txt" --ppl-ctx 512 --ppl-chunks 8 2>"$TMP/gemma.log" \
     || { cat "$TMP/gemma.log"; exit 1; }
 
+# The exact float64 NumPy forward pass at the same positions and vocabulary entries (~75 s, 3.5 GB):
+# how far llama.cpp itself is from the exact logits, and the tight check of our reference path.
+python3 "$ROOT/tests/model/np_forward.py" "$GEMMA" "$REF/gemma3-270m.f64.logits.bin" --like "$REF/gemma3-270m.logits.bin"
+
 # llama.cpp's own KV-kind error on the same positions (its Q8_0 and Q4_0 caches against its F16
 # cache), recorded beside our bounds in tests/model/ref/gemma3-270m.kv.txt for the README.
 for kv in q8_0 q4_0; do
