@@ -77,6 +77,10 @@ struct bp_model {
     uint64_t weight_bytes;
 };
 
+/* Re-fail with "prefix: <the current message>" (copied first: bp_fail formats into the buffer
+ * bp_last_error returns). */
+bp_status bp_model_fail_prefixed(bp_status s, const char *prefix);
+
 bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *arch, bp_hparams *hp);
 
 #endif

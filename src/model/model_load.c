@@ -58,7 +58,11 @@ static bp_status find(const binder *b, const char *name, int64_t rows, int64_t c
 
 static bp_status add_matrix(binder *b, const bp_gguf_tensor *t, bp_weight **out) {
     bp_status s = bp_weight_create(t->kind, t->data, t->bytes, t->ne[1], t->ne[0], out);
-    if (s) return bp_fail(s, "%s: tensor %s: %s", b->path, t->name, bp_last_error());
+    if (s) {
+        char pre[256];
+        snprintf(pre, sizeof pre, "%s: tensor %s", b->path, t->name);
+        return bp_model_fail_prefixed(s, pre);
+    }
     bp_model *m = b->m;
     m->weights[m->n_weights].name = t->name;
     m->weights[m->n_weights].w = *out;
@@ -158,7 +162,7 @@ static bp_status prefetch(bp_model *m, const char *path, const bp_model_params *
 
 static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     bp_status s = bp_gguf_open(path, &m->file);
-    if (s) return s;
+    if (s) return s; /* the reader's message names the file and the offset */
     const char *an;
     size_t alen;
     if (bp_gguf_get_str(m->file, "general.architecture", &an, &alen))
@@ -179,7 +183,7 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
         snprintf(m->name, sizeof m->name, "%.*s", (int)(nlen < sizeof m->name ? nlen : sizeof m->name - 1), nm);
     bp_clear_error();
     bp_hparams *hp = &m->hp;
-    if ((s = bp_model_read_hparams(m->file, m->arch, hp))) return bp_fail(s, "%s: %s", path, bp_last_error());
+    if ((s = bp_model_read_hparams(m->file, m->arch, hp))) return bp_model_fail_prefixed(s, path);
 
     binder b = {.m = m, .path = path, .E = hp->n_embd, .H = hp->n_head, .KV = hp->n_head_kv,
                 .DK = hp->head_dim_k, .DV = hp->head_dim_v, .F = hp->n_ff};
@@ -219,6 +223,12 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     for (int64_t il = 0; il < hp->n_layer; il++)
         if ((s = bind_layer(&b, il))) return s;
     return prefetch(m, path, p);
+}
+
+bp_status bp_model_fail_prefixed(bp_status s, const char *prefix) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", bp_last_error());
+    return bp_fail(s, "%s: %s", prefix, msg);
 }
 
 bp_status bp_model_load(const char *path, const bp_model_params *params, bp_model **out) {
