@@ -1,7 +1,8 @@
 /* Batched matmul jobs against the CPU reference (bp_ref_gemm, double accumulation): Gemma 3's
  * Q/K/V (Q5_0/Q5_0/Q8_0) and gate/up (Q5_0), mixed kinds incl. K-quants and float kinds, decode
- * (t = 1) and prefill (t = 37, odd), every ISA path, 1 and 3 threads. NMSE 5e-4 for quantized
- * kinds (the CPU rounds activations to 8 bits), 1e-6 for F32/F16/BF16. */
+ * (t = 1), small batch (t = 3) and prefill (t = 37, odd), every ISA path, 1 and 3 threads.
+ * NMSE 5e-4 for quantized kinds (the CPU rounds activations to 8 bits), 1e-6 for F32/F16/BF16;
+ * and each job bit-identical to its weight's own bp_gemm_on("cpu"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,8 +27,8 @@ static void run_set(const char *name, const bp_kind *kinds, const int64_t *rows,
         w[i].data = bp_test_make_weight(kinds[i], rows[i], cols, &rng, &w[i].bytes);
         CHECK_OK(bp_weight_create(kinds[i], w[i].data, w[i].bytes, rows[i], cols, &w[i].w));
     }
-    const int64_t ts[] = {1, 37};
-    for (int ti = 0; ti < 2; ti++) {
+    const int64_t ts[] = {1, 3, 37};
+    for (int ti = 0; ti < 3; ti++) {
         int64_t t = ts[ti];
         float *x = malloc((size_t)(t * cols) * sizeof *x);
         for (int64_t i = 0; i < t * cols; i++) x[i] = bp_test_randf(&rng);
@@ -46,6 +47,16 @@ static void run_set(const char *name, const bp_kind *kinds, const int64_t *rows,
                 CHECK_OK(bp_cpu_set_threads(th));
                 for (int i = 0; i < n; i++) memset(jobs[i].y, 0xff, (size_t)(t * rows[i]) * sizeof(float));
                 CHECK_OK(bp_matmul(x, t, jobs, n));
+                for (int i = 0; i < n; i++) {
+                    /* The shared submission runs each weight's own kernel: bit-identical to the
+                     * single-weight CPU call. */
+                    float *one = malloc((size_t)(t * rows[i]) * sizeof(float));
+                    CHECK_OK(bp_gemm_on(w[i].w, "cpu", x, t, one));
+                    CHECK(!memcmp(one, jobs[i].y, (size_t)(t * rows[i]) * sizeof(float)),
+                          "%s job %d t=%lld %s %d threads: equals bp_gemm_on(cpu)", name, i, (long long)t,
+                          bp_cpu_isa_name((bp_cpu_isa)isa), th);
+                    free(one);
+                }
                 for (int i = 0; i < n; i++) {
                     double e = bp_test_nmse(jobs[i].y, ref[i], (size_t)(t * rows[i]));
                     CHECK(e <= tol(kinds[i]) && bp_test_all_finite(jobs[i].y, (size_t)(t * rows[i])),

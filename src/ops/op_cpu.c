@@ -16,15 +16,14 @@ bp_status bp_op_cpu(const bp_op_call *c, char *label, size_t label_len) {
     case BP_OP_JOBS:
         return bp_cpu_jobs(c->u.jobs.x, c->u.jobs.t, c->u.jobs.jobs, c->u.jobs.n_jobs, label, label_len);
     case BP_OP_ATTENTION:
+        if (bp_attention_cpu_fast_ok(c)) return bp_attention_cpu(c, label, label_len);
         snprintf(label, label_len, "CPU reference attention K %s V %s", kind_name(c->kind), kind_name(c->kind2));
         return bp_op_reference(c);
     case BP_OP_NORM:
     case BP_OP_ROPE:
     case BP_OP_ACT:
     case BP_OP_GLU:
-    case BP_OP_SOFTMAX:
-        snprintf(label, label_len, "CPU reference %s", bp_op_name(c->op));
-        return bp_op_reference(c);
+    case BP_OP_SOFTMAX: return bp_ops_cpu_rows(c, label, label_len);
     case BP_OP_COUNT: break;
     }
     return bp_fail(BP_E_UNSUPPORTED, "CPU: op %d has no implementation", (int)c->op);

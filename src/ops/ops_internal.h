@@ -43,6 +43,18 @@ struct bp_kv_cache {
 /* Keys [j0, j1) a query at position p may see in a layer holding len tokens under d. */
 void bp_attn_key_range(const bp_attn_desc *d, int64_t p, int64_t len, int64_t *j0, int64_t *j1);
 
+/* ---- CPU fast paths ------------------------------------------------------------------------ */
+/* Attention (attention_cpu.c): whether the current ISA's kernels take these head dims, and the
+ * call itself. */
+bool bp_attention_cpu_fast_ok(const bp_op_call *c);
+bp_status bp_attention_cpu(const bp_op_call *c, char *label, size_t label_len);
+/* Norm, RoPE, activations, softmax (ops_cpu_rows.c). */
+bp_status bp_ops_cpu_rows(const bp_op_call *c, char *label, size_t label_len);
+
+/* What a call of op on kind k runs here (op_route.c): "MockOps attention Q8_0", "CPU avx512
+ * attention (...)". Writes buf, returns it. */
+const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len);
+
 /* ---- stats (src/ops/op_stats.c) ------------------------------------------------------------- */
 void bp_stats_add(bp_op op, const char *backend, double seconds, double bytes, double flops);
 double bp_ops_now(void); /* monotonic seconds */

@@ -12,6 +12,10 @@
 
 bool bp_cli_take_fallbacks(int *argc, char **argv);
 void bp_cli_print_fallbacks(void);
+/* --profile, the same way: ops' calls, time, GB/s and GFLOP/s per op and backend
+ * (bp_stats_report) to stderr, when the flag was given. Commands that run ops take it. */
+bool bp_cli_take_profile(int *argc, char **argv);
+void bp_cli_print_profile(void);
 /* Write s as a JSON string literal (quotes, escapes). NULL writes null. */
 void bp_cli_json_str(FILE *f, const char *s);
 

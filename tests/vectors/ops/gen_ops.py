@@ -341,6 +341,11 @@ def attentions():
         ("one token, window 1", 1, 9, 2, 1, 64, 64, True, 1, "Q8_0", "Q8_0", 0.125, 0.0, 0),
         ("GQA 8:1 decode long", 1, 301, 8, 1, 128, 128, True, 0, "Q8_0", "Q8_0", 0.0884, 0.0, 0),
         ("GQA 4:1 prefill", 5, 70, 8, 2, 64, 64, True, 0, "Q4_0", "Q4_0", 0.125, 0.0, 0),
+        # Contexts long enough that a decode splits its keys into chunks (>= 512 keys).
+        ("long decode, split keys", 1, 1200, 4, 1, 128, 128, True, 0, "Q8_0", "Q8_0", 0.088, 0.0, 0),
+        ("long decode, window 300", 1, 900, 8, 2, 64, 64, True, 300, "F16", "F16", 0.125, 0.0, 0),
+        ("long, two queries, softcap", 2, 700, 2, 1, 64, 64, True, 0, "F32", "F32", 0.125, 10.0, 0),
+        ("long, non-causal window 100, drawn", 3, 800, 4, 2, 64, 64, False, 100, "BF16", "BF16", 0.125, 0.0, 1),
     ]
     for m in more:
         s += 1
