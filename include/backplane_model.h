@@ -107,6 +107,25 @@ bp_status bp_context_truncate(bp_context *c, int64_t n);
 size_t bp_context_kv_bytes(const bp_context *c);
 size_t bp_context_buffer_bytes(const bp_context *c);
 
+/* ---- perplexity ------------------------------------------------------------------------ */
+
+typedef struct bp_perplexity_result {
+    double ppl;      /* exp(mean negative log-likelihood of the scored tokens) */
+    double ppl_err;  /* its standard error, as llama-perplexity prints it after "+/-" */
+    int64_t chunks;  /* chunks evaluated */
+    int64_t scored;  /* tokens scored */
+} bp_perplexity_result;
+
+/* Called after each chunk with its index and the running perplexity. */
+typedef void (*bp_perplexity_fn)(int64_t chunk, double ppl_so_far, void *user);
+
+/* Perplexity of tokens[0..n) as llama-perplexity computes it: chunks of `chunk` tokens (at most
+ * max_chunks; <= 0: all whole chunks), each from an empty cache with its first token replaced by
+ * bos (bos < 0: kept), scoring the second half of each chunk. Needs n >= 2 * chunk and a context
+ * of at least `chunk` tokens; clears the context. */
+bp_status bp_context_perplexity(bp_context *c, const int32_t *tokens, int64_t n, int64_t chunk, int64_t max_chunks,
+                                int32_t bos, bp_perplexity_fn on_chunk, void *user, bp_perplexity_result *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,10 +26,8 @@
  *    part, the test accepts it only as a near-tie: llama.cpp's own margin between its best and
  *    second-best logit at that step must be under TIE_MARGIN, and our choice must be its second;
  *    it prints the step and both margins either way.
- * 3. Perplexity of tests/model/gpl-3.txt at ctx 512 over 8 chunks, computed as llama-perplexity
- *    does (BOS at each chunk's start, the second half of each chunk scored), within 0.5% of
- *    llama-perplexity's figure. Under a sanitizer the scalar-free but -O0 build is ~50x slower,
- *    so there it scores the first chunk only, against llama-perplexity's first-chunk figure. */
+ * 3. Perplexity: tests/test_model_gemma_ppl.c.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,16 +36,6 @@
 #include "harness.h"
 #include "model/model_ref.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
 
 static const double NMSE_MEDIAN_LCPP = 2e-3, NMSE_MAX_LCPP = 1e-2, NMSE_MEDIAN_F64 = 1e-3, NMSE_EXACT = 1e-9;
 /* Logit margins under this (in logit units) are near-ties: llama.cpp's logits are NMSE ~1e-3
@@ -243,73 +231,6 @@ static void test_greedy(bp_model *m) {
     free(text);
 }
 
-/* -log softmax(logits)[target] in double, as llama-perplexity accumulates it. */
-static double nll(const float *lg, int64_t n, int32_t target) {
-    double mx = lg[0];
-    for (int64_t i = 1; i < n; i++)
-        if (lg[i] > mx) mx = lg[i];
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += exp(lg[i] - mx);
-    return -(lg[target] - mx - log(sum));
-}
-
-static void test_perplexity(bp_model *m) {
-    size_t len;
-    char *text = bp_test_read_file("tests/model/ref/gemma3-270m.ppl_ids.txt", &len);
-    char *ppl = bp_test_read_file("tests/model/ref/gemma3-270m.ppl.txt", &len);
-    if (!text || !ppl) goto out0;
-    int32_t *ids = malloc(sizeof(int32_t) * 8192);
-    int n = 0;
-    char *p = text;
-    while (*p == '#') p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p);
-    for (char *end; n < 8192; p = end) {
-        long v = strtol(p, &end, 10);
-        if (end == p) break;
-        ids[n++] = (int32_t)v;
-    }
-    const int ctx = 512, chunks = SANITIZED ? 1 : 8;
-    double want = 0;
-    char key[32];
-    snprintf(key, sizeof key, "chunk %d ", chunks);
-    const char *k = strstr(ppl, key);
-    if (k) want = strtod(k + strlen(key), NULL);
-    CHECK(n >= ctx * chunks && want > 0, "perplexity reference: %d ids, figure %g", n, want);
-    bp_model_info info;
-    bp_model_get_info(m, &info);
-    bp_context_params cp = bp_context_default_params();
-    cp.n_ctx = ctx;
-    bp_context *c = NULL;
-    CHECK_OK(bp_context_create(m, &cp, &c));
-    double sum = 0;
-    int count = 0;
-    const int32_t bos = ids[0];
-    for (int ch = 0; c && ch < chunks && n >= ctx * chunks; ch++) {
-        int32_t *tok = ids + ch * ctx;
-        int32_t first = tok[0];
-        tok[0] = bos; /* llama-perplexity puts BOS at each chunk's start */
-        CHECK_OK(bp_context_truncate(c, 0));
-        bp_status s = bp_context_eval(c, tok, ctx, ctx / 2);
-        tok[0] = first;
-        CHECK(s == BP_OK, "chunk %d: %s", ch, bp_last_error());
-        if (s) break;
-        /* outputs j = 0..255 are positions 256..511; position q predicts token q + 1 */
-        for (int j = 0; j < ctx / 2 - 1; j++) {
-            sum += nll(bp_context_logits(c, j), info.n_vocab, tok[ctx / 2 + j + 1]);
-            count++;
-        }
-    }
-    double got = count ? exp(sum / count) : 0;
-    double rel = want > 0 ? fabs(got - want) / want : 1;
-    fprintf(stderr, "gemma3-270m perplexity over %d chunks of %d: %.4f, llama-perplexity %.4f (%.3f%% apart)\n", chunks,
-            ctx, got, want, 100 * rel);
-    CHECK(rel <= 0.005, "perplexity %.4f is %.3f%% from llama-perplexity's %.4f (bound 0.5%%)", got, 100 * rel, want);
-    bp_context_free(c);
-    free(ids);
-out0:
-    free(text);
-    free(ppl);
-}
-
 int main(void) {
     const char *path = model_gemma_path();
     if (!path) return bp_test_finish();
@@ -318,7 +239,6 @@ int main(void) {
     if (m) {
         test_logits(m);
         test_greedy(m);
-        if (!getenv("BP_TEST_NO_PPL")) test_perplexity(m);
     }
     bp_model_free(m);
     return bp_test_finish();

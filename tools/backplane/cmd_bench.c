@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_model.h"
 #include "bench_ops.h"
 #include "cli.h"
 #include "cli_common.h"
@@ -296,8 +297,11 @@ static int bench_main(int argc, char **argv);
 int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_profile(&argc, argv);
-    /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c). */
-    int rc = bp_bench_op_requested(argc, argv) ? bp_bench_ops(argc, argv) : bench_main(argc, argv);
+    /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c). MODEL.gguf or
+     * --model: a whole model's pp/tg tokens/s (bench_model.c). */
+    int rc = bp_bench_model_requested(argc, argv) ? bp_bench_model(argc, argv)
+             : bp_bench_op_requested(argc, argv)  ? bp_bench_ops(argc, argv)
+                                                  : bench_main(argc, argv);
     bp_cli_print_profile();
     bp_cli_print_fallbacks();
     return rc;
