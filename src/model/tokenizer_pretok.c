@@ -1,0 +1,132 @@
+/* Pre-tokenizers of byte-level BPE vocabularies: split a fragment's code points into words
+ * the way the regex the vocabulary names does (tokenizer_internal.h quotes them). One scanner
+ * covers the three families; they differ in four places, switched by `kind`:
+ *   contractions    GPT2 case-sensitive; LLAMA3/QWEN2 case-insensitive
+ *   letter run      GPT2 " ?\p{L}+"; others "[^\r\n\p{L}\p{N}]?\p{L}+"
+ *   digit run       GPT2 " ?\p{N}+"; LLAMA3 up to 3 digits; QWEN2 1 digit
+ *   newlines        LLAMA3/QWEN2: punctuation takes trailing [\r\n]*, and "\s*[\r\n]+"
+ * The behaviour at the edges follows llama.cpp's hand-written matchers, which the reference
+ * ids come from (e.g. a lone space before a digit is its own word). */
+#include <string.h>
+
+#include "model/tokenizer_internal.h"
+#include "model/unicode.h"
+
+static const struct {
+    const char *name;
+    bp_pretok_kind kind;
+    bool ignore_merges, add_bos;
+} pre_table[] = {
+#define BP_PRE(NAME, KIND, IGN, BOS) {NAME, BP_PRETOK_##KIND, IGN, BOS},
+#include "model/tokenizer_pre.def"
+#undef BP_PRE
+};
+
+bool bp_pretok_lookup(const char *name, bp_pretok_kind *kind, bool *ignore_merges, bool *add_bos) {
+    for (size_t i = 0; i < sizeof pre_table / sizeof pre_table[0]; i++) {
+        if (strcmp(pre_table[i].name, name) == 0) {
+            *kind = pre_table[i].kind;
+            *ignore_merges = pre_table[i].ignore_merges;
+            *add_bos = pre_table[i].add_bos;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *bp_tokenizer_pre_names(void) {
+    return ""
+#define BP_PRE(NAME, KIND, IGN, BOS) NAME ", "
+#include "model/tokenizer_pre.def"
+#undef BP_PRE
+        ;
+}
+
+enum { LNW = BP_UC_LETTER | BP_UC_NUMBER | BP_UC_WHITESPACE };
+
+/* Length of a contraction ('s 't 'm 'd 're 've 'll) starting at i, or 0. */
+static size_t contraction(bp_pretok_kind kind, const uint32_t *c, size_t i, size_t n) {
+    if (c[i] != '\'' || i + 1 >= n) return 0;
+    uint32_t a = c[i + 1], b = i + 2 < n ? c[i + 2] : 0;
+    if (kind != BP_PRETOK_GPT2) {
+        a = bp_unicode_lower_to_ascii(a);
+        b = bp_unicode_lower_to_ascii(b);
+    }
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if (i + 2 < n && ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')))
+        return 3;
+    return 0;
+}
+
+static inline bool is_nl(uint32_t c) { return c == '\r' || c == '\n'; }
+
+/* End of the word starting at i (> i). fl(j) is 0 past the end, as llama.cpp's out-of-range
+ * flags are, which is what stops every run. */
+static size_t word_end(bp_pretok_kind kind, const uint32_t *c, const uint16_t *flags, size_t i,
+                       size_t n) {
+#define FL(j) ((j) < n ? flags[j] : 0u)
+    size_t k = contraction(kind, c, i, n);
+    if (k) return i + k;
+    unsigned f = flags[i];
+    size_t j;
+    if (kind == BP_PRETOK_GPT2) {
+        /* " ?X+" for X = letters, digits, then "other": the optional space joins the run. */
+        unsigned f2 = c[i] == ' ' ? FL(i + 1) : f;
+        j = i + (c[i] == ' ');
+        if (f2 & BP_UC_LETTER) {
+            while (FL(j) & BP_UC_LETTER) j++;
+            return j;
+        }
+        if (f2 & BP_UC_NUMBER) {
+            while (FL(j) & BP_UC_NUMBER) j++;
+            return j;
+        }
+        if (f2 && !(f2 & LNW)) {
+            while (FL(j) && !(FL(j) & LNW)) j++;
+            return j;
+        }
+    } else {
+        /* "[^\r\n\p{L}\p{N}]?\p{L}+": any one such character may lead a letter run. */
+        if (!is_nl(c[i]) && !(f & BP_UC_NUMBER) && ((f & BP_UC_LETTER) || (FL(i + 1) & BP_UC_LETTER))) {
+            j = i + 1;
+            while (FL(j) & BP_UC_LETTER) j++;
+            return j;
+        }
+        if (f & BP_UC_NUMBER) {
+            size_t max = kind == BP_PRETOK_LLAMA3 ? 3 : 1;
+            j = i + 1;
+            while (j - i < max && (FL(j) & BP_UC_NUMBER)) j++;
+            return j;
+        }
+        /* " ?[^\s\p{L}\p{N}]+[\r\n]*" */
+        unsigned f2 = c[i] == ' ' ? FL(i + 1) : f;
+        if (!(f2 & LNW)) {
+            j = i + (c[i] == ' ');
+            while (FL(j) && !(FL(j) & LNW)) j++;
+            while (j < n && is_nl(c[j])) j++;
+            return j;
+        }
+    }
+    /* Whitespace: "\s*[\r\n]+" (not GPT2), then "\s+(?!\S)", then "\s+". */
+    size_t ws = 0, last_nl = 0;
+    while (FL(i + ws) & BP_UC_WHITESPACE) {
+        if (kind != BP_PRETOK_GPT2 && is_nl(c[i + ws])) last_nl = i + ws + 1;
+        ws++;
+    }
+    if (last_nl) return last_nl;
+    if (ws > 1 && i + ws < n) return i + ws - 1; /* leave the last space to the next word */
+    if (ws > 0) return i + ws;
+    return i + 1;
+#undef FL
+}
+
+size_t bp_pretok_split(bp_pretok_kind kind, const uint32_t *cpts, const uint16_t *flags, size_t n,
+                       uint32_t *ends) {
+    size_t count = 0;
+    for (size_t i = 0; i < n;) {
+        size_t e = word_end(kind, cpts, flags, i, n);
+        ends[count++] = (uint32_t)e;
+        i = e;
+    }
+    return count;
+}
