@@ -19,13 +19,14 @@
  *   matmul jobs  as bp_matvec/bp_gemm: the CPU quantizes activations to 8 bits for quantized
  *                weight kinds in either mode (that is the kind's dot product, not a reduced-
  *                precision unit); a GPU backend keeps off f16 tensor cores.
- *   attention    exact: K and V are dequantized to f32 and every dot product and the softmax
- *                run in f32 with expf. Fast (default): the query may be rounded to the K
- *                cache's dot format (8 bits for the quantized kinds, ggml's choice too)
- *                and exp may be a polynomial (relative error < 2e-7).
- *   norm, rope, act, glu, softmax
- *                f32 arithmetic with libm expf/tanhf/erff/sinf/cosf in both modes (RoPE angles
- *                in double); exact mode changes nothing.
+ *   attention    both modes: K and V dequantized to f32, f32 dot products and accumulation,
+ *                online softmax. Default: exp by a polynomial (relative error < 4e-7, tested);
+ *                exact: libm expf.
+ *   act, glu, the SiLU fused into a norm, softmax
+ *                default: exp (and GELU's tanh through it) by the same polynomial; exact: libm
+ *                expf/tanhf. GELU erf uses libm erff in both.
+ *   norm, rope   f32 arithmetic with double row sums and double RoPE angles; the same in both.
+ * A GPU backend must honour the same split when it claims an op.
  */
 #ifndef BACKPLANE_OPS_H
 #define BACKPLANE_OPS_H

@@ -27,7 +27,9 @@ att = set()
 for r in rows:
     if r["op"] == "attention":
         att |= set(r["kinds"].split())
-    assert r["route"].startswith("CPU") or r["claimed_by"], ("route without a claim", r)
+    # the CPU, a backend claiming the pair, or (jobs) the weight seam of a backend with a matvec
+    ok = r["route"].startswith("CPU") or r["claimed_by"] or (r["op"] == "jobs" and r["route"].startswith("per job through the weight seam"))
+    assert ok, ("route without a claim", r)
 assert att == set(os.environ["KV"].split()), ("attention kinds", sorted(att))
 ' || fail "probe --json ops section"
 fi

@@ -29,6 +29,8 @@ typedef struct bp_op_kern {
 
 /* The table for the CPU's current ISA path. */
 const bp_op_kern *bp_op_kern_current(void);
+/* The portable table (libm expf/tanhf/erff): what exact mode uses for the activations. */
+const bp_op_kern *bp_op_kern_portable(void);
 
 void bp_op_kern_scalar(bp_op_kern *k);
 /* false when this build or machine lacks the instruction set. */

@@ -70,6 +70,11 @@ static void init(void) {
     have[BP_CPU_ISA_AVX512] = bp_cpu_isa_available(BP_CPU_ISA_AVX512) && bp_op_kern_avx512(&tables[BP_CPU_ISA_AVX512]);
 }
 
+const bp_op_kern *bp_op_kern_portable(void) {
+    pthread_once(&once, init);
+    return &tables[BP_CPU_ISA_SCALAR];
+}
+
 const bp_op_kern *bp_op_kern_current(void) {
     pthread_once(&once, init);
     int isa = (int)bp_cpu_isa_current();

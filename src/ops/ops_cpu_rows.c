@@ -132,12 +132,14 @@ static void softmax_rows(const float *x, int64_t t, int64_t n, float scale, floa
 bp_status bp_ops_cpu_rows(const bp_op_call *c, char *label, size_t label_len) {
     const bp_op_kern *kn = bp_op_kern_current();
     bool exact = bp_exact_mode();
-    snprintf(label, label_len, "CPU %s %s", kn->isa, bp_op_name(c->op));
+    /* Exact mode: activations through libm (the portable table), not the polynomial exp. */
+    const bp_op_kern *ka = exact ? bp_op_kern_portable() : kn;
+    snprintf(label, label_len, "CPU %s %s%s", kn->isa, bp_op_name(c->op), exact ? " (exact)" : "");
     switch (c->op) {
-    case BP_OP_NORM: norm_rows(c->u.norm.d, c->u.norm.x, c->u.norm.t, c->u.norm.y, kn); return BP_OK;
+    case BP_OP_NORM: norm_rows(c->u.norm.d, c->u.norm.x, c->u.norm.t, c->u.norm.y, ka); return BP_OK;
     case BP_OP_ROPE: return rope_rows(c->u.rope.d, c->u.rope.x, c->u.rope.t, c->u.rope.positions);
-    case BP_OP_ACT: kn->act(c->u.act.a, c->u.act.x, NULL, c->u.act.y, c->u.act.n); return BP_OK;
-    case BP_OP_GLU: kn->act(c->u.act.a, c->u.act.x, c->u.act.up, c->u.act.y, c->u.act.n); return BP_OK;
+    case BP_OP_ACT: ka->act(c->u.act.a, c->u.act.x, NULL, c->u.act.y, c->u.act.n); return BP_OK;
+    case BP_OP_GLU: ka->act(c->u.act.a, c->u.act.x, c->u.act.up, c->u.act.y, c->u.act.n); return BP_OK;
     case BP_OP_SOFTMAX:
         softmax_rows(c->u.softmax.x, c->u.softmax.t, c->u.softmax.n, c->u.softmax.scale, c->u.softmax.softcap,
                      c->u.softmax.mask, c->u.softmax.y, kn, exact);

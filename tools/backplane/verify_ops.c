@@ -78,7 +78,7 @@ static void check(vctx *v, bp_op_call *c, int slot, const char *kind, const char
     size_t n;
     float *out = out_of(c, &n);
     float *ref = malloc(n * sizeof *ref);
-    char label[160] = "", err[200] = "";
+    char label[256] = "", err[200] = "";
     const char *backend = slot < 0 ? "cpu" : bp_seam_slot_at(slot)->caps->name;
     if (c->op == BP_OP_ROPE) memcpy(out, in_copy, n * sizeof *out);
     bp_status s = bp_op_reference(c);
