@@ -32,6 +32,11 @@ typedef struct bp_model_params {
     /* Read every weight page at load (madvise + touch), so the first token does not pay the
      * page faults and the progress callback means something. Default true. */
     bool prefetch;
+    /* Drop the file pages of a weight once the CPU backend has made its repacked copy, so the
+     * resident size stays near the file size instead of the file plus the copies (see
+     * src/model/memory.c: decode reads only the copy; a prefill faults the original back in
+     * from the page cache). Default true. */
+    bool release_originals;
 } bp_model_params;
 
 bp_model_params bp_model_default_params(void);
@@ -101,11 +106,28 @@ const float *bp_context_logits(const bp_context *c, int64_t j);
 /* Tokens in the cache. */
 int64_t bp_context_pos(const bp_context *c);
 int64_t bp_context_n_ctx(const bp_context *c);
+/* What last ran the matmuls of weight kind k in this context: decode (one token) or prefill
+ * (several), e.g. "CPU avx512 Q5_0 (repacked, q8_0 int dot) x3 jobs, one submission"; "" when
+ * nothing of that kind has run. A kind that shared a submission led by another kind is named
+ * "(in a submission led by Q5_0) <that submission's path>": the jobs op names the kernel of its
+ * first job. Valid until the next eval. */
+const char *bp_context_kind_path(const bp_context *c, bp_kind k, bool prefill);
 /* Forget positions >= n (0 clears the cache). BP_E_INVAL when n > bp_context_pos. */
 bp_status bp_context_truncate(bp_context *c, int64_t n);
 /* Bytes of the KV cache (K and V, every layer), and of the context's other buffers. */
 size_t bp_context_kv_bytes(const bp_context *c);
 size_t bp_context_buffer_bytes(const bp_context *c);
+
+/* ---- chat ----------------------------------------------------------------------------- */
+
+/* The prompt wrapped as one user turn in the model family's built-in chat format, ending where
+ * the assistant's reply begins (src/model/chat.c lists them: gemma, chatml for Qwen, llama3 when
+ * the vocabulary t has <|start_header_id|>, else llama2's [INST]). *name gets the format's name.
+ * Writes a NUL-terminated string to buf and its length (without the NUL) to *len; BP_E_INVAL
+ * when it does not fit (buf may be NULL with cap 0 to ask). Encode it with parse_special. */
+typedef struct bp_tokenizer bp_tokenizer;
+bp_status bp_model_chat_format(const bp_model *m, const bp_tokenizer *t, const char *prompt, char *buf, size_t cap,
+                               size_t *len, const char **name);
 
 /* ---- perplexity ------------------------------------------------------------------------ */
 

@@ -131,6 +131,7 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
         }
         c->pos += t;
     }
+    bp_model_memory_after_eval(c->m, n > 1, n_out > 1);
     return BP_OK;
 }
 
@@ -144,6 +145,11 @@ int64_t bp_context_n_ctx(const bp_context *c) { return c ? c->n_ctx : 0; }
 size_t bp_context_kv_bytes(const bp_context *c) { return c ? bp_kv_cache_bytes(c->kv) : 0; }
 size_t bp_context_buffer_bytes(const bp_context *c) {
     return c ? c->buf_bytes + (size_t)c->logits_cap * (size_t)c->m->hp.n_vocab * sizeof(float) : 0;
+}
+
+const char *bp_context_kind_path(const bp_context *c, bp_kind k, bool prefill) {
+    if (!c || (unsigned)k >= BP_MODEL_MAX_KIND) return "";
+    return prefill ? c->path_prefill[k] : c->path_decode[k];
 }
 
 bp_status bp_context_truncate(bp_context *c, int64_t n) {

@@ -4,6 +4,8 @@
 
 #include "model/model_internal.h"
 
+enum { BP_MODEL_MAX_KIND = 64, BP_MODEL_PATH_LEN = 200 };
+
 struct bp_context {
     bp_model *m;
     int64_t n_ctx, n_batch;
@@ -16,6 +18,9 @@ struct bp_context {
     float *logits;        /* n_out x n_vocab of the last eval */
     int64_t n_out, logits_cap;
     size_t buf_bytes;
+    /* what last ran each weight kind's matmuls, decode (t = 1) and prefill (t > 1) */
+    char path_decode[BP_MODEL_MAX_KIND][BP_MODEL_PATH_LEN];
+    char path_prefill[BP_MODEL_MAX_KIND][BP_MODEL_PATH_LEN];
 };
 
 /* One forward step over tokens[0..t) at positions c->pos..; writes the logits of the last n_out

@@ -12,6 +12,7 @@
  *               x += f
  *   logits = (rmsnorm(x) * output_norm) Wout; soft-cap (Gemma 2-style final cap, when the file has one) */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -44,6 +45,24 @@ static bp_status embed(bp_context *c, const int32_t *tokens, int64_t t) {
     return BP_OK;
 }
 
+/* One matmul submission; records, per weight kind, what ran it (the jobs op names the kernel
+ * of the submission's first job; a kind that never leads one is named by the one it rode in). */
+static bp_status mm(bp_context *c, const float *x, int64_t t, bp_matmul_job *jobs, int n) {
+    bp_status s = bp_matmul(x, t, jobs, n);
+    if (s) return s;
+    const char *label = bp_op_last_path("jobs");
+    for (int i = 0; i < n; i++) {
+        unsigned k = (unsigned)jobs[i].w->kind;
+        if (k >= BP_MODEL_MAX_KIND) continue;
+        char *slot = t == 1 ? c->path_decode[k] : c->path_prefill[k];
+        if (i == 0) snprintf(slot, BP_MODEL_PATH_LEN, "%s", label);
+        else if (!slot[0] || strstr(slot, "(in a submission led by"))
+            snprintf(slot, BP_MODEL_PATH_LEN, "(in a submission led by %s) %s",
+                     bp_kind_lookup((uint32_t)jobs[0].w->kind)->name, label);
+    }
+    return BP_OK;
+}
+
 /* RoPE of Q and K: the op, or the model's own with Llama 3 frequency factors (rope_factors.c). */
 static bp_status rope(const bp_context *c, float *x, int64_t t, int32_t heads, float base, float scale) {
     const bp_hparams *hp = &c->m->hp;
@@ -64,7 +83,7 @@ static bp_status layer(bp_context *c, int il, int64_t t) {
     /* attention block */
     if ((s = bp_rms_norm(c->x, t, E, L->attn_norm, eps, c->xn))) return s;
     bp_matmul_job qkv[3] = {{L->wq, c->q}, {L->wk, c->kc}, {L->wv, c->vc}};
-    if ((s = bp_matmul(c->xn, t, qkv, 3))) return s;
+    if ((s = mm(c, c->xn, t, qkv, 3))) return s;
     if (L->bq) add_rows(c->q, L->bq, t, H * D);
     if (L->bk) add_rows(c->kc, L->bk, t, KV * D);
     if (L->bv) add_rows(c->vc, L->bv, t, KV * D);
@@ -79,19 +98,19 @@ static bp_status layer(bp_context *c, int il, int64_t t) {
                        .window = swa ? hp->swa_window : 0, .softcap = 0};
     if ((s = bp_attention(&ad, c->q, t, c->positions, c->kv, il, c->att))) return s;
     bp_matmul_job o = {L->wo, c->tmp};
-    if ((s = bp_matmul(c->att, t, &o, 1))) return s;
+    if ((s = mm(c, c->att, t, &o, 1))) return s;
     if (L->bo) add_rows(c->tmp, L->bo, t, E);
     if (L->attn_post_norm && (s = bp_rms_norm(c->tmp, t, E, L->attn_post_norm, eps, c->tmp))) return s;
     add(c->x, c->tmp, t * E);
     /* feed-forward block */
     if ((s = bp_rms_norm(c->x, t, E, L->ffn_norm, eps, c->xn))) return s;
     bp_matmul_job gu[2] = {{L->w_gate, c->gate}, {L->w_up, c->up}};
-    if ((s = bp_matmul(c->xn, t, gu, 2))) return s;
+    if ((s = mm(c, c->xn, t, gu, 2))) return s;
     if (L->b_gate) add_rows(c->gate, L->b_gate, t, F);
     if (L->b_up) add_rows(c->up, L->b_up, t, F);
     if ((s = bp_glu(m->arch->ffn_act, c->gate, c->up, t * F, c->gate))) return s;
     bp_matmul_job down = {L->w_down, c->tmp};
-    if ((s = bp_matmul(c->gate, t, &down, 1))) return s;
+    if ((s = mm(c, c->gate, t, &down, 1))) return s;
     if (L->b_down) add_rows(c->tmp, L->b_down, t, E);
     if (L->ffn_post_norm && (s = bp_rms_norm(c->tmp, t, E, L->ffn_post_norm, eps, c->tmp))) return s;
     add(c->x, c->tmp, t * E);
@@ -111,7 +130,7 @@ bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
     if ((s = bp_rms_norm(c->x + (t - n_out) * E, n_out, E, m->output_norm, hp->rms_eps, c->xn))) return s;
     float *out = c->logits + (size_t)c->n_out * (size_t)V;
     bp_matmul_job job = {m->output, out};
-    if ((s = bp_matmul(c->xn, n_out, &job, 1))) return s;
+    if ((s = mm(c, c->xn, n_out, &job, 1))) return s;
     if (hp->final_softcap > 0)
         for (int64_t i = 0; i < n_out * V; i++) out[i] = hp->final_softcap * tanhf(out[i] / hp->final_softcap);
     c->n_out += n_out;

@@ -75,7 +75,14 @@ struct bp_model {
     int64_t n_weights;
     int64_t n_params;
     uint64_t weight_bytes;
+    bool release_originals;   /* bp_model_params.release_originals (memory.c) */
+    unsigned char *released;  /* per weight: its original's pages are dropped */
 };
+
+/* After an eval (memory.c): drop the original pages of weights that have a repacked CPU copy.
+ * prefill: a step of several tokens ran (the GEMM read the layer weights' originals);
+ * output_gemm: several positions' logits were computed (the output's original was read). */
+void bp_model_memory_after_eval(bp_model *m, bool prefill, bool output_gemm);
 
 /* Re-fail with "prefix: <the current message>" (copied first: bp_fail formats into the buffer
  * bp_last_error returns). */

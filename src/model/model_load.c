@@ -13,7 +13,7 @@
 #include "model/model_internal.h"
 
 bp_model_params bp_model_default_params(void) {
-    bp_model_params p = {.progress = NULL, .progress_user = NULL, .prefetch = true};
+    bp_model_params p = {.progress = NULL, .progress_user = NULL, .prefetch = true, .release_originals = true};
     return p;
 }
 
@@ -130,6 +130,7 @@ void bp_model_free(bp_model *m) {
     if (!m) return;
     for (int64_t i = 0; i < m->n_weights; i++) bp_weight_free(m->weights[i].w);
     bp_free(m->weights);
+    bp_free(m->released);
     free_layers(m);
     bp_free(m->output_norm);
     bp_free(m->rope_freqs);
@@ -204,7 +205,9 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     /* Every matrix: 7 per layer at most, plus token_embd and output. */
     m->weights = bp_calloc((size_t)hp->n_layer * 8 + 2, sizeof *m->weights);
     m->layers = bp_calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->weights || !m->layers) return bp_fail(BP_E_NOMEM, "%s: no memory for %lld layers", path, (long long)hp->n_layer);
+    m->released = bp_calloc((size_t)hp->n_layer * 8 + 2, 1);
+    m->release_originals = p->release_originals;
+    if (!m->weights || !m->layers || !m->released) return bp_fail(BP_E_NOMEM, "%s: no memory for %lld layers", path, (long long)hp->n_layer);
 
     const bp_gguf_tensor *t;
     if ((s = find(&b, "token_embd.weight", hp->n_vocab, hp->n_embd, true, &t)) ||
