@@ -13,10 +13,11 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j$(JOBS)
 
-# The main job: what each kind runs on here, and the kind table.
+# The main job: Gemma 3 270M Q4_K_M end to end (scripts/install-gemma.sh installs the file once,
+# outside the repository): a greedy continuation of a default prompt, its tokens/s, the paths.
+PROMPT ?= The three most important inventions of the twentieth century are
 run: deps build
-	./$(BUILD)/backplane probe
-	./$(BUILD)/backplane kinds
+	./$(BUILD)/backplane run "$$(bash scripts/install-gemma.sh)" -p "$(PROMPT)" -n 64
 
 # The whole test suite.
 check: deps build
