@@ -203,8 +203,8 @@ int main(int argc, char **argv) {
         FILE *f = fopen((out + ".greedy.txt").c_str(), "w");
         if (!f) die("cannot write greedy");
         fprintf(f, "# llama.cpp greedy continuations: prompt line, prompt ids (BOS added as the vocabulary says),\n"
-                   "# %d generated ids (prefill in one batch, then one token per decode), and per step the\n"
-                   "# margin between the best and second-best logit\n", n_gen);
+                   "# %d generated ids (prefill in one batch, then one token per decode), per step the\n"
+                   "# margin between the best and second-best logit, and the generated text\n", n_gen);
         std::string line;
         while (std::getline(pf, line)) {
             if (line.empty() || line[0] == '#') continue;
@@ -232,6 +232,18 @@ int main(int argc, char **argv) {
             for (auto t : gen) fprintf(f, " %d", t);
             fprintf(f, "\nmargin");
             for (auto m : margin) fprintf(f, " %.4f", m);
+            // the generated text, each token's piece as llama_token_to_piece gives it, with
+            // backslash and newline escaped (\\, \n) so it stays one line
+            fprintf(f, "\ntext ");
+            for (auto t : gen) {
+                char piece[256];
+                int n = llama_token_to_piece(vocab, t, piece, sizeof piece, 0, false);
+                for (int i = 0; i < n; i++) {
+                    if (piece[i] == '\\') fputs("\\\\", f);
+                    else if (piece[i] == '\n') fputs("\\n", f);
+                    else fputc(piece[i], f);
+                }
+            }
             fprintf(f, "\n");
         }
         fclose(f);
