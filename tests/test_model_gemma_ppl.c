@@ -6,7 +6,9 @@
  * each chunk scored), within 0.5% of llama-perplexity's figure. The token ids are llama.cpp's
  * (the reference file), so this does not depend on our tokenizer; `backplane perplexity` on the
  * text itself is tests/cli_model.sh. Under a sanitizer (-O0 + ASan, ~20x slower) it scores the
- * first chunk only, against llama-perplexity's figure after its first chunk. */
+ * first chunk only, against llama-perplexity's figure after its first chunk, within 2%: one
+ * chunk scores 255 tokens, and two correct implementations differ more there (measured: 0.87%
+ * after 1 chunk, 0.34% after 2, 0.21% after 4, 0.08% after 8). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +60,9 @@ static void test_perplexity(bp_model *m) {
             (long long)r.chunks, ctx, r.ppl, want, 100 * rel);
     CHECK(r.chunks == chunks && r.scored == chunks * (ctx / 2 - 1), "%lld chunks, %lld scored", (long long)r.chunks,
           (long long)r.scored);
-    CHECK(rel <= 0.005, "perplexity %.4f is %.3f%% from llama-perplexity's %.4f (bound 0.5%%)", r.ppl, 100 * rel, want);
+    const double bound = SANITIZED ? 0.02 : 0.005;
+    CHECK(rel <= bound, "perplexity %.4f is %.3f%% from llama-perplexity's %.4f (bound %.1f%%)", r.ppl, 100 * rel, want,
+          100 * bound);
 out:
     bp_context_free(c);
     free(ids);

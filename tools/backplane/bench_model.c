@@ -199,22 +199,17 @@ int bp_bench_model(int argc, char **argv) {
             printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", desc, size, params, "backplane", threads,
                    res[i].name, tps);
         }
-        printf("\nKV cache %s; decode paths:", kvn);
-        /* the kinds' paths as they last ran (the tg test ran last: decode kernels) */
-        const char *seen[64];
-        int ns = 0;
+        /* per weight kind, what ran its matmuls in the tests above */
+        printf("\nKV cache %s; paths per weight kind:\n", kvn);
+        bool seen[64] = {false};
         for (int64_t i = 0; i < bp_model_weight_count(m); i++) {
-            const bp_weight *w = bp_model_weight_at(m, i, NULL);
-            const char *path = bp_weight_last_path(w);
-            bool dup = false;
-            for (int j = 0; j < ns; j++) dup |= !strcmp(seen[j], path);
-            if (!dup && ns < 64) {
-                seen[ns++] = strdup(path);
-                printf("%s %s", ns > 1 ? ";" : "", path);
-            }
+            bp_kind k = bp_model_weight_at(m, i, NULL)->kind;
+            if ((unsigned)k >= 64 || seen[k]) continue;
+            seen[k] = true;
+            const char *d = bp_context_kind_path(c, k, false), *pf = bp_context_kind_path(c, k, true);
+            printf("  %-6s decode: %s\n", bp_kind_lookup((uint32_t)k)->name, *d ? d : "(not run)");
+            if (*pf) printf("  %-6s prefill: %s\n", "", pf);
         }
-        printf("\n");
-        for (int j = 0; j < ns; j++) free((void *)seen[j]);
     }
     for (int i = 0; i < nres; i++) free(res[i].secs);
     free(tok);
