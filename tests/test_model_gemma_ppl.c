@@ -16,17 +16,6 @@
 #include "harness.h"
 #include "model/model_ref.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 static void test_perplexity(bp_model *m) {
     size_t len;
     char *text = bp_test_read_file("tests/model/ref/gemma3-270m.ppl_ids.txt", &len);

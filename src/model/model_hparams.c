@@ -30,17 +30,26 @@ const bp_arch *bp_arch_at(int i) {
  * n_ctx * n_head * head_dim must fit comfortably in size_t. */
 enum { MAX_DIM = 1 << 20, MAX_LAYERS = 4096, MAX_HEADS = 4096, MAX_CTX = 1 << 24 };
 
+/* `<arch>.<suffix>` into key and *v. 1: absent and not required (the caller uses its default);
+ * 0: found; otherwise the error. */
+static int lookup(const bp_gguf *f, const char *arch, const char *suffix, bool required, char *key, size_t key_len,
+                  bp_gguf_value *v) {
+    snprintf(key, key_len, "%s.%s", arch, suffix);
+    if (bp_gguf_find_key(f, key) < 0)
+        return required ? (int)bp_fail(BP_E_FORMAT, "model: metadata key %s is missing", key) : 1;
+    bp_gguf_get(f, key, v);
+    return 0;
+}
+
 static bp_status get_int(const bp_gguf *f, const char *arch, const char *suffix, bool required, int64_t dflt,
                          int64_t lo, int64_t hi, int64_t *out) {
     char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
     bp_gguf_value v;
-    if (bp_gguf_find_key(f, key) < 0) {
-        if (required) return bp_fail(BP_E_FORMAT, "model: metadata key %s is missing", key);
+    int r = lookup(f, arch, suffix, required, key, sizeof key, &v);
+    if (r) {
         *out = dflt;
-        return BP_OK;
+        return r == 1 ? BP_OK : (bp_status)r;
     }
-    bp_gguf_get(f, key, &v);
     if (v.type == BP_GGUF_ARRAY)
         return bp_fail(BP_E_UNSUPPORTED, "model: %s is a per-layer array; only one value for every layer is supported",
                        key);
@@ -57,14 +66,12 @@ static bp_status get_int(const bp_gguf *f, const char *arch, const char *suffix,
 static bp_status get_float(const bp_gguf *f, const char *arch, const char *suffix, bool required, double dflt,
                            double lo, double hi, float *out) {
     char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
     bp_gguf_value v;
-    if (bp_gguf_find_key(f, key) < 0) {
-        if (required) return bp_fail(BP_E_FORMAT, "model: metadata key %s is missing", key);
+    int r = lookup(f, arch, suffix, required, key, sizeof key, &v);
+    if (r) {
         *out = (float)dflt;
-        return BP_OK;
+        return r == 1 ? BP_OK : (bp_status)r;
     }
-    bp_gguf_get(f, key, &v);
     double x;
     if (bp_gguf_value_f64(&v, &x))
         return bp_fail(BP_E_FORMAT, "model: %s is a %s, not a number", key, bp_gguf_type_name(v.type));

@@ -16,6 +16,19 @@
 
 #include "harness.h"
 
+/* SANITIZED: built with AddressSanitizer (make sanitize: -O0 + ASan, ~20x slower on these
+ * models), where the Gemma tests run a shorter version of themselves, saying so. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
 /* The Gemma file: BP_GEMMA_GGUF, else where the pip package assembles it. The tests that need it
  * FAIL (never skip) when it is absent: CI installs it, and a failed install must show. */
 static inline const char *model_gemma_path(void) {
