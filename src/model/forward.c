@@ -72,7 +72,11 @@ static bp_status rope(const bp_context *c, float *x, int64_t t, int32_t heads, f
     return bp_rope(&d, x, t, c->positions);
 }
 
-static bp_status layer(bp_context *c, int il, int64_t t) {
+/* One layer over t tokens. Only the last `keep` rows go on past the attention: every layer but
+ * the last keeps all t; the last keeps the rows whose logits are wanted (none: its K and V are
+ * all a later step needs), as llama.cpp's output-row selection does, which spares a prefill the
+ * last layer's attention, output projection and FFN for the other rows. */
+static bp_status layer(bp_context *c, int il, int64_t t, int64_t keep) {
     const bp_model *m = c->m;
     const bp_hparams *hp = &m->hp;
     const bp_layer *L = &m->layers[il];
@@ -94,26 +98,29 @@ static bp_status layer(bp_context *c, int il, int64_t t) {
     float base = swa ? hp->rope_base_swa : hp->rope_base, scale = swa ? 1.0f : hp->rope_freq_scale;
     if ((s = rope(c, c->q, t, (int32_t)H, base, scale)) || (s = rope(c, c->kc, t, (int32_t)KV, base, scale))) return s;
     if ((s = bp_kv_cache_append(c->kv, il, c->kc, c->vc, t, c->pos))) return s;
+    if (keep == 0) return BP_OK;
+    const int64_t r0 = t - keep; /* first row carried on */
+    float *x = c->x + r0 * E;
     bp_attn_desc ad = {.n_heads = (int32_t)H, .n_kv_heads = (int32_t)KV, .scale = hp->attn_scale, .causal = true,
                        .window = swa ? hp->swa_window : 0, .softcap = 0};
-    if ((s = bp_attention(&ad, c->q, t, c->positions, c->kv, il, c->att))) return s;
+    if ((s = bp_attention(&ad, c->q + r0 * H * D, keep, c->positions + r0, c->kv, il, c->att))) return s;
     bp_matmul_job o = {L->wo, c->tmp};
-    if ((s = mm(c, c->att, t, &o, 1))) return s;
-    if (L->bo) add_rows(c->tmp, L->bo, t, E);
-    if (L->attn_post_norm && (s = bp_rms_norm(c->tmp, t, E, L->attn_post_norm, eps, c->tmp))) return s;
-    add(c->x, c->tmp, t * E);
+    if ((s = mm(c, c->att, keep, &o, 1))) return s;
+    if (L->bo) add_rows(c->tmp, L->bo, keep, E);
+    if (L->attn_post_norm && (s = bp_rms_norm(c->tmp, keep, E, L->attn_post_norm, eps, c->tmp))) return s;
+    add(x, c->tmp, keep * E);
     /* feed-forward block */
-    if ((s = bp_rms_norm(c->x, t, E, L->ffn_norm, eps, c->xn))) return s;
+    if ((s = bp_rms_norm(x, keep, E, L->ffn_norm, eps, c->xn))) return s;
     bp_matmul_job gu[2] = {{L->w_gate, c->gate}, {L->w_up, c->up}};
-    if ((s = mm(c, c->xn, t, gu, 2))) return s;
-    if (L->b_gate) add_rows(c->gate, L->b_gate, t, F);
-    if (L->b_up) add_rows(c->up, L->b_up, t, F);
-    if ((s = bp_glu(m->arch->ffn_act, c->gate, c->up, t * F, c->gate))) return s;
+    if ((s = mm(c, c->xn, keep, gu, 2))) return s;
+    if (L->b_gate) add_rows(c->gate, L->b_gate, keep, F);
+    if (L->b_up) add_rows(c->up, L->b_up, keep, F);
+    if ((s = bp_glu(m->arch->ffn_act, c->gate, c->up, keep * F, c->gate))) return s;
     bp_matmul_job down = {L->w_down, c->tmp};
-    if ((s = mm(c, c->gate, t, &down, 1))) return s;
-    if (L->b_down) add_rows(c->tmp, L->b_down, t, E);
-    if (L->ffn_post_norm && (s = bp_rms_norm(c->tmp, t, E, L->ffn_post_norm, eps, c->tmp))) return s;
-    add(c->x, c->tmp, t * E);
+    if ((s = mm(c, c->gate, keep, &down, 1))) return s;
+    if (L->b_down) add_rows(c->tmp, L->b_down, keep, E);
+    if (L->ffn_post_norm && (s = bp_rms_norm(c->tmp, keep, E, L->ffn_post_norm, eps, c->tmp))) return s;
+    add(x, c->tmp, keep * E);
     return BP_OK;
 }
 
@@ -125,7 +132,7 @@ bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
     if (s) return s;
     for (int64_t i = 0; i < t; i++) c->positions[i] = (int32_t)(c->pos + i);
     for (int il = 0; il < (int)hp->n_layer; il++)
-        if ((s = layer(c, il, t))) return s;
+        if ((s = layer(c, il, t, il == (int)hp->n_layer - 1 ? n_out : t))) return s;
     if (n_out == 0) return BP_OK;
     if ((s = bp_rms_norm(c->x + (t - n_out) * E, n_out, E, m->output_norm, hp->rms_eps, c->xn))) return s;
     float *out = c->logits + (size_t)c->n_out * (size_t)V;
