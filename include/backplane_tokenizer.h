@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* Exported from libbackplane.so, which is built with -fvisibility=hidden (as backplane.h). */
+#pragma GCC visibility push(default)
+
 /* ---- tokenizer -------------------------------------------------------------------------- */
 
 typedef int32_t bp_token;
@@ -174,6 +177,8 @@ bp_status bp_sampler_probs(bp_sampler *s, const float *logits, double *probs);
 bp_status bp_sampler_accept(bp_sampler *s, bp_token tok);
 /* Forget the accepted tokens and restart the RNG from the seed. */
 void bp_sampler_reset(bp_sampler *s);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
  *   - the distribution each config draws from (bp_sampler_probs), every row x config, to 1e-12:
  *     greedy, temperature, top-k, top-p, min-p, penalties, and combinations, on rows with ties,
  *     -inf and NaN logits and a 1000-token row;
- *   - 20,000 seeded draws per (row, config) against those probabilities by chi-square, bound
+ *   - 10,000 seeded draws per (row, config) against those probabilities by chi-square, bound
  *     at p = 1e-6 (computed by the generator);
  *   - greedy = argmax, ties to the lowest id; the same seed gives the same draws, reset
  *     restarts them, another seed differs; bad parameters and rows are errors. */

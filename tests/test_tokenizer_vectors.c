@@ -1,5 +1,5 @@
 /* Token ids against llama.cpp's, exactly, on the committed strings (tests/tokenizer/strings.py),
- * for the five vocabularies of tests/tokenizer/expected/ (made by gen_expected.py with
+ * for the six vocabularies of tests/tokenizer/expected/ (made by gen_expected.py with
  * llama-tokenize); each token's piece against llama_token_to_piece's; and decode(encode(s)) == s
  * where the tokenizer is lossless for s.
  *
@@ -11,8 +11,9 @@
 #include <time.h>
 
 #include "harness.h"
+#include "tokenizer/lossless.h"
 
-static const char *const vocabs[] = {"gemma3", "llama-spm", "llama-bpe", "qwen2", "gpt-2"};
+static const char *const vocabs[] = {"gemma3", "llama-spm", "llama-bpe", "qwen2", "gpt-2", "gpt-neox"};
 
 static double now_ms(void) {
     struct timespec ts;
@@ -53,36 +54,6 @@ static size_t parse_ids(const char *s, bp_token *out) {
         s = *end == ',' ? end + 1 : end;
     }
     return n;
-}
-
-/* Strict UTF-8 (no overlong forms, no surrogates): byte-level BPE is lossless only on that,
- * since llama.cpp's decoding turns anything else into U+FFFD or re-encodes it. */
-static bool valid_utf8(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
-        if (!len || i + len > n) return false;
-        for (size_t k = 1; k < len; k++)
-            if ((s[i + k] & 0xC0) != 0x80) return false;
-        if (len == 3 && c == 0xE0 && s[i + 1] < 0xA0) return false;
-        if (len == 3 && c == 0xED && s[i + 1] >= 0xA0) return false;
-        if (len == 4 && c == 0xF0 && s[i + 1] < 0x90) return false;
-        if (len == 4 && c == 0xF4 && s[i + 1] >= 0x90) return false;
-        i += len;
-    }
-    return true;
-}
-
-/* SPM splits the text into symbols by each lead byte's length; an invalid lead byte within
- * that many bytes before a space swallows the first bytes of the space's U+2581, which then
- * come back as byte tokens, i.e. as U+2581's bytes instead of a space (llama.cpp alike). */
-static bool spm_lossless(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        size_t len = s[i] >= 0xF0 ? 4 : s[i] >= 0xE0 ? 3 : s[i] >= 0xC0 ? 2 : 1;
-        for (size_t k = 1; k < len && i + k < n; k++)
-            if (s[i + k] == ' ') return false;
-    }
-    return true;
 }
 
 static void print_ids(const char *what, const bp_token *ids, size_t n) {

@@ -76,9 +76,9 @@ bp_status bp_tok_bpe_encode(const bp_tokenizer *t, const char *text, size_t len,
     bpe_state st = {t, NULL, NULL, {0}};
     uint32_t *cpts = bp_malloc(len * sizeof *cpts);
     uint16_t *flags = bp_malloc(len * sizeof *flags);
-    uint32_t *ends = bp_malloc(len * sizeof *ends);
+    uint32_t *ends = bp_malloc(len * sizeof *ends), *scratch = bp_malloc(len * sizeof *scratch);
     char *word = NULL;
-    if (!cpts || !flags || !ends) {
+    if (!cpts || !flags || !ends || !scratch) {
         rc = bp_fail(BP_E_NOMEM, "tokenizer: scratch for %zu bytes", len);
         goto done;
     }
@@ -89,7 +89,7 @@ bp_status bp_tok_bpe_encode(const bp_tokenizer *t, const char *text, size_t len,
         flags[nc] = (uint16_t)bp_unicode_flags(c);
         nc++;
     }
-    size_t nw = bp_pretok_split(t->pretok, cpts, flags, nc, ends);
+    size_t nw = bp_pretok_split(t->pretok, cpts, flags, nc, ends, scratch);
     /* Scratch for the longest word: a code point re-encodes to <= 4 UTF-8 bytes, each of which
      * becomes <= 2 bytes (one symbol) of the byte-level alphabet. */
     size_t longest = 0, start = 0;
@@ -121,6 +121,7 @@ done:
     bp_free(st.heap.v);
     bp_free(st.sym);
     bp_free(word);
+    bp_free(scratch);
     bp_free(ends);
     bp_free(flags);
     bp_free(cpts);

@@ -19,6 +19,7 @@ typedef enum bp_pretok_kind {
     BP_PRETOK_GPT2,     /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
     BP_PRETOK_LLAMA3,   /* (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
     BP_PRETOK_QWEN2,    /* the same with \p{N} (one digit per word) */
+    BP_PRETOK_DEFAULT,  /* llama.cpp's "default": four regexes in turn (tokenizer_pretok.c) */
 } bp_pretok_kind;
 
 /* GPT-2's byte alphabet: 188 printable bytes map to themselves, the other 68 to U+0100..U+0143. */
@@ -129,9 +130,9 @@ void bp_tok_bpe_init_bytes(bp_tokenizer *t);
 
 /* ---- tokenizer_pretok.c ---- */
 /* Word boundaries of cpts[0..n) (flags[i] = bp_unicode_flags(cpts[i])): writes the end index
- * of each word, ascending, to ends (room for n) and returns the count. */
+ * of each word, ascending, to ends (room for n) and returns the count; scratch: room for n. */
 size_t bp_pretok_split(bp_pretok_kind kind, const uint32_t *cpts, const uint16_t *flags, size_t n,
-                       uint32_t *ends);
+                       uint32_t *ends, uint32_t *scratch);
 /* Look up a "gpt2" pre-tokenizer name; false when unsupported. */
 bool bp_pretok_lookup(const char *name, bp_pretok_kind *kind, bool *ignore_merges, bool *add_bos);
 

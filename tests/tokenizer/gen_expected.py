@@ -16,7 +16,8 @@ special=true) as the reference for our token_to_piece. llama-tokenize passes add
 differ. Inputs are written to a file and read with --no-escape, byte for byte.
 
 Vocabularies: gemma3 (the Gemma 3 270M Q4_K_M file) and llama.cpp's ggml-vocab-{llama-spm,
-llama-bpe,qwen2,gpt-2}.gguf, looked up as the tests do (scripts/fetch-vocab.sh puts them in
+llama-bpe,qwen2,gpt-2,gpt-neox}.gguf (gpt-neox: a "gpt2" file without tokenizer.ggml.pre, so
+llama.cpp's "default" pre-tokenizer), looked up as the tests do (scripts/fetch-vocab.sh puts them in
 ~/.cache/backplane/vocab). Each file's sha256 is recorded; the test does not re-hash (the
 fetch script checks the same sums).
 """
@@ -32,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from strings import CASES  # noqa: E402
 
-VOCABS = ["gemma3", "llama-spm", "llama-bpe", "qwen2", "gpt-2"]
+VOCABS = ["gemma3", "llama-spm", "llama-bpe", "qwen2", "gpt-2", "gpt-neox"]
 
 
 def vocab_path(name, vocab_dir):

@@ -42,6 +42,12 @@ void bp_cli_print_profile(void) {
     if (want_profile) bp_stats_report(stderr);
 }
 
+bool bp_cli_take_strict(int *argc, char **argv) {
+    bool found = take_flag(argc, argv, "--strict");
+    if (found) bp_set_strict(true);
+    return found;
+}
+
 void bp_cli_print_fallbacks(void) {
     if (want_fallbacks) bp_fallback_report(stderr);
 }

@@ -56,6 +56,9 @@ static int usage(FILE *f, int rc) {
             "               calls got under P%% of the CPUs; the table's CPU share column says what it got\n"
             "  --json       {\"read_bandwidth_gbps\": x, \"results\": [...]}\n"
             "  --fallbacks  print how many ops fell back, from where and why\n"
+            "  --strict     a fallback is an error (BACKPLANE_STRICT=1 does the same)\n"
+            "  --crossover  instead: per backend, the measured per-call overhead, GB/s and GFLOP/s, the\n"
+            "               cost model's figures (src/seam/cost.c), and the shape where it beats the CPU\n"
             "BACKPLANE_CPU_ISA=scalar|avx2|avx512 forces the CPU kernels' instruction set.\n");
     return rc;
 }
@@ -297,11 +300,14 @@ static int bench_main(int argc, char **argv);
 int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_profile(&argc, argv);
-    /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c). MODEL.gguf or
-     * --model: a whole model's pp/tg tokens/s (bench_model.c). */
-    int rc = bp_bench_model_requested(argc, argv) ? bp_bench_model(argc, argv)
-             : bp_bench_op_requested(argc, argv)  ? bp_bench_ops(argc, argv)
-                                                  : bench_main(argc, argv);
+    bp_cli_take_strict(&argc, argv);
+    /* --crossover: the seam's cost numbers (bench_crossover.c). --op attention|norm|rope|act|jobs:
+     * the op layer's benchmarks (bench_ops.c). MODEL.gguf or --model: a whole model's pp/tg
+     * tokens/s (bench_model.c). */
+    int rc = argc > 1 && !strcmp(argv[1], "--crossover") ? bp_bench_crossover(argc - 1, argv + 1)
+             : bp_bench_model_requested(argc, argv)      ? bp_bench_model(argc, argv)
+             : bp_bench_op_requested(argc, argv)         ? bp_bench_ops(argc, argv)
+                                                         : bench_main(argc, argv);
     bp_cli_print_profile();
     bp_cli_print_fallbacks();
     return rc;
