@@ -96,9 +96,11 @@ void bp_context_free(bp_context *c); /* NULL is fine; the model must outlive its
 int bp_context_kv_kinds(bp_kind *kinds, double *nmse_bound, int cap);
 
 /* Append n tokens at positions bp_context_pos(c) .. +n-1, and compute the logits of the last
- * n_out of them (0 <= n_out <= n; 1 for generation, n for every position). On failure (a token
- * id outside the vocabulary, more tokens than the cache has room for, no memory) nothing is
- * appended and the context is as before. */
+ * n_out of them (0 <= n_out <= n; 1 for generation, n for every position). On failure nothing
+ * is appended: the cache holds the same positions as before. A token id outside the vocabulary
+ * or more tokens than the cache has room for is found before any work, and the previous eval's
+ * logits stay readable; a failure inside the forward pass (no memory, a backend error) leaves
+ * no logits (bp_context_logits gives NULL). */
 bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64_t n_out);
 /* Logits (n_vocab floats) of output j of the last eval, j in [0, n_out): output j belongs to
  * token n - n_out + j. NULL when out of range. Valid until the next eval. */
