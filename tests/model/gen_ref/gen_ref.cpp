@@ -6,7 +6,7 @@
 //           [--flash-attn on|off|auto] [--logits-ids "1 2 3" | --logits-text TEXT] [--n-pos 32] [--subset 512] [--topk 64]
 //           [--prompts FILE --n-gen 64] [--ppl-text FILE --ppl-ctx 512 --ppl-chunks 8]
 //
-// Outputs (all little-endian; see tests/model/README.md for the formats):
+// Outputs (all little-endian; tests/model/README.md describes the formats):
 //   PREFIX.logits.bin  the logits of the first n-pos positions of one batch: per position the
 //                      value at a fixed random subset of vocabulary ids plus the top-k ids
 //                      (every id when the vocabulary is at most subset + topk entries)
