@@ -3,10 +3,11 @@
 # absence is a FAILURE, never a skip) and the tiny models (tests/model/gen_tiny.py):
 #   - `run` greedy: the text equals llama.cpp's greedy continuation of the same prompt
 #     (tests/model/ref/gemma3-270m.greedy.txt, prompt 3: every step's llama.cpp margin over its
-#     runner-up is >= 0.2 logits in the first 24 tokens, so no near-tie can flip it);
+#     runner-up is >= 0.32 logits in the first 15 tokens, well above the ~0.1-0.2 our logits and
+#     llama.cpp's differ by, so no near-tie can flip it);
 #   - `run --json`: valid JSON with the token counts, positive tokens/s, a decode path for every
 #     weight kind and 0 fallbacks; `--chat` on each tiny architecture names its template;
-#   - `perplexity` on tests/model/gpl-3.txt (our tokenizer on the text) within 0.5% of
+#   - `perplexity` on tests/model/gpl-3.txt (our tokenizer on the text), 4 chunks, within 0.5% of
 #     llama-perplexity's running figure after the same number of chunks;
 #   - `bench MODEL.gguf`: llama-bench's table shape with pp and tg rows;
 #   - bad input: a prompt longer than --ctx, a missing file, an unknown KV kind: non-zero exit and
@@ -27,15 +28,15 @@ bad() { echo "FAIL: $*"; fail=1; }
 # --- run, greedy, against llama.cpp's text -------------------------------------------------
 prompt=$(grep '^prompt ' $ref | sed -n 3p | cut -d' ' -f2-)
 want=$(grep '^text ' $ref | sed -n 3p | cut -d' ' -f2-)
-"$cli" run "$GEMMA" -p "$prompt" -n 24 --threads 2 >"$tmp/out" 2>"$tmp/err" || bad "run exited $?: $(tail -3 "$tmp/err")"
+"$cli" run "$GEMMA" -p "$prompt" -n 15 --threads 2 >"$tmp/out" 2>"$tmp/err" || bad "run exited $?: $(tail -3 "$tmp/err")"
 python3 - "$tmp/out" "$prompt" "$want" <<'PY' || fail=1
 import sys
 out = open(sys.argv[1], encoding="utf-8", errors="replace").read()
 prompt, want = sys.argv[2], sys.argv[3].replace("\\n", "\n").replace("\\\\", "\\")
 got = out[len(prompt):].rstrip("\n")
-# 24 tokens of llama.cpp's 64: compare the common prefix of the texts, at least 40 characters
+# 15 tokens of llama.cpp's 64: compare the common prefix of the texts, at least 30 characters
 n = min(len(got), len(want))
-if n < 40 or got[:n] != want[:n]:
+if n < 30 or got[:n] != want[:n]:
     print("FAIL: run text differs from llama.cpp's greedy continuation\n got: %r\nwant: %r" % (got, want[:len(got)]))
     sys.exit(1)
 PY
@@ -71,16 +72,16 @@ done
 if ldd "$cli" 2>/dev/null | grep -q libasan; then
   echo "cli_model: sanitizer build: the CLI perplexity check is left to the Release suite" >&2
 else
-"$cli" perplexity "$GEMMA" -f tests/model/gpl-3.txt --ctx 512 --chunks 2 --json >"$tmp/ppl" 2>"$tmp/err" \
+"$cli" perplexity "$GEMMA" -f tests/model/gpl-3.txt --ctx 512 --chunks 4 --json >"$tmp/ppl" 2>"$tmp/err" \
   || bad "perplexity exited $?: $(tail -2 "$tmp/err")"
 python3 - "$tmp/ppl" tests/model/ref/gemma3-270m.ppl.txt <<'PY' || fail=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 ref = {l.split()[1]: float(l.split()[2]) for l in open(sys.argv[2]) if l.startswith("chunk ")}
-want = ref["2"]
+want = ref["4"]
 rel = abs(d["ppl"] - want) / want
-print("perplexity over 2 chunks: %.4f, llama-perplexity %.4f (%.3f%%)" % (d["ppl"], want, 100 * rel))
-if d["chunks"] != 2 or rel > 0.005:
+print("perplexity over 4 chunks: %.4f, llama-perplexity %.4f (%.3f%%)" % (d["ppl"], want, 100 * rel))
+if d["chunks"] != 4 or rel > 0.005:
     print("FAIL: perplexity %s vs %.4f" % (d, want))
     sys.exit(1)
 PY
