@@ -2,16 +2,16 @@
  * MXFP4) into a second, decode-friendly copy at first use (bp_weight.backend_state). With the
  * original still mapped and touched, a model's resident size would be the file plus those
  * copies: Gemma 3 270M Q4_K_M is 241 MiB and repacks 213 MiB of it (the tied 171 MiB Q8_0
- * token_embd/output and the Q5_0 projections), so 517 MiB resident instead of ~260 MiB.
+ * token_embd/output and the Q5_0 projections) into 256 MiB of copies, so `backplane run` was
+ * 517 MiB resident; with what follows it is 341 MiB (README, "Memory").
  *
  * Decode reads only the copy; the originals are read again only by a prefill's GEMM (which
  * dequantizes from the GGUF layout), by embedding lookups (one row per token) and by a backend
  * uploading them. The weights are a read-only, private, file-backed mapping, so dropping their
  * pages (MADV_DONTNEED) loses nothing: a later read faults them back from the page cache. So
  * after each eval, every weight that has a repacked copy and whose original pages are resident
- * gets them dropped; a prefill marks the weights it read as resident again. Costs measured on
- * the dev VM: ~5 ms of madvise per release of all 213 MiB, and the next prefill's minor faults
- * (~2% of a 512-token prefill). bp_model_params.release_originals = false keeps them. */
+ * gets them dropped; a prefill marks the weights it read as resident again, and they are dropped
+ * again after it. bp_model_params.release_originals = false keeps them. */
 #include <sys/mman.h>
 #include <unistd.h>
 
