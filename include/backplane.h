@@ -309,12 +309,10 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 #endif
 
 /* Public areas with their own headers. */
+#include "backplane_ops.h"       /* the op layer: matmul jobs, norms, RoPE, activations, softmax,
+                                    KV cache, attention, stats */
 #include "backplane_tokenizer.h" /* tokenizer and sampler */
-
-/* The op layer: matmul jobs, norms, RoPE, activations, softmax, KV cache, attention, stats. */
-#include "backplane_ops.h"
-
-/* Models: load, contexts with a KV cache, evaluate, logits. */
-#include "backplane_model.h"
+#include "backplane_ops_conv_moe.h" /* conv2d with a fused input norm, MoE routed experts */
+#include "backplane_model.h"     /* models: load, contexts with a KV cache, evaluate, logits */
 
 #endif /* BACKPLANE_H */

@@ -25,7 +25,8 @@
  *   act, glu, the SiLU fused into a norm, softmax
  *                default: exp (and GELU's tanh through it) by the same polynomial; exact: libm
  *                expf/tanhf. GELU erf uses libm erff in both.
- *   norm, rope   f32 arithmetic with double row sums and double RoPE angles; the same in both.
+ *   norm, rope   f32 arithmetic with double row sums; RoPE angles formed and reduced to
+ *                [-pi, pi] in double, sin/cos of the reduced angle in float; the same in both.
  * A GPU backend must honour the same split when it claims an op.
  */
 #ifndef BACKPLANE_OPS_H

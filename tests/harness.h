@@ -31,6 +31,8 @@ bool bp_test_all_finite(const float *v, size_t n);
 struct bp_backend_dispatch;
 bool bp_test_dispatch_case(const struct bp_backend_dispatch *d, bp_kind k, int64_t rows, int64_t cols,
                            int64_t t, double tol, uint64_t *rng);
+/* Calls of op (ops.def name) on backend ("cpu", "mockops") in the op stats (bp_stats_get). */
+unsigned long long bp_test_op_calls(const char *op, const char *backend);
 /* Read a whole file, followed by a NUL byte not counted in *len; NULL (with a failure
  * recorded) when missing. Caller frees. */
 void *bp_test_read_file(const char *path, size_t *len);

@@ -1,9 +1,10 @@
 /* Bad input to every op is a clear error naming the op, the shape and what is wrong; nothing is
- * written to the outputs and nothing aborts. */
+ * written to the outputs and nothing aborts. A failed allocation is a clear BP_E_NOMEM. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "harness.h"
 
 static bool says(bp_status got, bp_status want, const char *a, const char *b) {
@@ -126,7 +127,48 @@ static void test_matmul(void) {
     free(w1), free(w2);
 }
 
+/* Every host allocation the ops make, failed in turn (core/alloc.h's switch): each call returns
+ * BP_OK or a clear BP_E_NOMEM, never crashes, and (under ASan) leaks nothing. */
+static void test_alloc_failures(void) {
+    enum { H = 2, D = 64, LEN = 600 };
+    static float kv[LEN * H * D], q[4 * 8 * D], o[4 * 8 * D], x[4 * 256], y[4 * 256];
+    for (int i = 0; i < LEN * H * D; i++) kv[i] = (float)((i * 37) % 101) / 101.0f;
+    for (int i = 0; i < 4 * 8 * D; i++) q[i] = (float)((i * 13) % 53) / 53.0f;
+    int32_t pos[4] = {LEN - 4, LEN - 3, LEN - 2, LEN - 1};
+    int nomem = 0, ok = 0;
+    /* n = 0 first: a clean run counts the allocations the sequence makes; then each one fails. */
+    long long total = 0;
+    for (long long n = 0; n <= total + 1; n++) {
+        bp_alloc_count_reset();
+        bp_alloc_fail_after(n, false);
+        bp_kv_cache_desc cd = {.n_layers = 2, .n_kv_heads = H, .head_dim_k = D, .head_dim_v = D, .capacity = LEN,
+                               .kind_k = BP_KIND_Q8_0, .kind_v = BP_KIND_F16};
+        bp_kv_cache *c = NULL;
+        bp_status s = bp_kv_cache_create(&cd, &c);
+        if (!s) s = bp_kv_cache_append(c, 1, kv, kv, LEN, 0);
+        bp_attn_desc d = {.n_heads = 8, .n_kv_heads = H, .scale = 0.125f, .causal = true};
+        if (!s) s = bp_attention(&d, q, 4, pos, c, 1, o);
+        if (!s) s = bp_attention(&d, q + 3 * 8 * D, 1, pos + 3, c, 1, o);
+        bp_rope_desc rd = {.n_heads = 1, .head_dim = 256, .n_rot = 256, .layout = BP_ROPE_NEOX, .freq_base = 1e4f, .freq_scale = 1};
+        if (!s) s = bp_rope(&rd, x, 4, pos);
+        if (!s) s = bp_rms_norm(x, 4, 256, NULL, 1e-6f, y);
+        bp_alloc_fail_after(0, false);
+        if (n == 0) {
+            total = bp_alloc_count();
+            CHECK(s == BP_OK && total > 0, "the clean run passes (%s) and allocates (%lld)", bp_last_error(), total);
+        }
+        CHECK(s == BP_OK || s == BP_E_NOMEM, "allocation %lld failed: %s (%s)", n, bp_status_name(s), bp_last_error());
+        if (s == BP_E_NOMEM) CHECK(strstr(bp_last_error(), "memory") != NULL, "NOMEM message: %s", bp_last_error());
+        nomem += s == BP_E_NOMEM, ok += s == BP_OK;
+        bp_kv_cache_free(c);
+    }
+    CHECK(nomem > 0 && ok > 0, "some runs hit a failed allocation (%d of %lld allocations), later ones ran through (%d)",
+          nomem, total, ok);
+    fprintf(stderr, "allocation failures: %lld allocations, %d failed cleanly\n", total, nomem);
+}
+
 int main(void) {
+    test_alloc_failures();
     test_attention();
     test_small_ops();
     test_matmul();

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "harness.h"
 
 static const bp_kind kinds[] = {
@@ -122,7 +123,35 @@ static void test_errors(void) {
     CHECK(bp_kv_cache_length(NULL, 0) == -1, "length of NULL is -1");
 }
 
+/* F16 appends convert with F16C on the SIMD paths: the same halves as the F16 quantizer for
+ * overflow, the largest finite values, halfway cases (round to even) and subnormals. */
+static void test_f16_edges(void) {
+    enum { D = 32 };
+    static const float edge[D] = {65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e-7f, 6e-8f, -3e-8f, 2049.0f, 2051.0f,
+                                  -2049.0f, 0.1f, 1.0f / 3, 1e-5f, 6.1035156e-05f, 6.09e-05f, -0.0f, 0.0f, 4097.0f,
+                                  1.00048828125f, 1.00146484375f, 3.14159265f, -2.71828183f, 1e4f, 7.5e-8f};
+    for (int isa = 0; isa < BP_CPU_ISA_COUNT; isa++) {
+        if (!bp_cpu_isa_available((bp_cpu_isa)isa)) continue;
+        CHECK_OK(bp_cpu_isa_force((bp_cpu_isa)isa));
+        bp_kv_cache_desc d = {.n_layers = 1, .n_kv_heads = 1, .head_dim_k = D, .head_dim_v = D, .capacity = 1,
+                              .kind_k = BP_KIND_F16, .kind_v = BP_KIND_F16};
+        bp_kv_cache *c = NULL;
+        CHECK_OK(bp_kv_cache_create(&d, &c));
+        if (!c) continue;
+        CHECK_OK(bp_kv_cache_append(c, 0, edge, edge, 1, 0));
+        bp_kv_view v;
+        CHECK_OK(bp_kv_cache_view(c, 0, false, &v));
+        for (int i = 0; i < D; i++) {
+            uint16_t got = (uint16_t)(v.data[2 * i] | v.data[2 * i + 1] << 8), want = bp_f32_to_f16(edge[i]);
+            CHECK(got == want, "%s: F16 of %g is 0x%04x, the quantizer's 0x%04x", bp_cpu_isa_name((bp_cpu_isa)isa),
+                  (double)edge[i], got, want);
+        }
+        bp_kv_cache_free(c);
+    }
+}
+
 int main(void) {
+    test_f16_edges();
     test_roundtrip();
     test_errors();
     return bp_test_finish();

@@ -3,7 +3,8 @@
  * "<op> <KIND>". Then proof that the check bites (a mock that over-claims attention for Q5_1
  * is reported by name, exactly that pair), that the route report is the walk's choice, and that
  * a failed launch on attention falls back to the CPU with the right numbers, one logged line
- * naming backend, kind, op, cause and fallback, and a counted fallback in the stats. */
+ * naming backend, kind, op, cause and fallback, and a counted fallback in the stats; in strict
+ * mode the failure is the op's error instead; a lost device disables the backend for ops. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,13 +228,69 @@ static void test_route_and_fallback(void) {
     CHECK(bp_test_nmse(x, want, 128) <= 1e-12, "rope after a failed read-back is right (x rotated once)");
     CHECK(bp_fallback_total() == 3, "rope fallback counted");
 
+    /* Strict mode: the failed launch is the op's error, named; nothing runs on the CPU. */
+    bp_set_strict(true);
+    bp_mock_fail_nth(bp_mock_ops_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) out[i] = 12345.0f;
+    unsigned long long before = bp_fallback_total();
+    bp_status st = bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out);
+    CHECK(st == BP_E_FALLBACK && strstr(bp_last_error(), "strict mode: attention (Q8_0) on MockOps failed") &&
+              strstr(bp_last_error(), "injected alloc failure"),
+          "strict: %s %s", bp_status_name(st), bp_last_error());
+    CHECK(out[0] == 12345.0f && bp_fallback_total() == before, "strict: nothing ran in its place, nothing counted");
+    bp_set_strict(false);
+
+    /* A lost device: the backend is disabled, this and every later call fall back, counted. */
+    bp_mock_lose_device(bp_mock_ops_device(), BP_MOCK_ALLOC, 1);
+    CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
+    CHECK(bp_test_nmse(out, ref, sizeof out / sizeof out[0]) <= 5e-4, "after a lost device the CPU result is right");
+    CHECK(bp_seam_op_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "the lost backend no longer routes");
+    unsigned long long after_loss = bp_fallback_total();
+    CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
+    CHECK(bp_fallback_total() == after_loss + 1 && strstr(bp_op_last_path("attention"), "device"),
+          "a later call is a counted fallback naming the loss: %s", bp_op_last_path("attention"));
+
     bp_seam_set_log(NULL);
     fclose(logf_);
     bp_kv_cache_free(s.cache);
     bp_mock_ops_uninstall();
 }
 
+/* A backend that claims the jobs op for one kind gets that kind's jobs in one call; the other
+ * jobs of the same bp_matmul run on the CPU; every output is right. */
+static void test_jobs_split(void) {
+    bp_mock_ops_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    bp_mock_ops_claim(&cfg, BP_OP_JOBS, (const bp_kind[]){BP_KIND_Q8_0}, 1);
+    CHECK_OK(bp_mock_ops_install(&cfg, 99));
+    uint64_t rng = 21;
+    const bp_kind kinds[3] = {BP_KIND_Q8_0, BP_KIND_Q4_K, BP_KIND_Q8_0};
+    const int64_t rows[3] = {24, 16, 8}, cols = 256, t = 3;
+    uint8_t *data[3];
+    bp_weight *w[3] = {0};
+    bp_matmul_job jobs[3];
+    float x[3 * 256], y[3][3 * 24], ref[3][3 * 24];
+    for (int i = 0; i < 3 * 256; i++) x[i] = bp_test_randf(&rng);
+    for (int i = 0; i < 3; i++) {
+        size_t bytes;
+        data[i] = bp_test_make_weight(kinds[i], rows[i], cols, &rng, &bytes);
+        CHECK_OK(bp_weight_create(kinds[i], data[i], bytes, rows[i], cols, &w[i]));
+        CHECK_OK(bp_ref_gemm(kinds[i], data[i], bytes, rows[i], cols, x, t, ref[i]));
+        jobs[i] = (bp_matmul_job){w[i], y[i]};
+    }
+    CHECK_OK(bp_matmul(x, t, jobs, 3));
+    CHECK(bp_mock_ops_runs() == 1, "both Q8_0 jobs in one mock call (%d calls)", bp_mock_ops_runs());
+    for (int i = 0; i < 3; i++) {
+        double e = bp_test_nmse(y[i], ref[i], (size_t)(t * rows[i]));
+        /* the mock computes the reference exactly; the CPU's Q4_K job rounds x to 8 bits */
+        CHECK(i == 1 ? e <= 5e-4 : e == 0, "job %d (%s): NMSE %.3g", i, bp_kind_lookup(kinds[i])->name, e);
+    }
+    for (int i = 0; i < 3; i++) bp_weight_free(w[i]), free(data[i]);
+    bp_mock_ops_uninstall();
+}
+
 int main(void) {
+    test_jobs_split();
     test_tables();
     test_claims_whole_table();
     test_guard_bites();

@@ -21,7 +21,10 @@
 #include "ops/op_kern.h"
 #include "ops/ops_internal.h"
 
-enum { TARGET_ITEMS = 16, MIN_CHUNK_KEYS = 256, TILE_FLOATS = 8192 };
+/* A decode splits its keys into chunks of at least MIN_CHUNK_KEYS until there are about
+ * TARGET_ITEMS items: 128 keys keep Gemma 3's 512-token decode (one KV head) at 4 items, so a
+ * worker that starts late on a busy machine still finds work. */
+enum { TARGET_ITEMS = 16, MIN_CHUNK_KEYS = 128, TILE_FLOATS = 16384 };
 
 typedef struct plan {
     const bp_attn_desc *d;
@@ -92,12 +95,19 @@ static void run_item(const plan *p, int64_t it, rows *w) {
     const uint8_t *kbase = p->L->k + (size_t)g * (size_t)p->L->cap * c->row_k;
     const uint8_t *vbase = p->L->v + (size_t)g * (size_t)p->L->cap * c->row_v;
     bool kf32 = c->desc.kind_k == BP_KIND_F32, vf32 = c->desc.kind_v == BP_KIND_F32;
+    /* An F16 cache is read in place by kernels that convert as they load. */
+    bool kf16 = c->desc.kind_k == BP_KIND_F16 && p->kn->scores_f16, vf16 = c->desc.kind_v == BP_KIND_F16 && p->kn->pv_f16;
     float scale = p->d->scale, cap = p->d->softcap;
     for (int64_t j = lo; j < hi; j += p->kt) {
         int kt = (int)(hi - j < p->kt ? hi - j : p->kt);
-        const float *kp = kf32 ? (const float *)(kbase + (size_t)j * c->row_k) : w->ktile;
-        if (!kf32) p->kn->dequant(c->desc.kind_k, kbase + (size_t)j * c->row_k, c->row_k, w->ktile, dk, kt);
-        p->kn->scores(w->q, R, kp, (size_t)dk, kt, dk, w->s);
+        if (kf16)
+            p->kn->scores_f16(w->q, R, (const uint16_t *)(const void *)(kbase + (size_t)j * c->row_k), (size_t)dk, kt, dk,
+                              w->s);
+        else {
+            const float *kp = kf32 ? (const float *)(const void *)(kbase + (size_t)j * c->row_k) : w->ktile;
+            if (!kf32) p->kn->dequant(c->desc.kind_k, kbase + (size_t)j * c->row_k, c->row_k, w->ktile, dk, kt);
+            p->kn->scores(w->q, R, kp, (size_t)dk, kt, dk, w->s);
+        }
         for (int r = 0; r < R; r++) {
             float *s = w->s + (size_t)r * kt;
             int a = (int)(w->j0[r] > j ? w->j0[r] - j : 0), b = (int)(w->j1[r] < j + kt ? w->j1[r] - j : kt);
@@ -105,13 +115,16 @@ static void run_item(const plan *p, int64_t it, rows *w) {
                 memset(s, 0, sizeof(float) * (size_t)kt);
                 continue;
             }
-            float mt = -INFINITY;
-            for (int u = a; u < b; u++) {
-                float v = s[u] * scale;
-                if (cap > 0) v = softcap(v, cap);
-                s[u] = v;
-                if (v > mt) mt = v;
-            }
+            float mt;
+            if (cap > 0) {
+                mt = -INFINITY;
+                for (int u = a; u < b; u++) {
+                    float v = softcap(s[u] * scale, cap);
+                    s[u] = v;
+                    if (v > mt) mt = v;
+                }
+            } else
+                mt = p->kn->scale_max(s + a, b - a, scale);
             for (int u = 0; u < a; u++) s[u] = -INFINITY;
             for (int u = b; u < kt; u++) s[u] = -INFINITY;
             if (mt > w->m[r]) {
@@ -129,9 +142,13 @@ static void run_item(const plan *p, int64_t it, rows *w) {
             } else
                 w->l[r] += p->kn->exp_sum(s, kt, w->m[r]);
         }
-        const float *vp = vf32 ? (const float *)(vbase + (size_t)j * c->row_v) : w->vtile;
-        if (!vf32) p->kn->dequant(c->desc.kind_v, vbase + (size_t)j * c->row_v, c->row_v, w->vtile, dv, kt);
-        p->kn->pv(w->acc, w->s, R, vp, (size_t)dv, kt, dv);
+        if (vf16)
+            p->kn->pv_f16(w->acc, w->s, R, (const uint16_t *)(const void *)(vbase + (size_t)j * c->row_v), (size_t)dv, kt, dv);
+        else {
+            const float *vp = vf32 ? (const float *)(const void *)(vbase + (size_t)j * c->row_v) : w->vtile;
+            if (!vf32) p->kn->dequant(c->desc.kind_v, vbase + (size_t)j * c->row_v, c->row_v, w->vtile, dv, kt);
+            p->kn->pv(w->acc, w->s, R, vp, (size_t)dv, kt, dv);
+        }
     }
     for (int r = 0; r < R; r++) {
         if (p->n_kc > 1) {

@@ -7,6 +7,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "kinds_internal.h"
+#include "ops/op_kern.h"
 #include "ops/ops_internal.h"
 
 static bp_status row_bytes_for(bp_kind k, int32_t head_dim, const char *which, size_t *out) {
@@ -97,12 +98,19 @@ static bp_status check_layer(const bp_kv_cache *c, int layer, const char *what) 
     return BP_OK;
 }
 
-/* n rows of head_dim floats (src_stride apart) into rows of row_bytes (dst_stride apart). */
+/* n rows of head_dim floats (src_stride apart) into rows of row_bytes (dst_stride apart). F16,
+ * the usual cache kind, converts with the ISA's F16C instructions: the scalar quantizer cost
+ * 2.5% of a Gemma 3 270M prefill (perf); same rounding, tested bit for bit. */
 static void store(bp_kind k, const float *src, size_t src_stride, int32_t head_dim, uint8_t *dst, size_t dst_stride,
                   int64_t n) {
     const bp_kind_traits *kt = bp_kind_traits_of(k);
     int64_t nb = head_dim / (int64_t)kt->info.block_elems;
-    for (int64_t j = 0; j < n; j++) kt->quantize(src + (size_t)j * src_stride, dst + (size_t)j * dst_stride, nb);
+    const bp_op_kern *kn = k == BP_KIND_F16 ? bp_op_kern_current() : NULL;
+    for (int64_t j = 0; j < n; j++) {
+        uint8_t *d = dst + (size_t)j * dst_stride;
+        if (kn && ((uintptr_t)d & 1) == 0) kn->to_f16(src + (size_t)j * src_stride, (uint16_t *)(void *)d, head_dim);
+        else kt->quantize(src + (size_t)j * src_stride, d, nb);
+    }
 }
 
 bp_status bp_kv_cache_append(bp_kv_cache *c, int layer, const float *k, const float *v, int64_t n_tokens,

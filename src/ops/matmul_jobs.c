@@ -59,8 +59,10 @@ bp_status bp_matmul(const float *x, int64_t t, const bp_matmul_job *jobs, int n_
                 c.flops += 2.0 * (double)t * (double)cpu[n_cpu + j].w->rows * (double)w->cols;
             }
             s = bp_op_run(&c);
-        } else if (bp_seam_route(w->kind) >= 0) {
-            int slot = bp_seam_route(w->kind);
+        } else if (bp_seam_route_shape(w->kind, w->rows, w->cols, t > 1 ? t : 0, NULL, 0) >= 0) {
+            /* A GPU backend takes this weight's matvec/GEMM at this shape (its cost model and
+             * thresholds agreeing): the weight seam runs it there. */
+            int slot = bp_seam_route_shape(w->kind, w->rows, w->cols, t > 1 ? t : 0, NULL, 0);
             double t0 = bp_ops_now();
             s = bp_gemm(w, x, t, jobs[i].y);
             done[i] = 1;

@@ -19,10 +19,18 @@ typedef struct bp_op_kern {
     void (*scores)(const float *const *q, int R, const float *k, size_t kstride, int kt, int dk, float *s);
     /* acc[r][0..dv) += sum_j p[r * kt + j] * v[j] for r < R. */
     void (*pv)(float *const *acc, const float *p, int R, const float *v, size_t vstride, int kt, int dv);
+    /* The same two over an F16 cache read in place (strides in halves); NULL: dequantize first. */
+    void (*scores_f16)(const float *const *q, int R, const uint16_t *k, size_t kstride, int kt, int dk, float *s);
+    void (*pv_f16)(float *const *acc, const float *p, int R, const uint16_t *v, size_t vstride, int kt, int dv);
     /* s[i] = exp(s[i] - m) for i < n (exp(-inf) = 0); returns the sum. */
     float (*exp_sum)(float *s, int n, float m);
     /* x[i] *= c */
     void (*scale)(float *x, int n, float c);
+    /* x[i] *= c; returns max x[i] (-inf for n = 0) */
+    float (*scale_max)(float *x, int n, float c);
+    /* y[i] = x[i] as IEEE half, round to nearest even (the F16 quantizer's rounding): the KV
+     * cache's F16 append. */
+    void (*to_f16)(const float *x, uint16_t *y, int64_t n);
     /* y[i] = act(x[i]) (up: y[i] = act(x[i]) * up[i]); act is a bp_activation. */
     void (*act)(int act, const float *x, const float *up, float *y, int64_t n);
 } bp_op_kern;

@@ -6,6 +6,7 @@
 #define VL 8
 #define VZERO() _mm256_setzero_ps()
 #define VLOAD(p) _mm256_loadu_ps(p)
+#define VLOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define VSTORE(p, v) _mm256_storeu_ps((p), (v))
 #define VSET1(x) _mm256_set1_ps(x)
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))

@@ -6,6 +6,7 @@
 #define VL 16
 #define VZERO() _mm512_setzero_ps()
 #define VLOAD(p) _mm512_loadu_ps(p)
+#define VLOADH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define VSTORE(p, v) _mm512_storeu_ps((p), (v))
 #define VSET1(x) _mm512_set1_ps(x)
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))

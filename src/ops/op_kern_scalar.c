@@ -44,6 +44,19 @@ static void scale(float *x, int n, float c) {
     for (int i = 0; i < n; i++) x[i] *= c;
 }
 
+static float scale_max(float *x, int n, float c) {
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        x[i] *= c;
+        if (x[i] > m) m = x[i];
+    }
+    return m;
+}
+
+static void to_f16(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = bp_f32_to_f16(x[i]);
+}
+
 static void act(int a, const float *x, const float *up, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i], r;
@@ -56,7 +69,7 @@ static void act(int a, const float *x, const float *up, float *y, int64_t n) {
 
 void bp_op_kern_scalar(bp_op_kern *k) {
     *k = (bp_op_kern){.isa = "scalar", .vl = 1, .dequant = dequant, .scores = scores, .pv = pv, .exp_sum = exp_sum,
-                      .scale = scale, .act = act};
+                      .scale = scale, .scale_max = scale_max, .to_f16 = to_f16, .act = act};
 }
 
 static bp_op_kern tables[BP_CPU_ISA_COUNT];

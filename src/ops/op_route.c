@@ -8,6 +8,8 @@
 #include "seam/op_dispatch.h"
 
 const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len) {
+    /* MoE offload off: the CPU runs MoE whoever claims it (src/ops/moe.c). */
+    if (op == BP_OP_MOE && !bp_moe_offload()) return bp_conv_moe_cpu_label(op, k, buf, len);
     int i = bp_seam_op_route(op, k, k);
     if (i >= 0) {
         const bp_seam_slot *s = bp_seam_slot_at(i);
@@ -18,7 +20,7 @@ const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len) {
     const bp_op_kern *kn = bp_op_kern_current();
     switch (op) {
     case BP_OP_JOBS:
-        i = bp_seam_route(k);
+        i = bp_seam_route(k); /* shape-free: a backend's cost model may still leave small shapes to the CPU */
         if (i >= 0) snprintf(buf, len, "per job through the weight seam: %s %s matvec/gemm", bp_seam_slot_at(i)->caps->display_name,
                              bp_kind_lookup(k)->name);
         else snprintf(buf, len, "CPU jobs, one submission (each kind's CPU matvec/GEMM kernel, as in the kinds table)");
@@ -26,6 +28,10 @@ const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len) {
     case BP_OP_ATTENTION:
         snprintf(buf, len, "CPU %s attention (head dims a multiple of %d; else the CPU reference)", kn->isa, kn->vl);
         break;
+    case BP_OP_CONV2D:
+    case BP_OP_CONV2D_GN:
+    case BP_OP_CONV2D_LN:
+    case BP_OP_MOE: return bp_conv_moe_cpu_label(op, k, buf, len);
     default: snprintf(buf, len, "CPU %s %s", kn->isa, bp_op_name(op)); break;
     }
     return buf;

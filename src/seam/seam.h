@@ -120,18 +120,18 @@ typedef struct bp_backend_dispatch {
     /* Optional (NULL: the seam runs t matvecs and reports prefill_fallback_name).
      * Y[t][rows] = X[t][cols] W^T. */
     bp_launch (*gemm)(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len);
-    /* Ops. Device-free: is there a launchable kernel for op on kind k? (NULL: none.) Tested
-     * against caps.op_kernel over op x kind, as has_launch is against matvec_kernel. */
-    bool (*has_op_launch)(int op, bp_kind k);
-    /* Run one validated op call (src/ops/op_call.h). On BP_LAUNCH_ERROR write the cause to err;
-     * outputs may then be partly written (the CPU rewrites them). */
-    bp_launch (*op_launch)(const struct bp_op_call *call, char *err, size_t err_len);
     /* Optional (NULL: an accelerator without a cost model). Open the backend's device if it is
      * not open yet and describe it: class, name, cost model. false when there is no device.
      * The seam calls it once per process: after a successful probe (a CPU implementation is
      * then not enabled unless the env forces it), or at the first shape question when the env
      * forced the backend on. */
     bool (*describe)(bp_device_desc *out);
+    /* Ops. Device-free: is there a launchable kernel for op on kind k? (NULL: none.) Tested
+     * against caps.op_kernel over op x kind, as has_launch is against matvec_kernel. */
+    bool (*has_op_launch)(int op, bp_kind k);
+    /* Run one validated op call (src/ops/op_call.h). On BP_LAUNCH_ERROR write the cause to err;
+     * outputs may then be partly written (the CPU rewrites them). */
+    bp_launch (*op_launch)(const struct bp_op_call *call, char *err, size_t err_len);
 } bp_backend_dispatch;
 
 #define BP_BACKEND(ENUM, name, display) extern const bp_backend_caps bp_caps_##name;

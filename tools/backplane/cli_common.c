@@ -29,6 +29,12 @@ bool bp_cli_take_fallbacks(int *argc, char **argv) {
     return found;
 }
 
+bool bp_cli_take_strict(int *argc, char **argv) {
+    bool found = take_flag(argc, argv, "--strict");
+    if (found) bp_set_strict(true);
+    return found;
+}
+
 static bool want_profile;
 
 bool bp_cli_take_profile(int *argc, char **argv) {
@@ -40,12 +46,6 @@ bool bp_cli_take_profile(int *argc, char **argv) {
 void bp_cli_print_profile(void) {
     fflush(stdout); /* the report follows the command's own output */
     if (want_profile) bp_stats_report(stderr);
-}
-
-bool bp_cli_take_strict(int *argc, char **argv) {
-    bool found = take_flag(argc, argv, "--strict");
-    if (found) bp_set_strict(true);
-    return found;
 }
 
 void bp_cli_print_fallbacks(void) {

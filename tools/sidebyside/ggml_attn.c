@@ -15,7 +15,8 @@
  *             [--threads N] [--cold-mib 256] [--min-ms 300]
  * Output, one line per kind:
  *   {"lib": "ggml", "op": "attention", "kind": "F16", "ctx": 4096, "heads": 32, "kv_heads": 4,
- *    "dim": 128, "t": 1, "median_us": .., "gbps": .., "tokens_per_s": .., "layers": ..}
+ *    "dim": 128, "t": 1, "median_us": .., "gbps": .., "tokens_per_s": .., "layers": ..,
+ *    "samples": .., "cpu_share": CPU time / (wall time x threads) over the timed graphs}
  * A kind ggml's CPU backend does not support for this op prints {"...", "supported": false}.
  *
  * By hand: cc -std=c11 -O2 -I/tmp/llama.cpp/ggml/include tools/sidebyside/ggml_attn.c \
@@ -35,6 +36,13 @@
 #include "ggml.h"
 
 enum { NODES = 8, MAX_LIST = 16 };
+
+/* Process CPU time, for the share of the CPUs the timed graphs got (cpu_share). */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -86,7 +94,7 @@ static void *make_rows(enum ggml_type type, const shape *s, size_t *bytes) {
 }
 
 static int run_one(ggml_backend_t backend, ggml_backend_dev_t dev, enum ggml_type type, const char *kind, const shape *s,
-                   size_t cold_bytes, double min_s) {
+                   size_t cold_bytes, double min_s, int threads) {
     size_t kv_bytes;
     void *rows = make_rows(type, s, &kv_bytes);
     if (!rows) return 1;
@@ -158,20 +166,21 @@ static int run_one(ggml_backend_t backend, ggml_backend_dev_t dev, enum ggml_typ
 
     for (int gi = 0; gi < ngraphs; gi++) ggml_backend_graph_compute(backend, g[gi]);
     int cap = 4096, n = 0;
-    double *tm = malloc(sizeof(double) * (size_t)cap), start = now_s();
+    double *tm = malloc(sizeof(double) * (size_t)cap), start = now_s(), cpu0 = cpu_s();
     while (n < cap && (n < 5 || now_s() - start < min_s)) {
         int gi = n % ngraphs;
         double t0 = now_s();
         ggml_backend_graph_compute(backend, g[gi]);
         tm[n++] = (now_s() - t0) / NODES;
     }
+    double wall = now_s() - start, share = wall >= 0.05 ? (cpu_s() - cpu0) / wall / threads : -1;
     qsort(tm, (size_t)n, sizeof *tm, cmp_double);
     double med = n % 2 ? tm[n / 2] : 0.5 * (tm[n / 2 - 1] + tm[n / 2]);
     printf("{\"lib\": \"ggml\", \"op\": \"attention\", \"kind\": \"%s\", \"ctx\": %lld, \"heads\": %lld, \"kv_heads\": %lld, "
            "\"dim\": %lld, \"t\": %lld, \"median_us\": %.6g, \"gbps\": %.6g, \"tokens_per_s\": %.6g, \"layers\": %d, "
-           "\"samples\": %d}\n",
+           "\"samples\": %d, \"cpu_share\": %.3g}\n",
            kind, (long long)s->ctx, (long long)s->heads, (long long)s->kv_heads, (long long)s->dim, (long long)s->t,
-           med * 1e6, (double)layer_bytes / med / 1e9, (double)s->t / med, layers, n);
+           med * 1e6, (double)layer_bytes / med / 1e9, (double)s->t / med, layers, n, share);
     fflush(stdout);
     free(tm);
     free(g);
@@ -233,7 +242,8 @@ int main(int argc, char **argv) {
             rc = 1;
             continue;
         }
-        rc |= run_one(backend, dev, (enum ggml_type)type, kinds[k], &s, (size_t)(cold_mib * 1048576.0), min_ms / 1000.0);
+        rc |= run_one(backend, dev, (enum ggml_type)type, kinds[k], &s, (size_t)(cold_mib * 1048576.0), min_ms / 1000.0,
+                      threads);
     }
     ggml_backend_free(backend);
     return rc;
