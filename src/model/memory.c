@@ -3,7 +3,7 @@
  * original still mapped and touched, a model's resident size would be the file plus those
  * copies: Gemma 3 270M Q4_K_M is 241 MiB and repacks 213 MiB of it (the tied 171 MiB Q8_0
  * token_embd/output and the Q5_0 projections) into 256 MiB of copies, so `backplane run` was
- * 517 MiB resident; with what follows it is 341 MiB (README, "Memory").
+ * 517 MiB resident; with what follows it is 316 MiB (README, "Memory").
  *
  * Decode reads only the copy; the originals are read again only by a prefill's GEMM (which
  * dequantizes from the GGUF layout), by embedding lookups (one row per token) and by a backend
