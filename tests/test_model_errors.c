@@ -1,13 +1,15 @@
 /* Bad input to the model layer gets a clear error naming what and where, never a crash, and
  * nothing already loaded is harmed: a truncated file, a tensor of the wrong shape or kind, a
  * missing tensor, an unknown architecture, bad hyperparameters (missing, out of range, heads that
- * do not divide), a prompt longer than the context, token ids out of range, NULL arguments. The
+ * do not divide), a prompt longer than the context, token ids out of range, NULL arguments, and
+ * every host allocation of a load + eval failing in turn. The
  * broken files are copies of tiny-llama.gguf with one thing changed, written with our GGUF
  * writer into the build directory. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "harness.h"
 #include "model/model_ref.h"
 
@@ -169,12 +171,59 @@ out:
     bp_context_free(NULL);
 }
 
+/* Load, context and two evals with the Nth host allocation failing, for every N the workload
+ * makes: each run either succeeds (the failure was absorbed, e.g. a scratch buffer's counted
+ * fallback) or returns an error with a message; nothing crashes or leaks (the sanitizer build
+ * checks), and afterwards a clean run gives exactly the logits of a run before the campaign. */
+static void test_alloc_failures(void) {
+    int32_t ids[8] = {1, 5, 9, 13, 17, 21, 25, 29};
+    float before[320], after[320];
+    for (int pass = 0; pass < 2; pass++) {
+        bp_alloc_count_reset();
+        bp_model *m = NULL;
+        bp_context *c = NULL;
+        bp_context_params cp = bp_context_default_params();
+        cp.n_ctx = 16;
+        CHECK_OK(bp_model_load(g_src, NULL, &m));
+        if (m) CHECK_OK(bp_context_create(m, &cp, &c));
+        if (c) CHECK_OK(bp_context_eval(c, ids, 8, 2));
+        if (c) CHECK_OK(bp_context_eval(c, ids, 1, 1));
+        const float *lg = c ? bp_context_logits(c, 0) : NULL;
+        if (lg) memcpy(pass ? after : before, lg, sizeof before);
+        long long total = bp_alloc_count();
+        bp_context_free(c);
+        bp_model_free(m);
+        if (pass == 1) break;
+        int failed = 0;
+        for (long long n = 1; n <= total; n++) {
+            bp_alloc_fail_after(n, false);
+            m = NULL, c = NULL;
+            bp_status s = bp_model_load(g_src, NULL, &m);
+            if (!s) s = bp_context_create(m, &cp, &c);
+            if (!s) s = bp_context_eval(c, ids, 8, 2);
+            if (!s) s = bp_context_eval(c, ids, 1, 1);
+            bp_alloc_fail_after(0, false);
+            if (s) {
+                failed++;
+                CHECK(bp_last_error()[0] != 0, "allocation %lld failing: %s with no message", n, bp_status_name(s));
+            }
+            bp_context_free(c);
+            bp_model_free(m);
+        }
+        if (getenv("BP_TEST_VERBOSE"))
+            fprintf(stderr, "allocation failures: %lld allocations, %d runs failed cleanly\n", total, failed);
+        CHECK(total > 0 && failed > 0, "the campaign failed nothing (%lld allocations)", total);
+    }
+    CHECK(!memcmp(before, after, sizeof before), "logits after the allocation-failure campaign differ");
+}
+
 int main(void) {
     g_src = model_tiny_path("llama");
     if (!g_src) return bp_test_finish();
     snprintf(g_out, sizeof g_out, "%s.broken.%d.gguf", g_src, (int)getpid());
     test_files();
     test_context();
+    test_alloc_failures();
     remove(g_out);
     return bp_test_finish();
 }
