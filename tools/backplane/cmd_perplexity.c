@@ -14,7 +14,7 @@
 
 static int usage(FILE *f, int rc) {
     fprintf(f, "usage: backplane perplexity MODEL.gguf -f TEXT [--ctx N] [--chunks N] [--kv-kind KIND] [--threads N]\n"
-               "                            [--json] [--profile] [--fallbacks]\n"
+               "                            [--json] [--profile] [--fallbacks] [--strict]\n"
                "  --ctx N      tokens per chunk (default 512)\n"
                "  --chunks N   at most N chunks (default: every whole chunk of the text)\n");
     return rc;
@@ -35,6 +35,7 @@ static double now_s(void) {
 int bp_cmd_perplexity(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_profile(&argc, argv);
+    bp_cli_take_strict(&argc, argv);
     const char *model = NULL, *file = NULL;
     int64_t ctx = 512, chunks = 0;
     int threads = 0;
