@@ -47,8 +47,9 @@ gencheck: deps
 	bash tests/check_generators.sh
 
 # ThreadSanitizer over the tests that run threads: 8 callers on every backend (test_threads),
-# the CPU pool (test_cpu_kernels), fallbacks under concurrency (test_seam_fallback).
-TSAN_TESTS = test_threads test_cpu_kernels test_seam_fallback
+# the CPU pool (test_cpu_kernels), fallbacks and lost devices under concurrency
+# (test_seam_fallback, test_seam_route).
+TSAN_TESTS = test_threads test_cpu_kernels test_seam_fallback test_seam_route
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBP_TSAN=ON -DBP_WERROR=$(WERROR) -DBP_CUDA=OFF
 	cmake --build build-tsan -j$(JOBS) --target $(TSAN_TESTS)
