@@ -27,6 +27,7 @@
 #include "device/device.h"
 #include "harness.h"
 #include "mock/mock_backend.h"
+#include "ops/ops_internal.h"
 #include "seam/seam_internal.h"
 
 /* ---- data prepared before the campaign (nothing here is injected) ------------------------ */
@@ -40,6 +41,8 @@ static void *gguf_buf;
 static size_t gguf_len;
 static int64_t gguf_tensors;
 
+static void prepare_ops(void);
+
 static void prepare(void) {
     uint64_t rng = 2024;
     for (int i = 0; i < T * COLS; i++) x[i] = bp_test_randf(&rng);
@@ -48,6 +51,7 @@ static void prepare(void) {
         CHECK(wdata[k] != NULL, "weight %d", k);
         CHECK_OK(bp_ref_gemm(kinds[k], wdata[k], wbytes[k], ROWS, COLS, x, T, ref[k]));
     }
+    prepare_ops();
     gguf_buf = bp_test_read_file("tests/gguf/kinds.gguf", &gguf_len);
     bp_gguf *f = NULL;
     CHECK_OK(bp_gguf_open_memory(gguf_buf, gguf_len, &f));
@@ -132,6 +136,59 @@ static bp_status wl_matmul(const char *backend) {
     return s;
 }
 
+/* The op layer (src/ops): a Q8_0 KV cache filled and attended to (prefill t = 3, GQA 4:2), two
+ * matmul jobs sharing x (Q4_0 and Q8_0), an RMSNorm; references from the op layer's own
+ * reference kernels, made in prepare_ops. */
+enum { OH = 4, OKV = 2, OD = 64, OLEN = 40, OT = 3 };
+static float okv[OLEN * OKV * OD], oq[OT * OH * OD], oatt_ref[OT * OH * OD], onorm_ref[T * COLS], ogamma[COLS];
+static int32_t opos[OT] = {OLEN - 3, OLEN - 2, OLEN - 1};
+static const bp_kv_cache_desc ocd = {.n_layers = 1, .n_kv_heads = OKV, .head_dim_k = OD, .head_dim_v = OD,
+                                     .capacity = OLEN, .kind_k = BP_KIND_Q8_0, .kind_v = BP_KIND_Q8_0};
+static const bp_attn_desc oad = {.n_heads = OH, .n_kv_heads = OKV, .scale = 0.125f, .causal = true};
+
+static void prepare_ops(void) {
+    uint64_t rng = 99;
+    for (size_t i = 0; i < sizeof okv / sizeof okv[0]; i++) okv[i] = bp_test_randf(&rng);
+    for (size_t i = 0; i < sizeof oq / sizeof oq[0]; i++) oq[i] = bp_test_randf(&rng);
+    for (int i = 0; i < COLS; i++) ogamma[i] = 1.0f + 0.5f * bp_test_randf(&rng);
+    bp_kv_cache *c = NULL;
+    CHECK_OK(bp_kv_cache_create(&ocd, &c));
+    if (c) CHECK_OK(bp_kv_cache_append(c, 0, okv, okv, OLEN, 0));
+    if (c) CHECK_OK(bp_ref_attention(&oad, oq, OT, opos, c, 0, oatt_ref));
+    bp_kv_cache_free(c);
+    bp_norm_desc nd = {.type = BP_NORM_RMS, .n = COLS, .eps = 1e-6f, .gamma = ogamma};
+    bp_ref_norm(&nd, x, T, onorm_ref);
+}
+
+static bp_status wl_ops(const char *backend) {
+    (void)backend;
+    bp_kv_cache *c = NULL;
+    float out[OT * OH * OD], yn[T * COLS], y0[T * ROWS], y2[T * ROWS];
+    bp_weight *w0 = NULL, *w2 = NULL;
+    bp_status s = bp_kv_cache_create(&ocd, &c);
+    if (!s) s = bp_kv_cache_append(c, 0, okv, okv, OLEN, 0);
+    if (!s) s = bp_attention(&oad, oq, OT, opos, c, 0, out);
+    if (!s)
+        CHECK(bp_test_nmse(out, oatt_ref, sizeof out / sizeof out[0]) <= bp_test_tolerance(BP_KIND_Q8_0, "attention"),
+              "attention after an injected failure: NMSE %.3g", bp_test_nmse(out, oatt_ref, sizeof out / sizeof out[0]));
+    if (!s) s = bp_weight_create(kinds[0], wdata[0], wbytes[0], ROWS, COLS, &w0);
+    if (!s) s = bp_weight_create(kinds[2], wdata[2], wbytes[2], ROWS, COLS, &w2);
+    if (!s) {
+        const bp_matmul_job jobs[2] = {{w0, y0}, {w2, y2}};
+        s = bp_matmul(x, T, jobs, 2);
+    }
+    if (!s) {
+        CHECK(bp_test_nmse(y0, ref[0], T * ROWS) <= bp_test_tolerance(kinds[0], "jobs"), "job 0 after a failure");
+        CHECK(bp_test_nmse(y2, ref[2], T * ROWS) <= bp_test_tolerance(kinds[2], "jobs"), "job 1 after a failure");
+    }
+    if (!s) s = bp_rms_norm(x, T, COLS, ogamma, 1e-6f, yn);
+    if (!s) CHECK(bp_test_nmse(yn, onorm_ref, T * COLS) <= bp_test_tolerance(BP_KIND_F32, "norm"), "norm after a failure");
+    bp_weight_free(w0);
+    bp_weight_free(w2);
+    bp_kv_cache_free(c);
+    return s;
+}
+
 typedef struct workload {
     const char *name;
     bp_status (*run)(const char *backend);
@@ -149,6 +206,7 @@ static const workload workloads[] = {
     {"matvec/gemm, Vulkan forced", wl_matmul, "vulkan", false},
     {"matvec/gemm, OpenCL forced", wl_matmul, "opencl", false},
     {"matvec/gemm, CUDA forced", wl_matmul, "cuda", false},
+    {"ops: KV cache, attention, jobs, norm", wl_ops, NULL, false},
 };
 
 /* ---- the campaign ----------------------------------------------------------------------- */
