@@ -14,7 +14,7 @@
  * Prints the figures: allocations per workload, failures injected, distinct allocation sites
  * failed, leaks.
  *
- * Adding a workload (the op layer, conv2d/MoE, the model runner): write a function that runs it
+ * Adding a workload (conv2d/MoE, the model runner): write a function that runs it
  * once, checks its own numbers with CHECK against a reference prepared before the campaign (the
  * reference kernels allocate too), frees everything, and returns its status; add a row to
  * `workloads` below. BP_ALLOC_CAMPAIGN_STRIDE=k tests every kth N only (BP_TEST_QUICK: every 3rd). */
