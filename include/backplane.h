@@ -320,5 +320,6 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 #include "backplane_ops.h"       /* the op layer: matmul jobs, norms, RoPE, activations, softmax,
                                     KV cache, attention, stats */
 #include "backplane_tokenizer.h" /* tokenizer and sampler */
+#include "backplane_ops_conv_moe.h" /* conv2d with a fused input norm, MoE routed experts */
 
 #endif /* BACKPLANE_H */

@@ -142,3 +142,11 @@ bool bp_test_dispatch_case(const bp_backend_dispatch *d, bp_kind k, int64_t rows
     free(got);
     return ran;
 }
+
+unsigned long long bp_test_op_calls(const char *op, const char *backend) {
+    bp_op_stat st[64];
+    int n = bp_stats_get(st, 64);
+    for (int i = 0; i < n && i < 64; i++)
+        if (!strcmp(st[i].op, op) && !strcmp(st[i].backend, backend)) return st[i].calls;
+    return 0;
+}

@@ -36,6 +36,8 @@ bool bp_test_dispatch_case(const struct bp_backend_dispatch *d, bp_kind k, int64
 /* BP_TEST_QUICK=1 (set by `make valgrind` and `make tsan`, where every instruction is 20-100x
  * slower): tests run reduced sizes and fewer rounds, covering the same code paths. */
 bool bp_test_quick(void);
+/* Calls of op (ops.def name) on backend ("cpu", "mockops") in the op stats (bp_stats_get). */
+unsigned long long bp_test_op_calls(const char *op, const char *backend);
 /* Read a whole file, followed by a NUL byte not counted in *len; NULL (with a failure
  * recorded) when missing. Caller frees. */
 void *bp_test_read_file(const char *path, size_t *len);

@@ -76,6 +76,20 @@ static int outputs(const bp_op_call *c, float **ptr, size_t *n) {
     case BP_OP_ACT:
     case BP_OP_GLU: ptr[0] = c->u.act.y, n[0] = (size_t)c->u.act.n; return 1;
     case BP_OP_SOFTMAX: ptr[0] = c->u.softmax.y, n[0] = (size_t)(c->u.softmax.t * c->u.softmax.n); return 1;
+    case BP_OP_CONV2D:
+    case BP_OP_CONV2D_GN:
+    case BP_OP_CONV2D_LN: {
+        int64_t oh = 0, ow = 0;
+        bp_conv2d_out_size(c->u.conv.p, &oh, &ow);
+        ptr[0] = c->u.conv.y, n[0] = (size_t)(oh * ow * c->u.conv.p->cout);
+        return 1;
+    }
+    case BP_OP_MOE: {
+        int64_t h = 0;
+        bp_moe_shape(c->u.moe.m, NULL, &h, NULL);
+        ptr[0] = c->u.moe.y, n[0] = (size_t)(c->u.moe.t * h);
+        return 1;
+    }
     case BP_OP_COUNT: break;
     }
     return -1;
@@ -95,6 +109,10 @@ static void redirect(const bp_op_call *c, bp_op_call *r, float **tmp, bp_matmul_
     case BP_OP_ACT:
     case BP_OP_GLU: r->u.act.y = tmp[0]; break;
     case BP_OP_SOFTMAX: r->u.softmax.y = tmp[0]; break;
+    case BP_OP_CONV2D:
+    case BP_OP_CONV2D_GN:
+    case BP_OP_CONV2D_LN: r->u.conv.y = tmp[0]; break;
+    case BP_OP_MOE: r->u.moe.y = tmp[0]; break;
     case BP_OP_COUNT: break;
     }
 }
@@ -119,7 +137,8 @@ static bp_launch launch(const bp_op_call *c, char *err, size_t err_len) {
     for (int i = 0; i < no && !s; i++) {
         tmp[i] = bp_malloc(n[i] * sizeof(float) + 4);
         if (!tmp[i]) s = bp_fail(BP_E_NOMEM, "mock ops: no host memory");
-        else if (c->op == BP_OP_ROPE) memcpy(tmp[i], ptr[i], n[i] * sizeof(float));
+        else if (c->op == BP_OP_ROPE || c->op == BP_OP_MOE) /* in place, or accumulated into */
+            memcpy(tmp[i], ptr[i], n[i] * sizeof(float));
         if (!s) s = bp_dev_alloc(dev, n[i] * sizeof(float) + 4, &dbuf[i]);
     }
     if (!s) {

@@ -48,7 +48,20 @@ typedef struct bp_op_call {
         /* act: y = act(x); glu: y = act(x) * up. */
         struct { bp_activation a; const float *x; const float *up; int64_t n; float *y; } act;
         struct { const float *x; int64_t t, n; float scale, softcap; const float *mask; float *y; } softmax;
+        /* conv2d, conv2d_gn, conv2d_ln (the row follows p->norm). */
+        struct { bp_weight *w; const bp_conv2d_params *p; const float *x; float *y; } conv;
+        /* moe: y is accumulated (y += ...), so a backend must leave it untouched when it fails. */
+        struct {
+            bp_moe *m;
+            const float *x;
+            int64_t t, top_k;
+            const int32_t *ids;
+            const float *route_w;
+            float *y;
+        } moe;
     } u;
+    /* Run on the CPU without walking the backends (MoE with offload off). */
+    bool cpu_only;
     /* For the stats: bytes read + written and FLOPs of this call (set by the op layer). */
     double bytes, flops;
 } bp_op_call;

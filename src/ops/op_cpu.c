@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "cpu/cpu_jobs.h"
+#include "ops/conv2d_internal.h"
+#include "ops/moe_internal.h"
 #include "ops/ops_internal.h"
 
 static const char *kind_name(bp_kind k) {
@@ -24,6 +26,10 @@ bp_status bp_op_cpu(const bp_op_call *c, char *label, size_t label_len) {
     case BP_OP_ACT:
     case BP_OP_GLU:
     case BP_OP_SOFTMAX: return bp_ops_cpu_rows(c, label, label_len);
+    case BP_OP_CONV2D:
+    case BP_OP_CONV2D_GN:
+    case BP_OP_CONV2D_LN: return bp_conv2d_cpu_op(c, label, label_len);
+    case BP_OP_MOE: return bp_moe_cpu_op(c, label, label_len);
     case BP_OP_COUNT: break;
     }
     return bp_fail(BP_E_UNSUPPORTED, "CPU: op %d has no implementation", (int)c->op);

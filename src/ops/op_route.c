@@ -8,6 +8,8 @@
 #include "seam/op_dispatch.h"
 
 const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len) {
+    /* MoE offload off: the CPU runs MoE whoever claims it (src/ops/moe.c). */
+    if (op == BP_OP_MOE && !bp_moe_offload()) return bp_conv_moe_cpu_label(op, k, buf, len);
     int i = bp_seam_op_route(op, k, k);
     if (i >= 0) {
         const bp_seam_slot *s = bp_seam_slot_at(i);
@@ -26,6 +28,10 @@ const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len) {
     case BP_OP_ATTENTION:
         snprintf(buf, len, "CPU %s attention (head dims a multiple of %d; else the CPU reference)", kn->isa, kn->vl);
         break;
+    case BP_OP_CONV2D:
+    case BP_OP_CONV2D_GN:
+    case BP_OP_CONV2D_LN:
+    case BP_OP_MOE: return bp_conv_moe_cpu_label(op, k, buf, len);
     default: snprintf(buf, len, "CPU %s %s", kn->isa, bp_op_name(op)); break;
     }
     return buf;

@@ -1,9 +1,12 @@
 /* ops.def and kv_kinds.def expanded: names, domains, the run path every op takes (seam walk,
  * stats, last path), and the per-op switch to the CPU implementation and the reference. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "kinds_internal.h"
+#include "ops/conv2d_internal.h"
+#include "ops/moe_internal.h"
 #include "ops/ops_internal.h"
 #include "seam/op_dispatch.h"
 
@@ -62,10 +65,43 @@ bp_status bp_op_run(bp_op_call *c) {
     double t0 = bp_ops_now();
     const char *on = "cpu";
     char path[sizeof last_path[0]];
-    bp_status s = bp_seam_op_run(c, bp_op_cpu, path, sizeof path, &on);
+    bp_status s = c->cpu_only ? bp_op_cpu(c, path, sizeof path) : bp_seam_op_run(c, bp_op_cpu, path, sizeof path, &on);
     if (s) return s;
     bp_stats_add(c->op, on, bp_ops_now() - t0, c->bytes, c->flops);
     memcpy(last_path[c->op], path, sizeof path);
+    return BP_OK;
+}
+
+/* One backend only (bp_conv2d_on, bp_moe_run_on; `verify`): "cpu" runs the CPU's op without the
+ * walk; a backends.def name (or a test's mock) must be compiled, enabled and claim the call's
+ * kinds, and a launch error is returned, never covered by another backend. */
+bp_status bp_op_run_on(bp_op_call *c, const char *backend) {
+    if (!backend) return bp_op_run(c);
+    if (!strcmp(backend, "cpu")) {
+        bool was = c->cpu_only;
+        c->cpu_only = true;
+        bp_status s = bp_op_run(c);
+        c->cpu_only = was;
+        return s;
+    }
+    const char *op = names[c->op];
+    int i = bp_seam_slot_find(backend);
+    if (i < 0) return bp_fail(BP_E_NOT_FOUND, "%s: no backend called '%s'", op, backend);
+    const bp_seam_slot *sl = bp_seam_slot_at(i);
+    const char *why = NULL;
+    if (!sl->dispatch) return bp_fail(BP_E_UNSUPPORTED, "%s: %s is not built into this binary", op, backend);
+    if (!bp_seam_slot_enabled(i, &why)) return bp_fail(BP_E_UNSUPPORTED, "%s: %s is disabled: %s", op, backend, why);
+    const char *kn = bp_seam_op_kernel(sl->caps, c->op, c->kind);
+    if (!kn || !sl->dispatch->op_launch || (c->kind2 != c->kind && !bp_seam_op_kernel(sl->caps, c->op, c->kind2)))
+        return bp_fail(BP_E_UNSUPPORTED, "%s has no %s kernel for these kinds", backend, op);
+    char err[200] = "";
+    double t0 = bp_ops_now();
+    bp_launch r = sl->dispatch->op_launch(c, err, sizeof err);
+    if (r == BP_LAUNCH_NO_KERNEL) return bp_fail(BP_E_UNSUPPORTED, "%s declined the %s call", backend, kn);
+    if (r != BP_LAUNCH_OK) /* an error, or the device lost */
+        return bp_fail(BP_E_DEVICE, "%s %s failed: %s", backend, kn, err[0] ? err : "unspecified error");
+    bp_stats_add(c->op, sl->caps->name, bp_ops_now() - t0, c->bytes, c->flops);
+    snprintf(last_path[c->op], sizeof last_path[c->op], "%s %s", sl->caps->display_name, kn);
     return BP_OK;
 }
 
@@ -90,6 +126,12 @@ bp_status bp_op_reference(const bp_op_call *c) {
         bp_ref_softmax(c->u.softmax.x, c->u.softmax.t, c->u.softmax.n, c->u.softmax.scale, c->u.softmax.softcap,
                        c->u.softmax.mask, c->u.softmax.y);
         return BP_OK;
+    case BP_OP_CONV2D:
+    case BP_OP_CONV2D_GN:
+    case BP_OP_CONV2D_LN: return bp_conv2d_ref(c->u.conv.w, c->u.conv.p, c->u.conv.x, c->u.conv.y);
+    case BP_OP_MOE:
+        return bp_moe_ref(c->u.moe.m, c->u.moe.x, c->u.moe.t, c->u.moe.top_k, c->u.moe.ids, c->u.moe.route_w,
+                          c->u.moe.y);
     case BP_OP_COUNT: break;
     }
     return bp_fail(BP_E_UNSUPPORTED, "op %d has no reference", (int)c->op);

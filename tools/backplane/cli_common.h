@@ -28,4 +28,30 @@ int bp_bench_crossover(int argc, char **argv);
 /* Write s as a JSON string literal (quotes, escapes). NULL writes null. */
 void bp_cli_json_str(FILE *f, const char *s);
 
+/* ---- benches of ops in their own files (bench_conv_moe.c), helpers from cmd_bench.c -------- */
+#include "backplane.h"
+/* rows x cols weights of kind ki (row bytes rb) with a bench's random contents: one tile of rows
+ * quantized (or random finite blocks), repeated down the matrix. */
+bp_status bp_bench_fill_weights(const bp_kind_info *ki, int64_t rows, int64_t cols, size_t rb, uint8_t *w);
+/* Bytes of weight copies a decode rotates through so every read comes from DRAM. */
+size_t bp_bench_cold_bytes(void);
+/* Monotonic seconds; the median of v[0..n) (v is sorted in place). */
+double bp_bench_now(void);
+double bp_bench_median(double *v, int n);
+/* backplane verify's rows of conv2d and MoE cases (verify_conv_moe.c), printed in verify's
+ * table or JSON format; cases and failed are added to. caps NULL: the CPU (claims every op). */
+typedef struct bp_verify_rows {
+    bool json, first; /* first: no JSON row printed yet (the next gets no comma) */
+    int cases, failed;
+} bp_verify_rows;
+struct bp_backend_caps;
+/* verify's random numbers (uniform in [-1, 1), from --seed) and NMSE (sum (got-ref)^2 / sum ref^2). */
+float bp_verify_randf(void);
+double bp_verify_nmse(const float *got, const float *ref, size_t n);
+void bp_verify_conv_moe(bp_verify_rows *out, const char *backend, const struct bp_backend_caps *caps,
+                        const bp_kind_info *ki);
+/* backplane bench --op conv2d|moe (bench_conv_moe.c): whether argv asks for one of them. */
+bool bp_bench_conv_moe_wants(int argc, char **argv);
+int bp_bench_conv_moe(int argc, char **argv);
+
 #endif

@@ -275,10 +275,12 @@ int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_strict(&argc, argv);
     bp_cli_take_profile(&argc, argv);
-    /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c). */
+    /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c);
+     * --op conv2d|moe: bench_conv_moe.c; --crossover: bench_crossover.c. */
     int rc = argc > 1 && !strcmp(argv[1], "--crossover") ? bp_bench_crossover(argc - 1, argv + 1)
-             : bp_bench_op_requested(argc, argv)         ? bp_bench_ops(argc, argv)
-                                                         : bench_main(argc, argv);
+             : bp_bench_conv_moe_wants(argc, argv)          ? bp_bench_conv_moe(argc, argv)
+             : bp_bench_op_requested(argc, argv)            ? bp_bench_ops(argc, argv)
+                                                            : bench_main(argc, argv);
     bp_cli_print_profile();
     bp_cli_print_fallbacks();
     return rc;
@@ -356,4 +358,19 @@ static int bench_main(int argc, char **argv) {
     }
     free(res);
     return failed ? 1 : 0;
+}
+
+/* ---- for the op benches in other files (declared in cli_common.h) --------------------------- */
+
+bp_status bp_bench_fill_weights(const bp_kind_info *ki, int64_t rows, int64_t cols, size_t rb, uint8_t *w) {
+    return fill_weights(ki, rows, cols, rb, w);
+}
+
+size_t bp_bench_cold_bytes(void) { return cold_bytes(llc_bytes()); }
+
+double bp_bench_now(void) { return now_s(); }
+
+double bp_bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }

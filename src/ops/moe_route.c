@@ -1,0 +1,51 @@
+/* MoE routing, the helper op beside bp_moe_run: per token, the top_k experts by router logit
+ * and their weights. Computed in double (n_expert is at most a few hundred); ties go to the
+ * lower expert index, so the choice is deterministic. */
+#include <math.h>
+
+#include "core/error.h"
+#include "ops/moe_internal.h"
+
+/* The gate's weight for logit v: softmax over all logits (max and denominator given), or sigmoid. */
+static double gate_value(bp_moe_gate gate, double v, double max, double denom) {
+    return gate == BP_MOE_GATE_SOFTMAX ? exp(v - max) / denom : 1.0 / (1.0 + exp(-v));
+}
+
+bp_status bp_moe_route(const float *logits, int64_t t, int64_t n_expert, int64_t top_k, bp_moe_gate gate, bool renorm,
+                       int32_t *ids, float *route_w) {
+    if (t < 0 || n_expert < 1 || n_expert > INT32_MAX || top_k < 1 || top_k > n_expert)
+        return bp_fail(BP_E_SHAPE, "bp_moe_route: t %lld, %lld experts, top_k %lld: need t >= 0 and 1 <= top_k <= experts",
+                       (long long)t, (long long)n_expert, (long long)top_k);
+    if (gate != BP_MOE_GATE_SOFTMAX && gate != BP_MOE_GATE_SIGMOID)
+        return bp_fail(BP_E_INVAL, "bp_moe_route: unknown gate %d (0 softmax, 1 sigmoid)", (int)gate);
+    if (t && (!logits || !ids || !route_w)) return bp_fail(BP_E_INVAL, "bp_moe_route: logits, ids or weights is NULL");
+    for (int64_t i = 0; i < t * n_expert; i++)
+        if (!isfinite(logits[i]))
+            return bp_fail(BP_E_INVAL, "bp_moe_route: token %lld expert %lld: logit %g is not finite",
+                           (long long)(i / n_expert), (long long)(i % n_expert), (double)logits[i]);
+    for (int64_t i = 0; i < t; i++) {
+        const float *l = logits + i * n_expert;
+        int32_t *id = ids + i * top_k;
+        float *w = route_w + i * top_k;
+        /* Selection: top_k passes, each the largest logit not taken yet (first index on ties). */
+        for (int64_t j = 0; j < top_k; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < n_expert; e++) {
+                bool taken = false;
+                for (int64_t q = 0; q < j && !taken; q++) taken = id[q] == e;
+                if (!taken && (best < 0 || l[e] > l[best])) best = e;
+            }
+            id[j] = (int32_t)best;
+        }
+        double max = l[0], denom = 0, sum = 0;
+        for (int64_t e = 1; e < n_expert; e++) max = l[e] > max ? l[e] : max;
+        if (gate == BP_MOE_GATE_SOFTMAX)
+            for (int64_t e = 0; e < n_expert; e++) denom += exp((double)l[e] - max);
+        for (int64_t j = 0; j < top_k; j++) sum += gate_value(gate, l[id[j]], max, denom);
+        for (int64_t j = 0; j < top_k; j++) {
+            double g = gate_value(gate, l[id[j]], max, denom);
+            w[j] = (float)(renorm && sum > 0 ? g / sum : g);
+        }
+    }
+    return BP_OK;
+}
