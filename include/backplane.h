@@ -109,7 +109,15 @@ bp_status bp_weight_create(bp_kind k, const void *data, size_t bytes, int64_t ro
 void bp_weight_free(bp_weight *w);
 
 /* y[rows] = W x, on the first backend in precedence order that is enabled, claims the kind,
- * wants the shape and launches; the CPU last. */
+ * wants the shape and launches; the CPU last.
+ *
+ * Non-finite activations: when any value of x is NaN or +/-Inf, the call (this one, bp_gemm,
+ * and the forced variants below once the backend is known to be usable) runs the CPU reference
+ * kernel (bp_ref_matvec / bp_ref_gemm) instead, so every backend and kernel path gives the
+ * reference's IEEE result (NaN and Inf propagate as double arithmetic makes them: a NaN in x
+ * makes every output NaN; an Inf gives +/-Inf, or NaN where it meets a zero weight or an
+ * opposite Inf), and bp_weight_last_path says "CPU reference (non-finite input)". Kernels that
+ * quantize x to 8 bits would otherwise drop a NaN silently. Finite x costs one scan of x. */
 bp_status bp_matvec(bp_weight *w, const float *x, float *y);
 /* Y = X W^T for t inputs: X is t x cols, Y is t x rows, both row-major. */
 bp_status bp_gemm(bp_weight *w, const float *x, int64_t t, float *y);

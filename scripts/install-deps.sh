@@ -5,7 +5,8 @@ set -euo pipefail
 
 pkgs=(cmake make gcc python3 python3-pip
       mesa-vulkan-drivers libvulkan-dev glslc glslang-tools
-      pocl-opencl-icd ocl-icd-opencl-dev)
+      pocl-opencl-icd ocl-icd-opencl-dev
+      valgrind)  # `make valgrind` (the reliability campaign); TSan comes with gcc
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

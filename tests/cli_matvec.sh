@@ -48,6 +48,36 @@ done
 echo "matvec vs NumPy: $checked kind/backend pairs agree"
 [ "$checked" -gt 0 ] || { echo "FAIL: nothing compared"; fail=1; }
 
+# Non-finite input (issue 10's repro): one NaN, or a +Inf, in x. Every path must give exactly
+# what the reference gives (NaN: every output NaN) and say it ran the reference. Before the
+# policy the optimized CPU path turned the NaN into 8 finite outputs.
+nonfinite_x() {  # column, 4 little-endian bytes as printf escapes, output file
+    head -c $(($1 * 4)) $dir/kinds_x.f32 > "$3"; printf "$2" >> "$3"; tail -c +$(($1 * 4 + 5)) $dir/kinds_x.f32 >> "$3"
+}
+nonfinite_x 3 '\x00\x00\xc0\x7f' "$tmp/nan.f32"     # NaN at column 3
+nonfinite_x 200 '\x00\x00\x80\x7f' "$tmp/inf.f32"   # +Inf at column 200
+nf=0
+for kind in Q4_0 Q4_K Q8_0 IQ4_XS F16; do
+    grep -qx "$kind" $dir/kinds_list.txt || continue
+    for x in nan inf; do
+        "$cli" matvec $dir/kinds.gguf $kind --input "$tmp/$x.f32" --output "$tmp/ref" --backend cpu-ref 2>/dev/null ||
+            { echo "FAIL: matvec $kind $x (cpu-ref) exited non-zero"; fail=1; continue; }
+        if [ $x = nan ] && floats "$tmp/ref" | grep -qiv nan; then echo "FAIL: reference $kind: a NaN in x left a finite output"; fail=1; fi
+        for backend in seam cpu; do
+            args=(); [ $backend = cpu ] && args=(--backend cpu)
+            if ! "$cli" matvec $dir/kinds.gguf $kind --input "$tmp/$x.f32" --output "$tmp/y" "${args[@]}" 2>"$tmp/err"; then
+                echo "FAIL: matvec $kind $x ($backend) exited non-zero: $(cat "$tmp/err")"; fail=1; continue
+            fi
+            grep -q "ran on: CPU reference (non-finite input)" "$tmp/err" ||
+                { echo "FAIL: matvec $kind $x ($backend): path not named: $(cat "$tmp/err")"; fail=1; }
+            cmp -s "$tmp/y" "$tmp/ref" || { echo "FAIL: matvec $kind $x ($backend) differs from the reference"; fail=1; }
+            nf=$((nf + 1))
+        done
+    done
+done
+echo "non-finite x: $nf kind/input/backend runs equal the reference"
+[ "$nf" -gt 0 ] || { echo "FAIL: no non-finite case ran"; fail=1; }
+
 # Error cases: each must exit non-zero with a message that names the problem.
 expect_fail() {  # what, pattern, command...
     local what=$1 pat=$2; shift 2

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kinds/kinds_internal.h"
+#include "core/testdata.h"
+#include "core/tolerance.h"
 #include "seam/seam.h"
 
 int bp_test_passed, bp_test_failed, bp_test_skipped;
@@ -49,25 +50,22 @@ int bp_test_finish(void) {
     return bp_test_skipped ? 77 : 0;
 }
 
-uint64_t bp_test_rand(uint64_t *s) {
-    uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
+/* One generator, one NMSE, one weight maker, one tolerance table: the library's (src/core), so
+ * `backplane verify` uses the same ones. */
+uint64_t bp_test_rand(uint64_t *s) { return bp_rng_next(s); }
+float bp_test_randf(uint64_t *s) { return bp_rng_float(s); }
+double bp_test_nmse(const float *got, const float *ref, size_t n) { return bp_nmse(got, ref, n); }
+
+double bp_test_tolerance(bp_kind k, const char *op) {
+    double t = bp_tolerance_nmse(k, op);
+    const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
+    CHECK(t > 0, "no tolerance row for %s %s in src/core/tolerance.def", ki ? ki->name : "?", op);
+    return t > 0 ? t : 0;
 }
 
-float bp_test_randf(uint64_t *s) { return (float)((bp_test_rand(s) >> 40) * (2.0 / 16777216.0) - 1.0); }
-
-double bp_test_nmse(const float *got, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)ref[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    if (den == 0) return num == 0 ? 0 : INFINITY;
-    return num / den;
+bool bp_test_quick(void) {
+    const char *v = getenv("BP_TEST_QUICK");
+    return v && *v && strcmp(v, "0");
 }
 
 void *bp_test_read_file(const char *path, size_t *len) {
@@ -93,45 +91,8 @@ void *bp_test_read_file(const char *path, size_t *len) {
     return buf;
 }
 
-/* Test weights: real quantizations of random floats where the kind has a quantizer; random
- * blocks otherwise, with each block's scale fields overwritten by a small finite f16 (random
- * bytes there could be Inf/NaN, which would test nothing). */
 uint8_t *bp_test_make_weight(bp_kind k, int64_t rows, int64_t cols, uint64_t *rng, size_t *bytes_out) {
-    const bp_kind_info *info = bp_kind_lookup((uint32_t)k);
-    size_t row_bytes;
-    if (bp_kind_row_bytes(k, cols, &row_bytes) != BP_OK) return NULL;
-    size_t bytes = row_bytes * (size_t)rows;
-    uint8_t *w = malloc(bytes + 1);
-    if (info->can_quantize) {
-        float *f = malloc(sizeof(float) * (size_t)cols);
-        for (int64_t r = 0; r < rows; r++) {
-            for (int64_t c = 0; c < cols; c++) f[c] = bp_test_randf(rng);
-            if (bp_quantize(k, f, cols, w + (size_t)r * row_bytes, row_bytes) != BP_OK) {
-                free(f);
-                free(w);
-                return NULL;
-            }
-        }
-        free(f);
-    } else {
-        for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)bp_test_rand(rng);
-        size_t nb = bytes / info->block_bytes;
-        for (size_t b = 0; b < nb; b++) {
-            uint8_t *blk = w + b * info->block_bytes;
-            uint16_t h = bp_f32_to_f16(0.002f + 0.03f * (float)(bp_test_rand(rng) % 1000) / 1000.0f);
-            if (k == BP_KIND_IQ1_M) { /* the f16 scale lives in the top nibbles of 4 u16 */
-                for (int j = 0; j < 4; j++) {
-                    uint16_t sc = bp_load_u16(blk + 48 + 2 * j);
-                    sc = (uint16_t)((sc & 0x0FFF) | (((h >> (4 * j)) & 0xF) << 12));
-                    bp_store_u16(blk + 48 + 2 * j, sc);
-                }
-            } else if (k != BP_KIND_NVFP4) { /* NVFP4's UE4M3 scales are all finite */
-                bp_store_u16(blk, h);
-            }
-        }
-    }
-    *bytes_out = bytes;
-    return w;
+    return bp_random_weight(k, rows, cols, rng, bytes_out);
 }
 
 bool bp_test_all_finite(const float *v, size_t n) {
@@ -141,11 +102,12 @@ bool bp_test_all_finite(const float *v, size_t n) {
 }
 
 /* One (kind, rows, cols, t) case on a backend's dispatch table: its matvec (t == 1) or GEMM
- * against bp_ref_gemm on fresh random weights and inputs, NMSE <= tol. Returns whether the
+ * against bp_ref_gemm on fresh random weights and inputs, NMSE within the tolerance table. Returns whether the
  * case ran on the backend (false when the weight or the reference could not be made). */
 bool bp_test_dispatch_case(const bp_backend_dispatch *d, bp_kind k, int64_t rows, int64_t cols, int64_t t,
-                           double tol, uint64_t *rng) {
+                           uint64_t *rng) {
     const char *kn = bp_kind_lookup((uint32_t)k)->name;
+    const double tol = bp_test_tolerance(k, t == 1 ? "matvec" : "gemm");
     size_t bytes = 0;
     bool ran = false;
     uint8_t *wd = bp_test_make_weight(k, rows, cols, rng, &bytes);

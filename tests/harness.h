@@ -15,22 +15,27 @@ void bp_test_fail_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void bp_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int bp_test_finish(void);
-/* Deterministic xorshift random numbers for test data. */
+/* Deterministic xorshift random numbers for test data (src/core/testdata.h). */
 uint64_t bp_test_rand(uint64_t *state);
 float bp_test_randf(uint64_t *state); /* uniform in [-1, 1) */
-/* Normalised mean squared error of got against ref: sum (got-ref)^2 / sum ref^2. */
+/* Normalised mean squared error of got against ref: sum (got-ref)^2 / sum ref^2 (bp_nmse). */
 double bp_test_nmse(const float *got, const float *ref, size_t n);
-/* rows x cols test weights of kind k (malloc'ed, *bytes set; NULL on failure): real
- * quantizations of random floats where the kind has a quantizer, else random blocks whose
- * scale fields are overwritten by small finite f16 values (random bytes there could be
- * Inf/NaN, which would test nothing). */
+/* The NMSE bound for op ("matvec", "gemm") on kind k from THE tolerance table
+ * (src/core/tolerance.def); a missing row is a recorded failure (and 0 is returned). */
+double bp_test_tolerance(bp_kind k, const char *op);
+/* rows x cols test weights of kind k (bp_random_weight: malloc'ed, *bytes set; NULL on
+ * failure): real quantizations of random floats where the kind has a quantizer, else random
+ * blocks redrawn until they decode to finite values below 1e3. */
 uint8_t *bp_test_make_weight(bp_kind k, int64_t rows, int64_t cols, uint64_t *rng, size_t *bytes);
 bool bp_test_all_finite(const float *v, size_t n);
 /* One (kind, rows, cols, t) case on a backend's dispatch table (matvec when t == 1, else GEMM)
- * against bp_ref_gemm, NMSE <= tol; true when it ran on the backend. */
+ * against bp_ref_gemm, NMSE within bp_test_tolerance; true when it ran on the backend. */
 struct bp_backend_dispatch;
 bool bp_test_dispatch_case(const struct bp_backend_dispatch *d, bp_kind k, int64_t rows, int64_t cols,
-                           int64_t t, double tol, uint64_t *rng);
+                           int64_t t, uint64_t *rng);
+/* BP_TEST_QUICK=1 (set by `make valgrind` and `make tsan`, where every instruction is 20-100x
+ * slower): tests run reduced sizes and fewer rounds, covering the same code paths. */
+bool bp_test_quick(void);
 /* Calls of op (ops.def name) on backend ("cpu", "mockops") in the op stats (bp_stats_get). */
 unsigned long long bp_test_op_calls(const char *op, const char *backend);
 /* Read a whole file, followed by a NUL byte not counted in *len; NULL (with a failure

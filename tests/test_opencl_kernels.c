@@ -1,6 +1,6 @@
 /* The OpenCL backend on a real driver (PoCL on the CPU in CI): every kind the OpenCL capability
- * table claims, matvec and GEMM, against the CPU reference bp_ref_gemm (NMSE <= 5e-4; 1e-6 for
- * the float kinds, whose dequant is exact), on odd shapes; the claim <=> launch rule over the
+ * table claims, matvec and GEMM, against the CPU reference bp_ref_gemm (NMSE within the tolerance
+ * table, src/core/tolerance.def), on odd shapes; the claim <=> launch rule over the
  * whole kind table; the public API forced onto OpenCL; a bad shape refused with BP_LAUNCH_ERROR
  * and a named cause; the device layer's copies, sub-buffer arguments and named OpenCL errors. Without an OpenCL device it says SKIP on stderr.
  *
@@ -19,16 +19,13 @@
 #if BP_HAVE_OPENCL
 #include "opencl/cl_internal.h"
 
-#define NMSE_MAX 5e-4
-#define NMSE_FLOAT 1e-6
 
 static int cases_run;
 
 /* One (kind, rows, cols, t) case: OpenCL matvec (t == 1) or GEMM against the reference; the
  * float kinds are held tighter. */
 static void check_case(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_t *rng) {
-    const double tol = bp_kind_lookup((uint32_t)k)->block_elems == 1 ? NMSE_FLOAT : NMSE_MAX;
-    if (bp_test_dispatch_case(&bp_dispatch_opencl, k, rows, cols, t, tol, rng)) cases_run++;
+    if (bp_test_dispatch_case(&bp_dispatch_opencl, k, rows, cols, t, rng)) cases_run++;
 }
 
 /* Through the public API and the seam. Unforced, PoCL's CPU device is not enabled (the reason
@@ -54,10 +51,12 @@ static void check_public_api(uint64_t *rng) {
     setenv("BACKPLANE_OPENCL", "1", 1);
     bp_seam_test_reset_enabled();
     CHECK_OK(bp_matvec_on(w, "opencl", x, got));
-    CHECK(bp_test_nmse(got, ref, 9) <= NMSE_MAX, "bp_matvec_on opencl: NMSE %g", bp_test_nmse(got, ref, 9));
+    CHECK(bp_test_nmse(got, ref, 9) <= bp_test_tolerance(BP_KIND_Q4_K, "matvec"), "bp_matvec_on opencl: NMSE %g",
+          bp_test_nmse(got, ref, 9));
     CHECK(strstr(bp_weight_last_path(w), "OpenCL") != NULL, "bp_matvec_on path '%s'", bp_weight_last_path(w));
     CHECK_OK(bp_gemm_on(w, "opencl", x, 2, got));
-    CHECK(bp_test_nmse(got, ref, 18) <= NMSE_MAX, "bp_gemm_on opencl: NMSE %g", bp_test_nmse(got, ref, 18));
+    CHECK(bp_test_nmse(got, ref, 18) <= bp_test_tolerance(BP_KIND_Q4_K, "gemm"), "bp_gemm_on opencl: NMSE %g",
+          bp_test_nmse(got, ref, 18));
     CHECK(strstr(bp_weight_last_path(w), "OpenCL") != NULL, "bp_gemm_on path '%s'", bp_weight_last_path(w));
     bp_weight_free(w);
     free(wd);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tolerance.h"
 #include "harness.h"
 #include "mock/mock_backend.h"
 
@@ -291,7 +292,7 @@ static void test_device_lost(void) {
     bp_mock_lose_device(bp_mock_backend_device(), BP_MOCK_LAUNCH, 1);
     CHECK_OK(bp_matvec(o.w, o.x, o.y));
     CHECK(strstr(bp_weight_last_path(o.w), "fallback from Mock"), "the loss falls back: %s", bp_weight_last_path(o.w));
-    CHECK(bp_test_nmse(o.y, ref, 5) <= 5e-4, "right result from the CPU");
+    CHECK(bp_test_nmse(o.y, ref, 5) <= bp_test_tolerance(BP_KIND_Q8_0, "matvec"), "right result from the CPU");
     const char *reason = "";
     CHECK(!bp_seam_slot_enabled(mock_slot(), &reason) && strstr(reason, "disabled for this process after a device error") &&
               strstr(reason, "device lost"),
@@ -340,7 +341,8 @@ static void *lost_worker(void *arg) {
     lost_job *j = arg;
     float y[5];
     for (int i = 0; i < 30; i++) {
-        if (bp_matvec(j->o->w, j->o->x, y) != BP_OK || !(bp_test_nmse(y, j->ref, 5) <= 5e-4)) j->bad++;
+        if (bp_matvec(j->o->w, j->o->x, y) != BP_OK || !(bp_test_nmse(y, j->ref, 5) <= bp_tolerance_nmse(BP_KIND_Q8_0, "matvec")))
+            j->bad++;
     }
     return NULL;
 }

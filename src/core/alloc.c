@@ -9,27 +9,44 @@ static atomic_llong n_calls;     /* allocations attempted */
 static atomic_llong fail_at;     /* call number that fails; 0: disarmed */
 static atomic_bool fail_sticky;  /* and every one after it */
 static atomic_llong n_injected;
+static _Atomic(const void *) last_site; /* return address of the last injected failure */
+static atomic_llong n_live;              /* blocks handed out and not yet given to bp_free */
 
-/* True when this call is to fail. */
-static bool injected(void) {
+/* Count a block handed out (p non-NULL); returns p. */
+static void *live(void *p) {
+    if (p) atomic_fetch_add_explicit(&n_live, 1, memory_order_relaxed);
+    return p;
+}
+
+/* True when this call (from code address site) is to fail. */
+static bool injected_at(const void *site) {
     long long at = atomic_load_explicit(&fail_at, memory_order_relaxed);
     long long me = atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed) + 1;
     if (!at) return false;
     if (me == at || (me > at && atomic_load_explicit(&fail_sticky, memory_order_relaxed))) {
         atomic_fetch_add_explicit(&n_injected, 1, memory_order_relaxed);
+        atomic_store_explicit(&last_site, site, memory_order_relaxed);
         return true;
     }
     return false;
 }
+#define injected() injected_at(__builtin_return_address(0))
 
-void *bp_malloc(size_t n) { return injected() ? NULL : malloc(n ? n : 1); }
+bool bp_alloc_inject_device(const void *site) { return injected_at(site); }
+const void *bp_alloc_last_injected_site(void) { return atomic_load(&last_site); }
+
+void *bp_malloc(size_t n) { return injected() ? NULL : live(malloc(n ? n : 1)); }
 
 void *bp_calloc(size_t count, size_t size) {
     if (injected()) return NULL;
-    return calloc(count ? count : 1, size ? size : 1);
+    return live(calloc(count ? count : 1, size ? size : 1));
 }
 
-void *bp_realloc(void *p, size_t n) { return injected() ? NULL : realloc(p, n ? n : 1); }
+void *bp_realloc(void *p, size_t n) {
+    if (injected()) return NULL;
+    void *q = realloc(p, n ? n : 1);
+    return p ? q : live(q); /* a grown block is the same block */
+}
 
 void *bp_aligned_alloc(size_t align, size_t n) {
     if (injected()) return NULL;
@@ -37,18 +54,23 @@ void *bp_aligned_alloc(size_t align, size_t n) {
     if (n > SIZE_MAX - align) return NULL;
     size_t rounded = (n + align - 1) & ~(align - 1);
     void *p = NULL;
-    return posix_memalign(&p, align, rounded ? rounded : align) ? NULL : p;
+    return posix_memalign(&p, align, rounded ? rounded : align) ? NULL : live(p);
 }
 
 char *bp_strdup(const char *s) {
-    if (!s) return NULL;
+    if (!s || injected()) return NULL;
     size_t n = strlen(s) + 1;
-    char *d = bp_malloc(n);
+    char *d = live(malloc(n));
     if (d) memcpy(d, s, n);
     return d;
 }
 
-void bp_free(void *p) { free(p); }
+void bp_free(void *p) {
+    if (p) atomic_fetch_sub_explicit(&n_live, 1, memory_order_relaxed);
+    free(p);
+}
+
+long long bp_alloc_live(void) { return atomic_load(&n_live); }
 
 void bp_alloc_fail_after(long long n, bool persistent) {
     atomic_store(&fail_sticky, persistent);
@@ -62,4 +84,5 @@ void bp_alloc_count_reset(void) {
     atomic_store(&fail_at, 0);
     atomic_store(&n_calls, 0);
     atomic_store(&n_injected, 0);
+    atomic_store(&last_site, NULL);
 }

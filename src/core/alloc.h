@@ -7,9 +7,10 @@
  * never fail, so a NULL check behind it is never proven.
  *
  * The wrappers record nothing per allocation (that is the device ledger's job); they count
- * calls and consult the injection switch, which costs one relaxed atomic add when disarmed.
+ * calls and live blocks and consult the injection switch: two relaxed atomic adds when disarmed.
  * Memory from bp_malloc / bp_calloc / bp_realloc / bp_aligned_alloc is released with bp_free
- * (plain free() works too: they are the C library's allocations underneath).
+ * (plain free() works too: they are the C library's allocations underneath, but then
+ * bp_alloc_live() keeps counting the block).
  */
 #ifndef BP_CORE_ALLOC_H
 #define BP_CORE_ALLOC_H
@@ -35,5 +36,17 @@ void bp_alloc_fail_after(long long n, bool persistent);
 long long bp_alloc_count(void);
 long long bp_alloc_injected(void);
 void bp_alloc_count_reset(void);
+/* The code address that made the last injected allocation fail (the campaign counts distinct
+ * sites with it); NULL when none since the last reset. */
+const void *bp_alloc_last_injected_site(void);
+/* Blocks from bp_malloc / bp_calloc / bp_realloc(NULL, n) / bp_aligned_alloc / bp_strdup not yet
+ * released with bp_free: the campaign's leak count, exact and independent of the C library's
+ * heap (a block released with plain free() stays counted: release the library's blocks with
+ * bp_free in code that checks this). */
+long long bp_alloc_live(void);
+/* The device layer's allocations (device memory, pinned host memory, arenas: src/device)
+ * count as allocations too and ask the same switch: true when this one is to fail. site: the
+ * caller's address (__builtin_return_address(0)). */
+bool bp_alloc_inject_device(const void *site);
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "cpu/cpu_internal.h"
 
@@ -256,8 +257,8 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
 
 static void free_packed(void *p) {
     bp_cpu_packed *pk = p;
-    if (pk) free(pk->data);
-    free(pk);
+    if (pk) bp_free(pk->data);
+    bp_free(pk);
 }
 
 /* The weight's repacked copy for kernel vk, made at first use. Two threads racing here both
@@ -266,12 +267,12 @@ static void free_packed(void *p) {
 static const bp_cpu_packed *packed_for(bp_weight *w, const bp_cpu_vec_kernel *vk) {
     bp_cpu_packed *cur = __atomic_load_n((bp_cpu_packed **)&w->backend_state[BP_BACKEND_CPU], __ATOMIC_ACQUIRE);
     if (cur && cur->layout == vk->pack) return cur;
-    bp_cpu_packed *pk = calloc(1, sizeof *pk);
+    bp_cpu_packed *pk = bp_calloc(1, sizeof *pk);
     if (!pk) return NULL;
     pk->kind = w->kind;
     pk->layout = vk->pack;
     if (!vk->pack(w->data, w->rows, w->cols, w->row_bytes, pk)) {
-        free(pk);
+        bp_free(pk);
         return NULL;
     }
     __atomic_store_n(&w->backend_free[BP_BACKEND_CPU], free_packed, __ATOMIC_RELEASE);
@@ -315,9 +316,9 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
         job.scratch = bp_pool_scratch();
         act = abuf ? bp_pool_act_buffer(abuf) : NULL;
     } else {
-        if (posix_memalign((void **)&own_scratch, 64, BP_CPU_SCRATCH_FLOATS * sizeof(float))) own_scratch = NULL;
+        own_scratch = bp_aligned_alloc(64, BP_CPU_SCRATCH_FLOATS * sizeof(float));
         job.scratch = &own_scratch;
-        act = abuf && posix_memalign(&own_act, 64, abuf) == 0 ? own_act : NULL;
+        act = abuf ? (own_act = bp_aligned_alloc(64, abuf)) : NULL;
     }
     bp_status s = BP_OK;
     if ((abuf && !act) || !job.scratch[0]) {
@@ -360,8 +361,8 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
     }
 out:
     if (held) bp_pool_release();
-    free(own_scratch);
-    free(own_act);
+    bp_free(own_scratch);
+    bp_free(own_act);
     return s;
 }
 
@@ -420,12 +421,12 @@ double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes) {
     if (segment == 0 || bytes < segment || passes < 1) return -1;
     size_t nseg = bytes / segment;
     bytes = nseg * segment;
-    void *buf;
-    if (posix_memalign(&buf, 4096, bytes)) return -1;
+    void *buf = bp_aligned_alloc(4096, bytes);
+    if (!buf) return -1;
     int nt = (int)nseg * passes;
-    double *times = malloc(sizeof(double) * (size_t)nt);
+    double *times = bp_malloc(sizeof(double) * (size_t)nt);
     if (!times) {
-        free(buf);
+        bp_free(buf);
         return -1;
     }
     /* Touch every page first: the first pass would otherwise time page faults. */
@@ -444,8 +445,8 @@ double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes) {
     if (held) bp_pool_release();
     qsort(times, (size_t)nt, sizeof *times, cmp_dbl);
     double med = nt % 2 ? times[nt / 2] : 0.5 * (times[nt / 2 - 1] + times[nt / 2]);
-    free(times);
-    free(buf);
+    bp_free(times);
+    bp_free(buf);
     return med > 0 ? (double)segment / med / 1e9 : -1;
 }
 

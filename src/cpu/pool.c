@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #endif
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "cpu/cpu_internal.h"
 
@@ -124,7 +125,7 @@ static void stop_workers(void) {
 
 static void free_scratch(void) {
     for (int i = 0; i < MAX_THREADS; i++) {
-        free(g_pool.scratch[i]);
+        bp_free(g_pool.scratch[i]);
         g_pool.scratch[i] = NULL;
     }
 }
@@ -133,7 +134,7 @@ static void free_scratch(void) {
 static bp_status start(int n) {
     free_scratch();
     for (int i = 0; i < n; i++) {
-        if (posix_memalign((void **)&g_pool.scratch[i], 64, BP_CPU_SCRATCH_FLOATS * sizeof(float))) {
+        if (!(g_pool.scratch[i] = bp_aligned_alloc(64, BP_CPU_SCRATCH_FLOATS * sizeof(float)))) {
             free_scratch();
             return bp_fail(BP_E_NOMEM, "CPU pool: no memory for thread scratch");
         }
@@ -177,11 +178,11 @@ float **bp_pool_scratch(void) { return g_pool.scratch; }
 
 void *bp_pool_act_buffer(size_t bytes) {
     if (bytes > g_pool.act_bytes) {
-        free(g_pool.act);
+        bp_free(g_pool.act);
         g_pool.act = NULL;
         g_pool.act_bytes = 0;
         size_t round = (bytes + 4095) & ~(size_t)4095;
-        if (posix_memalign(&g_pool.act, 64, round)) return NULL;
+        if (!(g_pool.act = bp_aligned_alloc(64, round))) return NULL;
         g_pool.act_bytes = round;
     }
     return g_pool.act;

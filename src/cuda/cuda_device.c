@@ -14,6 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/cuda_kernels.h"
@@ -124,12 +125,12 @@ typedef struct retained {
 static void CUDART_CB retained_done(void *p) {
     retained *r = p;
     r->release(r->ctx);
-    free(r);
+    bp_free(r);
 }
 
 static bp_status cu_h2d_retained(bp_device *dev, bp_stream *s, void *dst, size_t off, const void *src, size_t n,
                                  bp_release_fn release, void *ctx) {
-    retained *r = malloc(sizeof *r);
+    retained *r = bp_malloc(sizeof *r);
     bp_status st = r ? cu_h2d_async(dev, s, dst, off, src, n) : bp_fail(BP_E_NOMEM, "h2d_retained: no memory");
     if (st == BP_OK) {
         r->release = release;
@@ -142,7 +143,7 @@ static bp_status cu_h2d_retained(bp_device *dev, bp_stream *s, void *dst, size_t
      * read the source. */
     (void)cudaStreamSynchronize(CS(s));
     (void)cudaGetLastError();
-    free(r);
+    bp_free(r);
     release(ctx);
     return st;
 }
@@ -277,13 +278,13 @@ static bp_status cu_graph_begin(bp_device *dev, bp_stream *s) {
 
 static bp_status cu_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
     (void)dev;
-    cu_graph *g = calloc(1, sizeof *g);
+    cu_graph *g = bp_calloc(1, sizeof *g);
     if (!g) return bp_fail(BP_E_NOMEM, "graph_end: no memory");
     cudaError_t e = cudaStreamEndCapture(CS(s), &g->graph);
     if (e == cudaSuccess) e = cudaGraphInstantiate(&g->exec, g->graph, 0);
     if (e != cudaSuccess) {
         if (g->graph) (void)cudaGraphDestroy(g->graph);
-        free(g);
+        bp_free(g);
         return bp_cu_status(e, "cudaStreamEndCapture / cudaGraphInstantiate");
     }
     *out = (bp_graph *)(void *)g;
@@ -303,7 +304,7 @@ static void cu_graph_destroy(bp_device *dev, bp_graph *gp) {
     if (!g) return;
     if (g->exec) (void)cudaGraphExecDestroy(g->exec);
     if (g->graph) (void)cudaGraphDestroy(g->graph);
-    free(g);
+    bp_free(g);
 }
 
 static bool cu_stream_is_capturing(bp_device *dev, bp_stream *s) {

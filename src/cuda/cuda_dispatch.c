@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
 #include "kinds/kinds_internal.h"
@@ -135,6 +136,11 @@ static bp_status open_locked(void) {
         }
     }
     if (s) snprintf(cu_open_error, sizeof cu_open_error, "%s", bp_last_error());
+    /* Out of memory while opening (the device's common state, the stream) is retried at the
+     * next use, as Vulkan and OpenCL do: a transient failure must not take CUDA away for the
+     * process (the cold allocation-failure campaign found that pattern in those two; unrun
+     * here, no GPU). */
+    if (s == BP_E_NOMEM) cu_tried = false;
     return s;
 }
 
@@ -170,7 +176,7 @@ static void cu_weight_free(void *p) {
     (void)select_device(); /* a weight may be freed on a thread that never ran an op */
     bp_dev_free(cw->dev, cw->buf);
     pthread_mutex_unlock(&cu_lock);
-    free(cw);
+    bp_free(cw);
 }
 
 static bp_status upload_locked(bp_weight *w, cu_weight **out) {
@@ -184,7 +190,7 @@ static bp_status upload_locked(bp_weight *w, cu_weight **out) {
     /* + 16: the kernels' unaligned u32 reads (bp_cu_u32) may read up to 4 bytes past a row. */
     if (!bp_mul_size(pitch, (size_t)w->rows, &bytes) || !bp_add_size(bytes, 16, &bytes))
         return bp_fail(BP_E_SHAPE, "CUDA upload: %lld rows of %zu bytes overflow", (long long)w->rows, pitch);
-    cw = calloc(1, sizeof *cw);
+    cw = bp_calloc(1, sizeof *cw);
     if (!cw) return bp_fail(BP_E_NOMEM, "CUDA upload: no memory");
     cw->dev = cu_dev;
     cw->pitch = pitch;
@@ -196,7 +202,7 @@ static bp_status upload_locked(bp_weight *w, cu_weight **out) {
     if (!s) s = bp_dev_stream_sync(cu_dev, cu_stream);
     if (s) {
         if (cw->buf) bp_dev_free(cu_dev, cw->buf);
-        free(cw);
+        bp_free(cw);
         return s;
     }
     w->backend_state[BP_BACKEND_CUDA] = cw;

@@ -25,11 +25,11 @@ bp_status bp_device_open(const bp_device_methods *m, void *impl, const char *nam
     if (missing)
         return bp_fail(BP_E_INVAL, "bp_device_open: method table '%s' lacks the required member %s",
                        m->name ? m->name : "?", missing);
-    bp_device *dev = calloc(1, sizeof *dev);
-    struct bp_device_common *c = calloc(1, sizeof *c);
+    bp_device *dev = bp_calloc(1, sizeof *dev);
+    struct bp_device_common *c = bp_calloc(1, sizeof *c);
     if (!dev || !c) {
-        free(dev);
-        free(c);
+        bp_free(dev);
+        bp_free(c);
         return bp_fail(BP_E_NOMEM, "bp_device_open: no memory");
     }
     pthread_mutex_init(&c->lock, NULL);
@@ -63,8 +63,8 @@ void bp_device_close(bp_device *dev) {
     bp_ledger_sweep(dev, stderr);
     if (dev->m->close) dev->m->close(dev);
     pthread_mutex_destroy(&c->lock);
-    free(c);
-    free(dev);
+    bp_free(c);
+    bp_free(dev);
 }
 
 /* ---- capture bookkeeping ------------------------------------------------------------------ */
@@ -164,11 +164,24 @@ static bp_status alloc_common(bp_device *dev, size_t bytes, void **buf, bool man
     return BP_OK;
 }
 
+/* The allocation-failure campaign (core/alloc.h): device memory, pinned host memory and arenas
+ * count as allocations and fail on the same switch as the host ones. */
+#define INJECT_DEVICE_FAILURE(dev, what, bytes, out)                                                      \
+    do {                                                                                                 \
+        if (bp_alloc_inject_device(__builtin_return_address(0))) {                                       \
+            if (out) *(out) = NULL;                                                                      \
+            return bp_fail(BP_E_NOMEM, "%s: %s of %zu bytes failed (injected)", (dev) ? (dev)->name : "?", \
+                           what, (size_t)(bytes));                                                       \
+        }                                                                                                \
+    } while (0)
+
 bp_status bp_dev_alloc_at(bp_device *dev, size_t bytes, void **buf, const char *file, int line) {
+    INJECT_DEVICE_FAILURE(dev, "alloc", bytes, buf);
     return alloc_common(dev, bytes, buf, false, file, line);
 }
 
 bp_status bp_dev_alloc_managed_at(bp_device *dev, size_t bytes, void **buf, const char *file, int line) {
+    INJECT_DEVICE_FAILURE(dev, "managed alloc", bytes, buf);
     return alloc_common(dev, bytes, buf, true, file, line);
 }
 
@@ -236,7 +249,7 @@ bp_status bp_dev_d2h(bp_device *dev, void *dst, const void *src, size_t src_off,
 static bp_status bounce_d2d(bp_device *dev, void *dst, size_t dst_off, const void *src, size_t src_off,
                             size_t bytes) {
     enum { CHUNK = 1 << 20 };
-    unsigned char *tmp = malloc(bytes < CHUNK ? bytes : CHUNK);
+    unsigned char *tmp = bp_malloc(bytes < CHUNK ? bytes : CHUNK);
     if (!tmp) return bp_fail(BP_E_NOMEM, "d2d on %s: no host bounce buffer", dev->name);
     bp_status s = BP_OK;
     for (size_t done = 0; done < bytes && !s;) {
@@ -245,7 +258,7 @@ static bp_status bounce_d2d(bp_device *dev, void *dst, size_t dst_off, const voi
         if (!s) s = dev->m->h2d(dev, dst, dst_off + done, tmp, k);
         done += k;
     }
-    free(tmp);
+    bp_free(tmp);
     return s;
 }
 
@@ -610,21 +623,23 @@ int bp_dev_compute_units(bp_device *dev) {
 bp_status bp_dev_host_alloc_pinned(bp_device *dev, size_t bytes, void **out) {
     DEV_CHECK("bp_dev_host_alloc_pinned");
     if (!out) return bp_fail(BP_E_INVAL, "bp_dev_host_alloc_pinned: out is NULL");
+    INJECT_DEVICE_FAILURE(dev, "pinned host alloc", bytes, out);
     if (dev->m->host_alloc_pinned) return dev->m->host_alloc_pinned(dev, bytes, out);
     size_t rounded = (bytes + 63) & ~(size_t)63;
-    *out = aligned_alloc(64, rounded ? rounded : 64);
+    *out = bp_aligned_alloc(64, rounded ? rounded : 64);
     return *out ? BP_OK : bp_fail(BP_E_NOMEM, "no memory for %zu pinned host bytes", bytes);
 }
 
 void bp_dev_host_free_pinned(bp_device *dev, void *p) {
     if (!dev || !p) return;
     if (dev->m->host_free_pinned) dev->m->host_free_pinned(dev, p);
-    else free(p);
+    else bp_free(p);
 }
 
 bp_status bp_dev_arena_create_at(bp_device *dev, size_t bytes, void **buf, const char *file, int line) {
     DEV_CHECK("bp_dev_arena_create");
     if (!dev->m->arena_create) return bp_dev_alloc_at(dev, bytes, buf, file, line);
+    INJECT_DEVICE_FAILURE(dev, "arena", bytes, buf);
     if (!buf || !bytes) return bp_fail(BP_E_INVAL, "bp_dev_arena_create at %s:%d: bad arguments", file, line);
     *buf = NULL;
     void *b = NULL;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "device/device_internal.h"
 
@@ -34,7 +35,7 @@ bp_status bp_ledger_add(bp_device *dev, void *buf, size_t bytes, size_t rz, cons
     pthread_mutex_lock(&g_lock);
     if (g_n == g_cap) {
         size_t cap = g_cap ? g_cap * 2 : 64;
-        entry *ne = realloc(g_entries, cap * sizeof *ne);
+        entry *ne = bp_realloc(g_entries, cap * sizeof *ne);
         if (!ne) {
             pthread_mutex_unlock(&g_lock);
             return bp_fail(BP_E_NOMEM, "ledger: no memory to record an allocation at %s:%d", file, line);
@@ -129,12 +130,12 @@ void bp_ledger_report(const bp_device *dev, FILE *out) {
      * are one object, but compare contents so two translation units agree). */
     size_t n = bp_ledger_list(dev, NULL, 0);
     if (!n || !out) return;
-    bp_ledger_entry *snap = malloc(n * sizeof *snap);
-    bool *done = calloc(n, sizeof *done);
+    bp_ledger_entry *snap = bp_malloc(n * sizeof *snap);
+    bool *done = bp_calloc(n, sizeof *done);
     if (!snap || !done) {
         fprintf(out, "  ledger: %zu live allocations (no memory to group them)\n", n);
-        free(snap);
-        free(done);
+        bp_free(snap);
+        bp_free(done);
         return;
     }
     size_t m = bp_ledger_list(dev, snap, n); /* may have shrunk meanwhile */
@@ -151,8 +152,8 @@ void bp_ledger_report(const bp_device *dev, FILE *out) {
         fprintf(out, "  %s:%d  %zu live  %zu bytes (%s)\n", snap[i].file, snap[i].line, count, bytes,
                 snap[i].dev ? snap[i].dev->name : "?");
     }
-    free(snap);
-    free(done);
+    bp_free(snap);
+    bp_free(done);
 }
 
 size_t bp_ledger_sweep(bp_device *dev, FILE *out) {
@@ -186,21 +187,21 @@ void bp_ledger_set_redzone(bp_device *dev, size_t bytes, bool poison) {
 long bp_ledger_check_band(bp_device *dev, void *buf, size_t bytes, size_t rz) {
     if (!rz) return -1;
     unsigned char stackbuf[256];
-    unsigned char *band = rz <= sizeof stackbuf ? stackbuf : malloc(rz);
+    unsigned char *band = rz <= sizeof stackbuf ? stackbuf : bp_malloc(rz);
     if (!band) return -1;
     long bad = -1;
     if (bp_dev_raw_d2h(dev, band, buf, bytes, rz) == BP_OK) {
         for (size_t i = 0; i < rz; i++)
             if (band[i] != BP_REDZONE_BYTE) { bad = (long)i; break; }
     }
-    if (band != stackbuf) free(band);
+    if (band != stackbuf) bp_free(band);
     return bad;
 }
 
 size_t bp_ledger_scan(bp_device *dev, FILE *out) {
     size_t n = 0;
     pthread_mutex_lock(&g_lock);
-    entry *snap = g_n ? malloc(g_n * sizeof *snap) : NULL;
+    entry *snap = g_n ? bp_malloc(g_n * sizeof *snap) : NULL;
     if (snap)
         for (size_t i = 0; i < g_n; i++)
             if ((!dev || g_entries[i].e.dev == dev) && g_entries[i].rz) snap[n++] = g_entries[i];
@@ -218,7 +219,7 @@ size_t bp_ledger_scan(bp_device *dev, FILE *out) {
             fprintf(out, "ledger: redzone damaged %ld bytes past the end of %zu bytes on %s allocated at %s:%d\n",
                     off, snap[i].e.bytes, d->name, snap[i].e.file, snap[i].e.line);
     }
-    free(snap);
+    bp_free(snap);
     return damaged;
 }
 

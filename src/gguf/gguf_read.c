@@ -5,6 +5,7 @@
  * offset and what was wrong -- never a read past the end, a hang, or an allocation larger than
  * the file could describe. After a successful open every pointer handed out is inside the file.
  */
+#include "core/alloc.h"
 #include "gguf/gguf_internal.h"
 
 #include <errno.h>
@@ -192,13 +193,13 @@ static bp_status parse(bp_gguf *f) {
     f->n_tensors = (int64_t)n_tensors;
     f->n_kv = (int64_t)n_kv;
     /* calloc(0) may return NULL; ask for at least one element so NULL always means failure. */
-    f->kv = calloc(n_kv ? n_kv : 1, sizeof *f->kv);
-    f->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *f->tensors);
-    size_t *name_off = calloc(n_kv + n_tensors + 1, sizeof *name_off);
-    uint64_t *name_len = calloc(n_kv + n_tensors + 1, sizeof *name_len);
+    f->kv = bp_calloc(n_kv ? n_kv : 1, sizeof *f->kv);
+    f->tensors = bp_calloc(n_tensors ? n_tensors : 1, sizeof *f->tensors);
+    size_t *name_off = bp_calloc(n_kv + n_tensors + 1, sizeof *name_off);
+    uint64_t *name_len = bp_calloc(n_kv + n_tensors + 1, sizeof *name_len);
     if (!f->kv || !f->tensors || !name_off || !name_len) {
-        free(name_off);
-        free(name_len);
+        bp_free(name_off);
+        bp_free(name_len);
         return bp_fail(BP_E_NOMEM, "GGUF: out of memory for %llu metadata entries and %llu tensors",
                        (unsigned long long)n_kv, (unsigned long long)n_tensors);
     }
@@ -328,7 +329,7 @@ static bp_status parse(bp_gguf *f) {
     }
 
     /* Names: total bytes are bounded by the file size plus one NUL per name. */
-    f->names = malloc(names_total ? names_total : 1);
+    f->names = bp_malloc(names_total ? names_total : 1);
     if (!f->names) {
         s = bp_fail(BP_E_NOMEM, "GGUF: out of memory for %llu bytes of names", (unsigned long long)names_total);
         goto out;
@@ -342,8 +343,8 @@ static bp_status parse(bp_gguf *f) {
 
     /* Sorted indexes: lookup by name in O(log n), and duplicates found in O(n log n) -- a
      * pairwise check would let a file of many tensors hang the reader. */
-    f->kv_sorted = malloc((n_kv ? n_kv : 1) * sizeof *f->kv_sorted);
-    f->tensor_sorted = malloc((n_tensors ? n_tensors : 1) * sizeof *f->tensor_sorted);
+    f->kv_sorted = bp_malloc((n_kv ? n_kv : 1) * sizeof *f->kv_sorted);
+    f->tensor_sorted = bp_malloc((n_tensors ? n_tensors : 1) * sizeof *f->tensor_sorted);
     if (!f->kv_sorted || !f->tensor_sorted) {
         s = bp_fail(BP_E_NOMEM, "GGUF: out of memory for the name index");
         goto out;
@@ -372,27 +373,27 @@ static bp_status parse(bp_gguf *f) {
     }
     s = BP_OK;
 out:
-    free(name_off);
-    free(name_len);
+    bp_free(name_off);
+    bp_free(name_len);
     return s;
 }
 
 void bp_gguf_close(bp_gguf *f) {
     if (!f) return;
     if (f->mapped) munmap((void *)f->base, f->size);
-    free(f->kv);
-    free(f->tensors);
-    free(f->kv_sorted);
-    free(f->tensor_sorted);
-    free(f->names);
-    free(f);
+    bp_free(f->kv);
+    bp_free(f->tensors);
+    bp_free(f->kv_sorted);
+    bp_free(f->tensor_sorted);
+    bp_free(f->names);
+    bp_free(f);
 }
 
 bp_status bp_gguf_open_memory(const void *buf, size_t len, bp_gguf **out) {
     if (!out) return bp_fail(BP_E_INVAL, "bp_gguf_open_memory: out is NULL");
     *out = NULL;
     if (!buf && len) return bp_fail(BP_E_INVAL, "bp_gguf_open_memory: buffer is NULL");
-    bp_gguf *f = calloc(1, sizeof *f);
+    bp_gguf *f = bp_calloc(1, sizeof *f);
     if (!f) return bp_fail(BP_E_NOMEM, "GGUF: out of memory");
     static const uint8_t empty[1];
     f->base = buf ? buf : empty;
@@ -431,7 +432,7 @@ bp_status bp_gguf_open(const char *path, bp_gguf **out) {
     int e = errno;
     close(fd);
     if (map == MAP_FAILED) return bp_fail(BP_E_IO, "%s: cannot mmap %zu bytes: %s", path, size, strerror(e));
-    bp_gguf *f = calloc(1, sizeof *f);
+    bp_gguf *f = bp_calloc(1, sizeof *f);
     if (!f) {
         munmap(map, size);
         return bp_fail(BP_E_NOMEM, "GGUF: out of memory");

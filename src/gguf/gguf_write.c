@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "gguf/gguf_internal.h"
 
@@ -30,7 +31,7 @@ struct bp_gguf_writer {
 
 bp_status bp_gguf_writer_create(bp_gguf_writer **out) {
     if (!out) return bp_fail(BP_E_INVAL, "bp_gguf_writer_create: out is NULL");
-    *out = calloc(1, sizeof **out);
+    *out = bp_calloc(1, sizeof **out);
     if (!*out) return bp_fail(BP_E_NOMEM, "GGUF writer: out of memory");
     (*out)->alignment = BP_GGUF_DEFAULT_ALIGNMENT;
     return BP_OK;
@@ -38,12 +39,12 @@ bp_status bp_gguf_writer_create(bp_gguf_writer **out) {
 
 void bp_gguf_writer_free(bp_gguf_writer *w) {
     if (!w) return;
-    for (uint64_t i = 0; i < w->n_kv; i++) free(w->keys[i]);
-    for (uint64_t i = 0; i < w->n_t; i++) free(w->t[i].name);
-    free(w->keys);
-    free(w->t);
-    free(w->kv);
-    free(w);
+    for (uint64_t i = 0; i < w->n_kv; i++) bp_free(w->keys[i]);
+    for (uint64_t i = 0; i < w->n_t; i++) bp_free(w->t[i].name);
+    bp_free(w->keys);
+    bp_free(w->t);
+    bp_free(w->kv);
+    bp_free(w);
 }
 
 static bp_status put(bp_gguf_writer *w, const void *p, size_t n) {
@@ -52,7 +53,7 @@ static bp_status put(bp_gguf_writer *w, const void *p, size_t n) {
         while (cap - w->kv_len < n) {
             if (!bp_mul_size(cap, 2, &cap)) return bp_fail(BP_E_NOMEM, "GGUF writer: metadata too large");
         }
-        uint8_t *nk = realloc(w->kv, cap);
+        uint8_t *nk = bp_realloc(w->kv, cap);
         if (!nk) return bp_fail(BP_E_NOMEM, "GGUF writer: out of memory for %zu bytes of metadata", cap);
         w->kv = nk;
         w->kv_cap = cap;
@@ -101,17 +102,17 @@ static bp_status begin_kv(bp_gguf_writer *w, const char *key, bp_gguf_type type)
         if (!strcmp(w->keys[i], key)) return bp_fail(BP_E_INVAL, "GGUF writer: duplicate metadata key '%s'", key);
     if (w->n_kv == w->keys_cap) {
         size_t cap = w->keys_cap ? 2 * w->keys_cap : 16;
-        char **nk = realloc(w->keys, cap * sizeof *nk);
+        char **nk = bp_realloc(w->keys, cap * sizeof *nk);
         if (!nk) return bp_fail(BP_E_NOMEM, "GGUF writer: out of memory");
         w->keys = nk;
         w->keys_cap = cap;
     }
-    char *k = strdup(key);
+    char *k = bp_strdup(key);
     if (!k) return bp_fail(BP_E_NOMEM, "GGUF writer: out of memory");
     bp_status s = put_str(w, key, strlen(key));
     if (!s) s = put_u32(w, (uint32_t)type);
     if (s) {
-        free(k);
+        bp_free(k);
         return s;
     }
     w->keys[w->n_kv++] = k;
@@ -228,12 +229,12 @@ bp_status bp_gguf_writer_add_tensor(bp_gguf_writer *w, const char *name, bp_kind
                        bytes, k->name, (long long)n, (unsigned long long)want);
     if (w->n_t == w->t_cap) {
         size_t cap = w->t_cap ? 2 * w->t_cap : 16;
-        wtensor *nt = realloc(w->t, cap * sizeof *nt);
+        wtensor *nt = bp_realloc(w->t, cap * sizeof *nt);
         if (!nt) return bp_fail(BP_E_NOMEM, "GGUF writer: out of memory");
         w->t = nt;
         w->t_cap = cap;
     }
-    t.name = strdup(name);
+    t.name = bp_strdup(name);
     if (!t.name) return bp_fail(BP_E_NOMEM, "GGUF writer: out of memory");
     w->t[w->n_t++] = t;
     return BP_OK;
@@ -306,7 +307,7 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
     int ok = emit(w, fp);
     if (fclose(fp) != 0) ok = 0;
     if (!ok) {
-        free(p);
+        free(p); /* open_memstream's buffer is the C library's, not through core/alloc.h */
         return bp_fail(BP_E_NOMEM, "GGUF writer: writing to memory failed");
     }
     *buf = p;

@@ -1,4 +1,5 @@
 /* The kind table and the reference operations that are the same for every kind. */
+#include "core/alloc.h"
 #include "kinds/kinds_internal.h"
 
 #include <stdlib.h>
@@ -179,7 +180,7 @@ bp_status bp_ref_gemm(bp_kind k, const void *w, size_t w_bytes, int64_t rows, in
     if (rows == 0 || t_batch == 0) return BP_OK;
     /* Dequantize each row once and reuse it for every input; the sum runs in the same order
      * as ref_dot's, so matvec, gemm and dot agree bit for bit. */
-    float *wrow = malloc((size_t)(cols ? cols : 1) * sizeof *wrow);
+    float *wrow = bp_malloc((size_t)(cols ? cols : 1) * sizeof *wrow);
     if (!wrow) return bp_fail(BP_E_NOMEM, "%s: no memory for a row of %lld floats", t->info.name, (long long)cols);
     for (int64_t r = 0; r < rows; r++) {
         t->dequant((const uint8_t *)w + (size_t)r * rb, wrow, cols / t->info.block_elems);
@@ -190,6 +191,6 @@ bp_status bp_ref_gemm(bp_kind k, const void *w, size_t w_bytes, int64_t rows, in
             y[j * rows + r] = (float)acc;
         }
     }
-    free(wrow);
+    bp_free(wrow);
     return BP_OK;
 }

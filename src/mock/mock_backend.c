@@ -71,9 +71,25 @@ static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *er
                                  bp_arg_i32((int32_t)w->kind), bp_arg_i64(w->rows), bp_arg_i64(w->cols),
                                  bp_arg_i64(t)};
         bp_launch_dims dims = {{(uint32_t)w->rows, (uint32_t)t, 1}, {1, 1, 1}, 0};
-        s = bp_dev_launch(dev, NULL, k, &dims, args, 7);
+        if (cfg.graph) { /* capture, end, replay: every graph entry point on an op's path */
+            s = bp_dev_graph_begin(dev, NULL);
+            if (!s) s = bp_dev_launch(dev, NULL, k, &dims, args, 7);
+            bp_graph *g = NULL;
+            if (!s) s = bp_dev_graph_end(dev, NULL, &g);
+            else bp_dev_graph_abort(dev, NULL);
+            if (!s) s = bp_dev_graph_replay(dev, g, NULL);
+            bp_dev_graph_destroy(dev, g);
+        } else
+            s = bp_dev_launch(dev, NULL, k, &dims, args, 7);
     }
-    if (!s) s = bp_dev_stream_sync(dev, NULL);
+    if (!s && cfg.events) {
+        bp_event *ev = NULL;
+        s = bp_dev_event_create(dev, &ev);
+        if (!s) s = bp_dev_event_record(dev, ev, NULL);
+        if (!s) s = bp_dev_event_sync(dev, ev);
+        bp_dev_event_destroy(dev, ev);
+    } else if (!s)
+        s = bp_dev_stream_sync(dev, NULL);
     if (!s) s = bp_dev_d2h(dev, y, dy, 0, yb);
     if (s) snprintf(err, err_len, "%s", bp_last_error());
     bp_dev_free(dev, dw);

@@ -21,6 +21,8 @@ typedef struct bp_mock_backend_config {
     int64_t cols_multiple;          /* the "kernel" honours only cols % this == 0 (0: any);
                                        other shapes are a launch error naming the shape */
     int64_t min_work;               /* wants() declines rows*cols*t below this (0: wants all) */
+    bool graph;                     /* launch by capturing a graph and replaying it */
+    bool events;                    /* wait for the kernel on an event instead of a stream sync */
     /* A fake device for the routing rules (issue 17): with describe, the dispatch table's
      * describe() reports this class, name and cost model (the seam then turns a CPU
      * implementation away unless BACKPLANE_MOCK=1, and routes by the model instead of

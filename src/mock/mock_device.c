@@ -1,4 +1,5 @@
 /* The mock device: bp_device_methods in host memory, with call recording and fault injection. */
+#include "core/alloc.h"
 #include "mock/mock_device.h"
 
 #include <pthread.h>
@@ -14,7 +15,7 @@ typedef struct mock_kernel {
     const char *name;
     int nparams;
     size_t sizes[MAX_PARAMS];
-    void (*run)(void **params);
+    void (*run)(void **params); /* may set kernel_status */
 } mock_kernel;
 
 typedef struct captured {
@@ -52,7 +53,8 @@ typedef struct mock {
     bp_graph *graph;
 } mock;
 
-static const char *const call_names[] = {"alloc", "copy", "launch", "sync"};
+static const char *const call_names[] = {"alloc", "copy", "launch", "sync", "event", "graph"};
+_Static_assert(sizeof call_names / sizeof call_names[0] == BP_MOCK_CALL_KINDS, "one name per call kind");
 static char default_stream;
 
 const char *bp_mock_call_name(bp_mock_call c) {
@@ -90,6 +92,12 @@ static bp_status note(bp_device *dev, bp_mock_call c, const char *op, const char
 
 /* ---- kernels ---- */
 
+/* A kernel's own failure (the reference k_gemm runs allocates) comes back from the launch, as a
+ * real device reports a faulted kernel: a kernel that silently wrote nothing passed garbage off
+ * as its result (the allocation-failure campaign found that). Set by the kernel, read by the
+ * launch or replay on the same thread. */
+static _Thread_local bp_status kernel_status;
+
 static void k_gemm(void **p) {
     const void *w = *(void **)p[0];
     const float *x = *(void **)p[1];
@@ -97,8 +105,8 @@ static void k_gemm(void **p) {
     bp_kind kind = (bp_kind) * (int32_t *)p[3];
     int64_t rows = *(int64_t *)p[4], cols = *(int64_t *)p[5], t = *(int64_t *)p[6];
     size_t rb = 0;
-    if (bp_kind_row_bytes(kind, cols, &rb)) return;
-    bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
+    bp_status s = bp_kind_row_bytes(kind, cols, &rb);
+    kernel_status = s ? s : bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
 }
 
 static void k_poke(void **p) {
@@ -150,8 +158,10 @@ static bp_status m_launch_raw(bp_device *dev, bp_stream *s, bp_kernel *kh, const
         for (int i = 0; i < nparams; i++) memcpy(c->vals[i], params[i], k->sizes[i]);
     }
     pthread_mutex_unlock(&m->lock);
-    if (!rec) k->run(params);
-    return BP_OK;
+    if (rec) return BP_OK;
+    kernel_status = BP_OK;
+    k->run(params);
+    return kernel_status;
 }
 
 /* ---- memory ---- */
@@ -160,7 +170,7 @@ static bp_status m_alloc(bp_device *dev, size_t bytes, void **buf) {
     bp_status s = note(dev, BP_MOCK_ALLOC, "alloc", "", bytes);
     if (s) return s;
     /* A 64-byte header keeps the size (for mem_info) and the payload 64-byte aligned. */
-    unsigned char *p = bytes < SIZE_MAX - 64 ? aligned_alloc(64, (bytes + 64 + 63) & ~(size_t)63) : NULL;
+    unsigned char *p = bytes < SIZE_MAX - 64 ? bp_aligned_alloc(64, (bytes + 64 + 63) & ~(size_t)63) : NULL;
     if (!p) return bp_fail(BP_E_NOMEM, "mock: no host memory for %zu bytes", bytes);
     memcpy(p, &bytes, sizeof bytes);
     *buf = p + 64;
@@ -178,7 +188,7 @@ static void m_free(bp_device *dev, void *buf) {
     pthread_mutex_lock(&M(dev)->lock);
     M(dev)->live -= bytes;
     pthread_mutex_unlock(&M(dev)->lock);
-    free(p);
+    bp_free(p);
 }
 
 static bp_status m_h2d(bp_device *dev, void *dst, size_t off, const void *src, size_t n) {
@@ -219,13 +229,13 @@ static bp_status m_memset(bp_device *dev, void *dst, size_t off, int v, size_t n
 
 static bp_status m_stream_create(bp_device *dev, bp_stream **out) {
     (void)dev;
-    *out = calloc(1, sizeof **out);
+    *out = bp_calloc(1, sizeof **out);
     return *out ? BP_OK : bp_fail(BP_E_NOMEM, "mock: no memory for a stream");
 }
 
 static void m_stream_destroy(bp_device *dev, bp_stream *s) {
     (void)dev;
-    free(s);
+    bp_free(s);
 }
 
 static bp_status m_stream_sync(bp_device *dev, bp_stream *s) {
@@ -236,19 +246,21 @@ static bp_status m_stream_sync(bp_device *dev, bp_stream *s) {
 static bp_status m_device_sync(bp_device *dev) { return note(dev, BP_MOCK_SYNC, "sync", "device", 0); }
 
 static bp_status m_event_create(bp_device *dev, bp_event **out) {
-    (void)dev;
-    *out = calloc(1, sizeof **out);
+    bp_status st = note(dev, BP_MOCK_EVENT, "event", "create", 0);
+    if (st) return st;
+    *out = bp_calloc(1, sizeof **out);
     return *out ? BP_OK : bp_fail(BP_E_NOMEM, "mock: no memory for an event");
 }
 
 static void m_event_destroy(bp_device *dev, bp_event *e) {
     (void)dev;
-    free(e);
+    bp_free(e);
 }
 
 static bp_status m_event_record(bp_device *dev, bp_event *e, bp_stream *s) {
-    (void)dev;
     (void)s;
+    bp_status st = note(dev, BP_MOCK_EVENT, "event", "record", 0);
+    if (st) return st;
     e->recorded = 1;
     return BP_OK;
 }
@@ -260,7 +272,9 @@ static bp_status m_event_sync(bp_device *dev, bp_event *e) {
 
 static bp_status m_graph_begin(bp_device *dev, bp_stream *s) {
     mock *m = M(dev);
-    bp_graph *g = calloc(1, sizeof *g);
+    bp_status st = note(dev, BP_MOCK_GRAPH, "graph", "begin", 0);
+    if (st) return st;
+    bp_graph *g = bp_calloc(1, sizeof *g);
     if (!g) return bp_fail(BP_E_NOMEM, "mock: no memory for a graph");
     pthread_mutex_lock(&m->lock);
     m->capturing = s ? (const void *)s : &default_stream;
@@ -277,24 +291,35 @@ static bp_status m_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
     m->graph = NULL;
     m->capturing = NULL;
     pthread_mutex_unlock(&m->lock);
-    return *out ? BP_OK : bp_fail(BP_E_INVAL, "mock: graph_end without graph_begin");
+    if (!*out) return bp_fail(BP_E_INVAL, "mock: graph_end without graph_begin");
+    /* A failed end still ends the capture; the half-made graph is freed here. */
+    bp_status st = note(dev, BP_MOCK_GRAPH, "graph", "end", 0);
+    if (st) {
+        bp_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 static bp_status m_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
     (void)s;
+    bp_status rs = note(dev, BP_MOCK_GRAPH, "graph", "replay", 0);
+    if (rs) return rs;
     for (int i = 0; i < g->n; i++) {
         bp_status st = note(dev, BP_MOCK_LAUNCH, "replay", g->c[i].k->name, 0);
         if (st) return st;
         void *params[MAX_PARAMS];
         for (int j = 0; j < g->c[i].k->nparams; j++) params[j] = g->c[i].vals[j];
+        kernel_status = BP_OK;
         g->c[i].k->run(params);
+        if (kernel_status) return kernel_status;
     }
     return BP_OK;
 }
 
 static void m_graph_destroy(bp_device *dev, bp_graph *g) {
     (void)dev;
-    free(g);
+    bp_free(g);
 }
 
 static bp_status m_mem_info(bp_device *dev, size_t *total, size_t *free_bytes) {
@@ -313,9 +338,9 @@ static int m_compute_units(bp_device *dev) {
 
 static void m_close(bp_device *dev) {
     mock *m = M(dev);
-    free(m->graph);
+    bp_free(m->graph);
     pthread_mutex_destroy(&m->lock);
-    free(m);
+    bp_free(m);
 }
 
 /* Deliberately leaves d2d_async, copy_2d, memset_async, h2d_retained, launch (typed),
@@ -352,13 +377,13 @@ static const bp_device_methods mock_methods = {
 };
 
 bp_status bp_mock_device_open(bp_device **out) {
-    mock *m = calloc(1, sizeof *m);
+    mock *m = bp_calloc(1, sizeof *m);
     if (!m) return bp_fail(BP_E_NOMEM, "mock: no memory");
     pthread_mutex_init(&m->lock, NULL);
     bp_status s = bp_device_open(&mock_methods, m, "mock", out);
     if (s) {
         pthread_mutex_destroy(&m->lock);
-        free(m);
+        bp_free(m);
     }
     return s;
 }

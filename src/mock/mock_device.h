@@ -23,10 +23,12 @@ typedef enum bp_mock_call {
     BP_MOCK_COPY = 1,   /* every copy and memset */
     BP_MOCK_LAUNCH = 2, /* launch_raw */
     BP_MOCK_SYNC = 3,   /* stream_sync, device_sync, event_sync */
+    BP_MOCK_EVENT = 4,  /* event_create, event_record */
+    BP_MOCK_GRAPH = 5,  /* graph_begin, graph_end, graph_replay */
     BP_MOCK_CALL_KINDS
 } bp_mock_call;
 
-const char *bp_mock_call_name(bp_mock_call c); /* "alloc", "copy", "launch", "sync" */
+const char *bp_mock_call_name(bp_mock_call c); /* "alloc", "copy", "launch", "sync", "event", "graph" */
 
 bp_status bp_mock_device_open(bp_device **out);
 /* Make the n-th call of kind c from now fail (n = 1: the next one) with status s and the message

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
 #include "opencl/cl_internal.h"
@@ -25,7 +26,7 @@ enum { CL_SLOT_X = 0, CL_SLOT_Y = 1 };
 
 static pthread_mutex_t cl_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t cl_run_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool cl_tried;
+static bool cl_tried, cl_ctx_ok;
 static char cl_why[256];
 static bp_cl_ctx cl_ctx;
 static bp_device *cl_dev;
@@ -34,14 +35,18 @@ bp_device *bp_cl_device(char *why, size_t why_len) {
     pthread_mutex_lock(&cl_open_lock);
     if (!cl_tried) {
         cl_tried = true;
-        if (bp_cl_ctx_create(&cl_ctx, cl_why, sizeof cl_why)) {
-            char name[32];
-            snprintf(name, sizeof name, "opencl:%.24s", cl_ctx.name);
-            if (bp_device_open(&bp_cl_methods, &cl_ctx, name, &cl_dev) != BP_OK) {
-                snprintf(cl_why, sizeof cl_why, "bp_device_open: %s", bp_last_error());
-                bp_cl_ctx_destroy(&cl_ctx);
-                cl_dev = NULL;
-            }
+        cl_ctx_ok = bp_cl_ctx_create(&cl_ctx, cl_why, sizeof cl_why);
+    }
+    /* Over a context that works, the device is opened at first use, and again at the next use
+     * when that failed (bp_device_open fails only for memory): a transient out-of-memory must not
+     * take OpenCL away for the rest of the process (the cold allocation-failure campaign found
+     * that it did). */
+    if (cl_ctx_ok && !cl_dev) {
+        char name[32];
+        snprintf(name, sizeof name, "opencl:%.24s", cl_ctx.name);
+        if (bp_device_open(&bp_cl_methods, &cl_ctx, name, &cl_dev) != BP_OK) {
+            snprintf(cl_why, sizeof cl_why, "bp_device_open: %s", bp_last_error());
+            cl_dev = NULL;
         }
     }
     bp_device *d = cl_dev;
@@ -82,7 +87,7 @@ static void cl_weight_free(void *p) {
     pthread_mutex_lock(&cl_run_lock);
     bp_dev_free(cw->dev, cw->buf);
     pthread_mutex_unlock(&cl_run_lock);
-    free(cw);
+    bp_free(cw);
 }
 
 static bp_status upload_locked(bp_weight *w, cl_weight **out) {
@@ -94,14 +99,14 @@ static bp_status upload_locked(bp_weight *w, cl_weight **out) {
     size_t bytes;
     if (!bp_mul_size(w->row_bytes, (size_t)w->rows, &bytes) || bytes == 0)
         return bp_fail(BP_E_SHAPE, "OpenCL upload: %lld rows of %zu bytes", (long long)w->rows, w->row_bytes);
-    cw = calloc(1, sizeof *cw);
+    cw = bp_calloc(1, sizeof *cw);
     if (!cw) return bp_fail(BP_E_NOMEM, "OpenCL upload: no memory");
     cw->dev = cl_dev;
     bp_status s = bp_dev_alloc(cl_dev, bytes, &cw->buf);
     if (!s) s = bp_dev_h2d(cl_dev, cw->buf, 0, w->data, bytes);
     if (s) {
         if (cw->buf) bp_dev_free(cl_dev, cw->buf);
-        free(cw);
+        bp_free(cw);
         return s;
     }
     w->backend_state[BP_BACKEND_OPENCL] = cw;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "cpu/cpu.h"
 #include "seam/seam_internal.h"
@@ -38,7 +39,7 @@ bp_status bp_weight_create(bp_kind k, const void *data, size_t bytes, int64_t ro
     if (bytes < need)
         return bp_fail(BP_E_SHAPE, "bp_weight_create: %zu bytes is less than the %zu a %s %lld x %lld weight needs",
                        bytes, need, ki->name, (long long)rows, (long long)cols);
-    bp_weight *w = calloc(1, sizeof *w);
+    bp_weight *w = bp_calloc(1, sizeof *w);
     if (!w) return bp_fail(BP_E_NOMEM, "bp_weight_create: no memory");
     w->kind = k;
     w->rows = rows;
@@ -54,7 +55,7 @@ void bp_weight_free(bp_weight *w) {
     if (!w) return;
     for (int i = 0; i < BP_BACKEND_COUNT; i++)
         if (w->backend_state[i] && w->backend_free[i]) w->backend_free[i](w->backend_state[i]);
-    free(w);
+    bp_free(w);
 }
 
 /* Several threads may run ops on one weight (batched sequences, MoE experts): the path is
@@ -314,14 +315,42 @@ static bp_status walk(bp_weight *w, const float *x, int64_t t, float *y) {
     return BP_OK;
 }
 
+/* ---- non-finite activations (the policy is documented at bp_matvec in backplane.h) ---------
+ * A kernel that quantizes x to 8 bits turns one NaN into a wrong-but-finite scale (the optimized
+ * CPU path returned 33 finite numbers for an x holding one NaN; +Inf gave NaN where the
+ * reference gives +/-Inf). Rather than teach every kernel of every backend IEEE special cases,
+ * the seam scans x on entry (O(t * cols), next to the O(t * cols * rows) product) and runs the
+ * CPU reference for that call, so every path and backend gives the reference's NaN/Inf pattern
+ * and bp_weight_last_path says so. One place, before any backend sees x. */
+static bool has_nonfinite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u; /* exponent all ones: Inf or NaN */
+    }
+    return bad != 0;
+}
+
+/* True when x held a NaN/Inf and the reference ran (its status in *st). t == 0: matvec. */
+static bool nonfinite_to_reference(bp_weight *w, const float *x, int64_t t, float *y, bp_status *st) {
+    if (!has_nonfinite(x, (size_t)(t ? t : 1) * (size_t)w->cols)) return false;
+    size_t bytes = w->row_bytes * (size_t)w->rows;
+    *st = t ? bp_ref_gemm(w->kind, w->data, bytes, w->rows, w->cols, x, t, y)
+            : bp_ref_matvec(w->kind, w->data, bytes, w->rows, w->cols, x, y);
+    if (!*st) set_path(w, "CPU reference (non-finite input)");
+    return true;
+}
+
 bp_status bp_matvec(bp_weight *w, const float *x, float *y) {
     bp_status s = check_op(w, x, 1, y, "bp_matvec");
-    return s ? s : walk(w, x, 0, y);
+    if (s || nonfinite_to_reference(w, x, 0, y, &s)) return s;
+    return walk(w, x, 0, y);
 }
 
 bp_status bp_gemm(bp_weight *w, const float *x, int64_t t, float *y) {
     bp_status s = check_op(w, x, t, y, "bp_gemm");
-    if (s || t == 0) return s;
+    if (s || t == 0 || nonfinite_to_reference(w, x, t, y, &s)) return s;
     return walk(w, x, t, y);
 }
 
@@ -337,7 +366,9 @@ static bp_status run_forced(bp_weight *w, const char *backend, const float *x, i
         if (!s) set_path(w, "CPU reference %s %s", kn, op_name(t));
         return s;
     }
+    bp_status nf;
     if (!strcmp(backend, "cpu")) {
+        if (nonfinite_to_reference(w, x, t, y, &nf)) return nf; /* the non-finite policy */
         bp_status s = t ? bp_cpu_gemm(w, x, t, y) : bp_cpu_matvec(w, x, y);
         if (!s) set_path(w, "%s", bp_cpu_kernel_name(w->kind, t ? t : 1));
         return s;
@@ -349,6 +380,7 @@ static bp_status run_forced(bp_weight *w, const char *backend, const float *x, i
     if (!s->dispatch) return bp_fail(BP_E_UNSUPPORTED, "%s is not built into this binary", backend);
     if (!bp_seam_slot_enabled(i, &reason)) return bp_fail(BP_E_UNSUPPORTED, "%s is disabled: %s", backend, reason);
     if (!s->caps->matvec_kernel(w->kind)) return bp_fail(BP_E_UNSUPPORTED, "%s has no %s kernel", backend, kn);
+    if (nonfinite_to_reference(w, x, t, y, &nf)) return nf; /* the non-finite policy */
     char err[200], label[96];
     bp_launch r = run_on_slot(i, w, x, t, y, err, sizeof err, label, sizeof label);
     if (r == BP_LAUNCH_NO_KERNEL)

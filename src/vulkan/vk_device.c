@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "vulkan/vk_internal.h"
 #include "vulkan/vk_spirv.h"
@@ -137,7 +138,7 @@ static void stream_release_locked(bp_vk_ctx *c, bp_stream *s) {
 static bp_status buffer_create_locked(bp_vk_ctx *c, size_t bytes, bool host, bp_vk_buffer **out) {
     bp_status st = check_lost(c);
     if (st) return st;
-    bp_vk_buffer *b = calloc(1, sizeof *b);
+    bp_vk_buffer *b = bp_calloc(1, sizeof *b);
     if (!b) return bp_fail(BP_E_NOMEM, "Vulkan buffer: out of host memory");
     /* Rounded to whole words: the shaders read 32-bit words, and vkCmdFillBuffer wants them. */
     b->bytes = bytes;
@@ -148,7 +149,7 @@ static bp_status buffer_create_locked(bp_vk_ctx *c, size_t bytes, bool host, bp_
                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     VkResult r = bp_vk.vkCreateBuffer(c->device, &bi, NULL, &b->buf);
     if (r != VK_SUCCESS) {
-        free(b);
+        bp_free(b);
         return bp_vk_fail(c, "vkCreateBuffer", r);
     }
     VkMemoryRequirements req;
@@ -156,7 +157,7 @@ static bp_status buffer_create_locked(bp_vk_ctx *c, size_t bytes, bool host, bp_
     uint32_t type = host ? c->mem_host : c->mem_device;
     if (!(req.memoryTypeBits & (1u << type))) {
         bp_vk.vkDestroyBuffer(c->device, b->buf, NULL);
-        free(b);
+        bp_free(b);
         return bp_fail(BP_E_DEVICE, "Vulkan buffer of %zu bytes cannot live in memory type %u", bytes, type);
     }
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
@@ -164,7 +165,7 @@ static bp_status buffer_create_locked(bp_vk_ctx *c, size_t bytes, bool host, bp_
     r = bp_vk.vkAllocateMemory(c->device, &ai, NULL, &b->mem);
     if (r != VK_SUCCESS) {
         bp_vk.vkDestroyBuffer(c->device, b->buf, NULL);
-        free(b);
+        bp_free(b);
         st = bp_vk_fail(c, "vkAllocateMemory", r);
         return bp_fail(st, "Vulkan vkAllocateMemory(%zu bytes) on %s: %s", bytes, c->name, bp_vk_result_name(r));
     }
@@ -198,7 +199,7 @@ static bp_status buffer_create_locked(bp_vk_ctx *c, size_t bytes, bool host, bp_
         if (b->map) bp_vk.vkUnmapMemory(c->device, b->mem);
         bp_vk.vkDestroyBuffer(c->device, b->buf, NULL);
         bp_vk.vkFreeMemory(c->device, b->mem, NULL);
-        free(b);
+        bp_free(b);
         return bp_fail(BP_E_NOMEM, "Vulkan: out of descriptor sets (%d pools)", c->npools);
     }
     size_t range = bi.size < c->props.limits.maxStorageBufferRange ? bi.size : c->props.limits.maxStorageBufferRange;
@@ -218,7 +219,7 @@ static void buffer_destroy_locked(bp_vk_ctx *c, bp_vk_buffer *b) {
     if (b->map) bp_vk.vkUnmapMemory(c->device, b->mem);
     bp_vk.vkDestroyBuffer(c->device, b->buf, NULL);
     bp_vk.vkFreeMemory(c->device, b->mem, NULL);
-    free(b);
+    bp_free(b);
 }
 
 static bp_status vk_alloc(bp_device *dev, size_t bytes, void **buf) {
@@ -387,7 +388,7 @@ static bp_status vk_kernel_lookup(bp_device *dev, const char *name, bp_kernel **
         if (strcmp(bp_vk_spirv_table[i].name, kind) == 0) sp = &bp_vk_spirv_table[i];
     }
     if (!sp || !sp->code[op]) return bp_fail(BP_E_NOT_FOUND, "Vulkan: no kernel named %s", name);
-    bp_kernel *k = calloc(1, sizeof *k);
+    bp_kernel *k = bp_calloc(1, sizeof *k);
     if (!k) return bp_fail(BP_E_NOMEM, "Vulkan kernel %s: out of host memory", name);
     snprintf(k->name, sizeof k->name, "%s", name);
     pthread_mutex_lock(&c->lock);
@@ -417,7 +418,7 @@ static bp_status vk_kernel_lookup(bp_device *dev, const char *name, bp_kernel **
     }
     pthread_mutex_unlock(&c->lock);
     if (st) {
-        free(k);
+        bp_free(k);
         return bp_fail(st, "Vulkan pipeline %s: %s", name, bp_last_error());
     }
     *out = k;
@@ -430,7 +431,7 @@ static void vk_kernel_release(bp_device *dev, bp_kernel *k) {
     device_sync_locked(c);
     bp_vk.vkDestroyPipeline(c->device, k->pipe, NULL);
     pthread_mutex_unlock(&c->lock);
-    free(k);
+    bp_free(k);
 }
 
 /* Buffer arguments bind sets 0, 1, ... in order (whole buffers: a nonzero offset is refused,
@@ -490,7 +491,7 @@ static bp_status vk_launch(bp_device *dev, bp_stream *s, bp_kernel *k, const bp_
 
 static bp_status vk_stream_create(bp_device *dev, bp_stream **out) {
     bp_vk_ctx *c = ctx(dev);
-    bp_stream *s = calloc(1, sizeof *s);
+    bp_stream *s = bp_calloc(1, sizeof *s);
     if (!s) return bp_fail(BP_E_NOMEM, "Vulkan stream: out of host memory");
     s->cur = -1;
     pthread_mutex_lock(&c->lock);
@@ -499,7 +500,7 @@ static bp_status vk_stream_create(bp_device *dev, bp_stream **out) {
     if (i < VK_STREAMS_MAX) vk_streams[i] = s;
     pthread_mutex_unlock(&c->lock);
     if (i == VK_STREAMS_MAX) {
-        free(s);
+        bp_free(s);
         return bp_fail(BP_E_NOMEM, "Vulkan: more than %d streams", VK_STREAMS_MAX);
     }
     *out = s;
@@ -515,7 +516,7 @@ static void vk_stream_destroy(bp_device *dev, bp_stream *s) {
     }
     stream_release_locked(c, s);
     pthread_mutex_unlock(&c->lock);
-    free(s);
+    bp_free(s);
 }
 
 static bp_status vk_stream_sync(bp_device *dev, bp_stream *s) {
@@ -536,13 +537,13 @@ static bp_status vk_device_sync(bp_device *dev) {
 
 static bp_status vk_event_create(bp_device *dev, bp_event **out) {
     (void)dev;
-    *out = calloc(1, sizeof **out);
+    *out = bp_calloc(1, sizeof **out);
     return *out ? BP_OK : bp_fail(BP_E_NOMEM, "Vulkan event: out of host memory");
 }
 
 static void vk_event_destroy(bp_device *dev, bp_event *e) {
     (void)dev;
-    free(e);
+    bp_free(e);
 }
 
 /* Recording submits what the stream has queued; the event completes with that submission's

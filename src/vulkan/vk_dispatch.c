@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
 #include "seam/seam.h"
@@ -33,6 +34,8 @@ static pthread_mutex_t vk_run_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The IQ grids, uploaded once per device; bound as the fourth argument of every kernel. */
 static void *vk_iq_buf;
 
+static bool vk_ctx_ok, vk_atexit; /* the context works; the teardown is registered */
+
 static void vk_teardown(void) {
     pthread_mutex_lock(&vk_init_lock);
     if (vk_dev) {
@@ -42,6 +45,7 @@ static void vk_teardown(void) {
          * touching the device (see weight_free). */
         bp_device_close(vk_dev);
         vk_dev = NULL;
+        vk_ctx_ok = false; /* torn down: nothing reopens it during exit */
         /* The instance is left to the process exit: vkDestroyInstance makes the loader unload
          * the driver, and lavapipe then leaves a 128-byte block LeakSanitizer reports from an
          * "unknown module" (TOOLCHAINS.md) in every sanitized program that used Vulkan. */
@@ -57,16 +61,21 @@ bp_device *bp_vk_device(char *why, size_t why_len) {
     pthread_mutex_lock(&vk_init_lock);
     if (!vk_tried) {
         vk_tried = true;
-        if (bp_vk_ctx_create(&vk_ctx, vk_why, sizeof vk_why)) {
-            char name[32];
-            snprintf(name, sizeof name, "vulkan:%.24s", vk_ctx.name);
-            if (bp_device_open(&bp_vk_methods, &vk_ctx, name, &vk_dev) != BP_OK) {
-                snprintf(vk_why, sizeof vk_why, "bp_device_open: %s", bp_last_error());
-                bp_vk_ctx_destroy(&vk_ctx);
-                vk_dev = NULL;
-            } else {
-                atexit(vk_teardown);
-            }
+        vk_ctx_ok = bp_vk_ctx_create(&vk_ctx, vk_why, sizeof vk_why);
+    }
+    /* Over a context that works, the device is opened at first use, and again at the next use
+     * when that failed: bp_device_open fails only for memory, and a transient out-of-memory must
+     * not take Vulkan away for the rest of the process (the cold allocation-failure campaign,
+     * tests/test_alloc_campaign.c, found that it did). The context is kept meanwhile. */
+    if (vk_ctx_ok && !vk_dev) {
+        char name[32];
+        snprintf(name, sizeof name, "vulkan:%.24s", vk_ctx.name);
+        if (bp_device_open(&bp_vk_methods, &vk_ctx, name, &vk_dev) != BP_OK) {
+            snprintf(vk_why, sizeof vk_why, "bp_device_open: %s", bp_last_error());
+            vk_dev = NULL;
+        } else if (!vk_atexit) {
+            vk_atexit = true;
+            atexit(vk_teardown);
         }
     }
     bp_device *d = vk_dev;
@@ -128,7 +137,7 @@ static void weight_free(void *state) {
     bool alive = vk_dev == vw->dev; /* after teardown the ledger has swept these buffers */
     pthread_mutex_unlock(&vk_init_lock);
     for (int i = 0; alive && i < vw->n; i++) bp_dev_free(vw->dev, vw->chunk[i].buf);
-    free(vw);
+    bp_free(vw);
 }
 
 /* Upload w in row chunks that each fit one storage-buffer binding, with 4 bytes to spare for
@@ -141,7 +150,7 @@ static bp_status weight_upload(bp_device *dev, bp_weight *w, vk_weight **out) {
     int64_t per = (int64_t)((range - 4) / w->row_bytes);
     if (per > (int64_t)VK_GEMM_TM * 65535) per = (int64_t)VK_GEMM_TM * 65535; /* grid limit */
     int64_t n = (w->rows + per - 1) / per;
-    vk_weight *vw = calloc(1, sizeof *vw + (size_t)n * sizeof(vk_chunk));
+    vk_weight *vw = bp_calloc(1, sizeof *vw + (size_t)n * sizeof(vk_chunk));
     if (!vw) return bp_fail(BP_E_NOMEM, "Vulkan weight upload: out of host memory");
     vw->dev = dev;
     bp_status st = BP_OK;

@@ -21,6 +21,7 @@ Outputs (all small; total well under 2 MB):
   ../fuzz/corpus/*    seeds for fuzz_gguf: the files above, and small variants (the min-* files
                       there come from the fuzzer itself, see tests/fuzz/README.md).
 """
+import math
 import os
 import sys
 
@@ -146,17 +147,20 @@ def write_kinds(path):
             continue
         deq = np.asarray(deq, dtype=np.float32).reshape(ROWS, COLS)
         assert np.all(np.isfinite(deq)), kind.name
-        y = (deq.astype(np.float64) @ x.astype(np.float64)).astype(np.float32)
+        # Exactly rounded (math.fsum), not BLAS, whose summation order depends on the machine:
+        # CI regenerates these files and fails on any byte that differs.
+        d64, x64 = deq.astype(np.float64), x.astype(np.float64)
+        y = np.array([math.fsum(d64[r] * x64) for r in range(ROWS)]).astype(np.float32)
         y.tofile(os.path.join(ydir, kind.name + ".f32"))
         # sum_c |W[r][c] x[c]| per row: the scale a tolerance is relative to (a float32
         # accumulation's rounding grows with it, not with |y|, which may cancel to ~0).
-        scale = (np.abs(deq.astype(np.float64)) @ np.abs(x.astype(np.float64))).astype(np.float32)
+        scale = np.array([math.fsum(np.abs(d64[r] * x64)) for r in range(ROWS)]).astype(np.float32)
         scale.tofile(os.path.join(ydir, kind.name + ".scale.f32"))
         # sqrt(sum_c W[r][c]^2) per row: the size of the error of a path that quantizes x to 8
         # bits first (llama.cpp-style Q8_0/Q8_K/Q8_1 activations): rounding moves each x[c] by
         # up to d/2, d = max|x|/127, roughly uniformly, so y[r] moves by about
         # l2w[r] * d / sqrt(12) (one sigma).
-        l2w = np.sqrt((deq.astype(np.float64) ** 2).sum(axis=1)).astype(np.float32)
+        l2w = np.sqrt([math.fsum(d64[r] ** 2) for r in range(ROWS)]).astype(np.float32)
         l2w.tofile(os.path.join(ydir, kind.name + ".l2w.f32"))
         w.add_tensor(kind.name, blocks, raw_dtype=kind)
         kinds.append(kind.name)

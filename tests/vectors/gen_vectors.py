@@ -38,6 +38,7 @@ Kinds the gguf package cannot dequantize (Q8_1, Q8_K, Q1_0, Q2_0 and the plain d
 I8..F64) get an independent NumPy reference written here from the published block layout
 (ggml-common.h / ggml-quants.c facts), and the header says so.
 """
+import math
 import os
 import re
 import struct
@@ -320,8 +321,13 @@ def main():
         wd = wd.reshape(rows, cols).astype(np.float64)
         t = 3
         x = rng.standard_normal((t, cols)).astype(np.float32)
-        y = x.astype(np.float64) @ wd.T
-        a = np.abs(x.astype(np.float64)) @ np.abs(wd).T
+        # Exactly rounded sums (math.fsum; each product of two float32 values is exact in
+        # float64), not BLAS: a BLAS dot product's summation order depends on the machine and
+        # its thread count, so `--check` failed on a machine other than the one that wrote the
+        # files (last-bit differences in 8 of the 11 files).
+        xd = x.astype(np.float64)
+        y = np.array([[math.fsum(xd[i] * wd[r]) for r in range(rows)] for i in range(t)])
+        a = np.array([[math.fsum(np.abs(xd[i]) * np.abs(wd[r])) for r in range(rows)] for i in range(t)])
         data = (header(b"BPMM", k["id"], rows, cols, t, "numpy float64") + blocks.tobytes()
                 + x.astype("<f4").tobytes() + y.astype("<f8").tobytes() + a.astype("<f8").tobytes())
         write(os.path.join(OUT, f"matmul_{name}.bin"), data, check, stale)

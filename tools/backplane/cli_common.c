@@ -6,6 +6,7 @@
 #include "backplane.h"
 
 static bool want_fallbacks;
+bool bp_cli_dry_run;
 
 /* Remove every `flag` from argv; true when there was one. */
 static bool take_flag(int *argc, char **argv, const char *flag) {

@@ -11,6 +11,9 @@
 #include <stdio.h>
 
 bool bp_cli_take_fallbacks(int *argc, char **argv);
+/* Set by the CLI fuzz target (tests/fuzz/fuzz_cli.c): a command that writes files or runs for
+ * seconds (matvec, verify, bench) returns 0 once its arguments are parsed and checked. */
+extern bool bp_cli_dry_run;
 /* --strict: every command that runs ops accepts it (matvec, verify, bench). Removes the flag
  * from argv like bp_cli_take_fallbacks and turns strict mode on (bp_set_strict): a fallback
  * becomes the op's error (BACKPLANE_STRICT=1 does the same). */

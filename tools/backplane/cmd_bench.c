@@ -16,6 +16,7 @@
 #include "bench_ops.h"
 #include "cli.h"
 #include "cli_common.h"
+#include "core/testdata.h"
 #include "cpu/cpu.h"
 
 enum { MAX_LIST = 64 };
@@ -152,46 +153,20 @@ static size_t llc_bytes(void) {
     return best ? best : (size_t)32 << 20;
 }
 
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-static float rng_f(uint64_t *s) { return (float)((rng_next(s) >> 40) * (2.0 / 16777216.0) - 1.0); }
-
-/* Random weights for one tile of rows, repeated down the matrix (the bytes' values do not
- * change a kernel's speed, and quantizing 16M floats with the reference quantizers would take
- * longer than the benchmark). Kinds without a quantizer get random blocks that decode to
- * finite values. */
+/* Random weights for one tile of rows (the one weight maker, bp_random_weight), repeated down
+ * the matrix (the bytes' values do not change a kernel's speed, and quantizing 16M floats with
+ * the reference quantizers would take longer than the benchmark). */
 enum { TILE_ROWS = 64 };
 
 static bp_status fill_weights(const bp_kind_info *ki, int64_t rows, int64_t cols, size_t rb, uint8_t *w) {
     uint64_t s = 0x2545f4914f6cdd1dull ^ ki->gguf_id;
     int64_t tile = rows < TILE_ROWS ? rows : TILE_ROWS;
-    float *buf = malloc(sizeof(float) * (size_t)cols);
-    if (!buf) return BP_E_NOMEM;
-    for (int64_t r = 0; r < tile; r++) {
-        uint8_t *row = w + (size_t)r * rb;
-        int ok = 0;
-        if (ki->can_quantize) {
-            for (int64_t i = 0; i < cols; i++) buf[i] = rng_f(&s);
-            ok = bp_quantize(ki->kind, buf, cols, row, rb) == BP_OK;
-        }
-        for (int64_t b = 0; !ok && b < cols / ki->block_elems; b++) {
-            uint8_t *blk = row + (size_t)b * ki->block_bytes;
-            for (int tries = 0; tries < 100; tries++) {
-                for (uint32_t i = 0; i < ki->block_bytes; i++) blk[i] = (uint8_t)rng_next(&s);
-                if (bp_dequantize(ki->kind, blk, ki->block_bytes, buf, ki->block_elems) != BP_OK) break;
-                int fin = 1;
-                for (uint32_t i = 0; i < ki->block_elems; i++)
-                    if (!isfinite(buf[i]) || fabsf(buf[i]) > 1e3f) fin = 0;
-                if (fin) break;
-            }
-        }
-    }
+    size_t tb = 0;
+    uint8_t *t = bp_random_weight(ki->kind, tile, cols, &s, &tb);
+    if (!t) return BP_E_NOMEM;
+    memcpy(w, t, tb);
+    free(t);
     for (int64_t r = tile; r < rows; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % tile) * rb, rb);
-    free(buf);
     return BP_OK;
 }
 
@@ -229,7 +204,7 @@ static int bench_one(const opts *o, const bp_kind_info *ki, const char *backend,
     if (fill_weights(ki, o->rows, o->cols, rb, data) != BP_OK) goto out;
     for (int c = 1; c < copies; c++) memcpy(data + (size_t)c * bytes, data, bytes);
     uint64_t s = 0x9e3779b97f4a7c15ull;
-    for (int64_t i = 0; i < batch * o->cols; i++) x[i] = rng_f(&s);
+    for (int64_t i = 0; i < batch * o->cols; i++) x[i] = bp_rng_float(&s);
     for (int c = 0; c < copies; c++)
         if (bp_weight_create(ki->kind, data + (size_t)c * bytes, bytes, o->rows, o->cols, &w[c]) != BP_OK) {
             fprintf(stderr, "backplane bench: %s: %s\n", ki->name, bp_last_error());
@@ -318,6 +293,7 @@ static int bench_main(int argc, char **argv) {
     opts o;
     int p = parse(argc, argv, &o);
     if (p) return usage(p > 0 ? stdout : stderr, p > 0 ? 0 : 2);
+    if (bp_cli_dry_run) return 0; /* the CLI fuzz target: parsing only */
     const bp_kind_info *kinds[MAX_LIST];
     int nk = 0;
     if (o.nkinds) {

@@ -90,6 +90,7 @@ static int matvec_main(int argc, char **argv) {
         }
     }
     if (!file || !tensor || !in || !outp) return usage(stderr, 2);
+    if (bp_cli_dry_run) return 0; /* the CLI fuzz target: parsing only, no file written */
 
     bp_gguf *f = NULL;
     bp_status s = bp_gguf_open(file, &f);

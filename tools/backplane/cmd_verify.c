@@ -6,7 +6,8 @@
  * Each case runs on the named backend only (bp_matvec_on / bp_gemm_on): a forced backend never
  * falls back, so a PASS is the backend's own kernel, never the CPU covering for it.
  *
- * Thresholds: 5e-4 NMSE for quantized kinds (kernels may quantize the activations to 8 bits,
+ * Thresholds: the tolerance table, src/core/tolerance.def (read through bp_tolerance_nmse):
+ * 5e-4 NMSE for quantized kinds (kernels may quantize the activations to 8 bits,
  * as llama.cpp's do: about 1e-5 on these shapes, so 5e-4 leaves room without hiding a wrong
  * block layout, which gives NMSE near 1 or above). F32/F16/BF16 weights are exact values in
  * f32, so only summation order and f32 accumulation differ from the double-accumulating
@@ -23,6 +24,8 @@
 
 #include "cli.h"
 #include "cli_common.h"
+#include "core/testdata.h"
+#include "core/tolerance.h"
 #include "verify_ops.h"
 #include "seam/seam_internal.h"
 
@@ -46,49 +49,9 @@ static const shape shapes[] = {
 };
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint64_t next_rand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static float randf(void) { return (float)((double)(next_rand() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
-
-/* Weights: quantize random floats where the kind has a quantizer; otherwise random bytes, block
- * by block, redrawn until the block decodes to finite values of sane size (random f16 scales
- * can be Inf/NaN). */
-static bp_status make_weight(const bp_kind_info *ki, int64_t rows, int64_t cols, uint8_t *data, size_t bytes) {
-    if (ki->can_quantize) {
-        float *f = malloc((size_t)(rows * cols) * sizeof *f);
-        if (!f) return BP_E_NOMEM;
-        for (int64_t i = 0; i < rows * cols; i++) f[i] = randf();
-        bp_status s = bp_quantize(ki->kind, f, rows * cols, data, bytes);
-        free(f);
-        return s;
-    }
-    float blk[256];
-    for (size_t off = 0; off < bytes; off += ki->block_bytes) {
-        for (int tries = 0; tries < 50; tries++) {
-            for (uint32_t b = 0; b < ki->block_bytes; b++) data[off + b] = (uint8_t)next_rand();
-            if (bp_dequantize(ki->kind, data + off, ki->block_bytes, blk, ki->block_elems)) break;
-            bool ok = true;
-            for (uint32_t e = 0; e < ki->block_elems && ok; e++) ok = isfinite(blk[e]) && fabsf(blk[e]) < 1e4f;
-            if (ok) break;
-        }
-    }
-    return BP_OK;
-}
-
-static double nmse(const float *got, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)ref[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    if (den == 0) return num == 0 ? 0 : INFINITY;
-    return num / den;
-}
+/* One generator, one weight maker, one NMSE, one tolerance table: the library's (src/core), the
+ * same the tests use. */
+static float randf(void) { return bp_rng_float(&rng); }
 
 typedef struct tally {
     int cases, failed;
@@ -126,16 +89,14 @@ static void emit(tally *tl, const char *backend, const char *kind, const shape *
 
 /* All cases of one (backend, kind). */
 static int run_kind(tally *tl, const char *backend, const bp_kind_info *ki) {
-    double thr = (ki->kind == BP_KIND_F32 || ki->kind == BP_KIND_F16 || ki->kind == BP_KIND_BF16) ? 1e-6 : 5e-4;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *sh = &shapes[si];
+        const double thr = bp_tolerance_nmse(ki->kind, sh->t ? "gemm" : "matvec");
         int64_t cols = cols_for(ki->block_elems, (int)sh->nblocks_idx), t = sh->t ? sh->t : 1;
         int64_t per = t * sh->rows;
         int reps = (int)((MIN_OUTPUTS + per - 1) / per);
-        size_t rb;
-        if (bp_kind_row_bytes(ki->kind, cols, &rb)) return bp_cli_error("verify", BP_E_SHAPE);
-        size_t bytes = rb * (size_t)sh->rows;
-        uint8_t *data = malloc(bytes);
+        size_t bytes = 0;
+        uint8_t *data = bp_random_weight(ki->kind, sh->rows, cols, &rng, &bytes);
         float *x = malloc((size_t)(t * cols) * sizeof *x), *ref = malloc((size_t)(reps * per) * sizeof *ref),
               *got = malloc((size_t)(reps * per) * sizeof *got);
         bp_weight *w = NULL;
@@ -144,7 +105,7 @@ static int run_kind(tally *tl, const char *backend, const bp_kind_info *ki) {
             fprintf(stderr, "backplane verify: out of memory\n");
             return 1;
         }
-        bp_status s = make_weight(ki, sh->rows, cols, data, bytes);
+        bp_status s = thr > 0 ? BP_OK : BP_E_NOT_FOUND; /* no tolerance row: a FAIL, never a pass */
         if (!s) s = bp_weight_create(ki->kind, data, bytes, sh->rows, cols, &w);
         bool ran = false;
         for (int r = 0; r < reps && !s; r++) {
@@ -159,7 +120,7 @@ static int run_kind(tally *tl, const char *backend, const bp_kind_info *ki) {
         }
         if (s) emit(tl, backend, ki->name, sh, cols, reps, NAN, thr, false, "", bp_last_error());
         else if (ran) {
-            double e = nmse(got, ref, (size_t)(reps * per));
+            double e = bp_nmse(got, ref, (size_t)(reps * per));
             emit(tl, backend, ki->name, sh, cols, reps, e, thr, e <= thr, bp_weight_last_path(w), NULL);
         }
         bp_weight_free(w);
@@ -176,7 +137,7 @@ static int run_kind(tally *tl, const char *backend, const bp_kind_info *ki) {
 enum { PATTERN_ROWS = 251, SAMPLE_ROWS = 64 };
 
 static int run_shape(tally *tl, const char *backend, const bp_kind_info *ki, int64_t rows, int64_t cols, int64_t t) {
-    double thr = (ki->kind == BP_KIND_F32 || ki->kind == BP_KIND_F16 || ki->kind == BP_KIND_BF16) ? 1e-6 : 5e-4;
+    double thr = bp_tolerance_nmse(ki->kind, "matvec");
     if (cols % ki->block_elems) return 0; /* the shape is not a whole number of this kind's blocks */
     size_t rb;
     if (bp_kind_row_bytes(ki->kind, cols, &rb)) return bp_cli_error("verify", BP_E_SHAPE);
@@ -194,7 +155,11 @@ static int run_shape(tally *tl, const char *backend, const bp_kind_info *ki, int
         rc = 1;
         goto out;
     }
-    bp_status s = make_weight(ki, prow, cols, data, rb * (size_t)prow);
+    size_t pb = 0;
+    uint8_t *pat = bp_random_weight(ki->kind, prow, cols, &rng, &pb);
+    bp_status s = pat ? BP_OK : BP_E_NOMEM;
+    if (pat) memcpy(data, pat, pb);
+    free(pat);
     for (int64_t r = prow; r < rows && !s; r++) memcpy(data + (size_t)r * rb, data + (size_t)(r % prow) * rb, rb);
     for (int64_t i = 0; i < ns; i++) {
         pick[i] = ns == 1 ? 0 : i * (rows - 1) / (ns - 1);
@@ -206,6 +171,7 @@ static int run_shape(tally *tl, const char *backend, const bp_kind_info *ki, int
         const int64_t tt = op ? t : 1;
         if (op && t < 2) break;
         const shape sh = {rows, 0, op ? t : 0};
+        thr = bp_tolerance_nmse(ki->kind, op ? "gemm" : "matvec");
         for (int64_t i = 0; i < t * rows; i++) y[i] = NAN;
         s = tt > 1 ? bp_ref_gemm(ki->kind, sub, rb * (size_t)ns, ns, cols, x, tt, ref)
                    : bp_ref_matvec(ki->kind, sub, rb * (size_t)ns, ns, cols, x, ref);
@@ -217,7 +183,7 @@ static int run_shape(tally *tl, const char *backend, const bp_kind_info *ki, int
         }
         for (int64_t j = 0; j < tt; j++)
             for (int64_t i = 0; i < ns; i++) got[j * ns + i] = y[j * rows + pick[i]];
-        const double e = nmse(got, ref, (size_t)(tt * ns));
+        const double e = bp_nmse(got, ref, (size_t)(tt * ns));
         emit(tl, backend, ki->name, &sh, cols, 1, e, thr, e <= thr, bp_weight_last_path(w), NULL);
     }
     if (s) emit(tl, backend, ki->name, &(shape){rows, 0, 0}, cols, 1, NAN, thr, false, "", bp_last_error());
@@ -284,6 +250,7 @@ int bp_cmd_verify(int argc, char **argv) {
             return 2;
         }
     }
+    if (bp_cli_dry_run) return 0; /* the CLI fuzz target: parsing only */
     int n = bp_seam_slot_count();
     if (only_backend && strcmp(only_backend, "cpu")) {
         int i = bp_seam_slot_find(only_backend);
@@ -331,4 +298,4 @@ int bp_cmd_verify(int argc, char **argv) {
 
 /* ---- for verify_conv_moe.c (declared in cli_common.h): one RNG (--seed applies), one NMSE --- */
 float bp_verify_randf(void) { return randf(); }
-double bp_verify_nmse(const float *got, const float *ref, size_t n) { return nmse(got, ref, n); }
+double bp_verify_nmse(const float *got, const float *ref, size_t n) { return bp_nmse(got, ref, n); }
