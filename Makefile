@@ -16,10 +16,11 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DBP_WERROR=$(WERROR)
 	cmake --build $(BUILD) -j$(JOBS)
 
-# The main job: what each kind runs on here, and the kind table.
+# The main job: Gemma 3 270M Q4_K_M end to end (scripts/install-gemma.sh installs the file once,
+# outside the repository): a greedy continuation of a default prompt, its tokens/s, the paths.
+PROMPT ?= The three most important inventions of the twentieth century are
 run: deps build
-	./$(BUILD)/backplane probe
-	./$(BUILD)/backplane kinds
+	./$(BUILD)/backplane run "$$(bash scripts/install-gemma.sh)" -p "$(PROMPT)" -n 64
 
 # The whole test suite. The skip summary lists every skipped test with its reason and fails
 # when a test that must run here skipped (tests/skip_summary.py, tests/skip_allowed.txt).
@@ -48,8 +49,9 @@ gencheck: deps
 	bash tests/check_generators.sh
 
 # ThreadSanitizer over the tests that run threads: 8 callers on every backend (test_threads),
-# the CPU pool (test_cpu_kernels), fallbacks under concurrency (test_seam_fallback).
-TSAN_TESTS = test_threads test_cpu_kernels test_seam_fallback
+# the CPU pool (test_cpu_kernels), fallbacks and lost devices under concurrency
+# (test_seam_fallback, test_seam_route).
+TSAN_TESTS = test_threads test_cpu_kernels test_seam_fallback test_seam_route
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBP_TSAN=ON -DBP_WERROR=$(WERROR) -DBP_CUDA=OFF
 	cmake --build build-tsan -j$(JOBS) --target $(TSAN_TESTS)

@@ -340,5 +340,6 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
                                     KV cache, attention, stats */
 #include "backplane_tokenizer.h" /* tokenizer and sampler */
 #include "backplane_ops_conv_moe.h" /* conv2d with a fused input norm, MoE routed experts */
+#include "backplane_model.h"     /* models: load, contexts with a KV cache, evaluate, logits */
 
 #endif /* BACKPLANE_H */

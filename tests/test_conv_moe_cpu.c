@@ -164,7 +164,9 @@ int main(void) {
     static const bp_kind kinds[] = {BP_KIND_F16, BP_KIND_Q8_0, BP_KIND_Q4_K, BP_KIND_IQ4_NL};
     bp_cpu_set_min_parallel_bytes(0); /* small shapes still split rows over threads */
     uint64_t rng = 0xC0FFEE;
-    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+    /* BP_TEST_QUICK (valgrind): the first two kinds, the same code paths */
+    const size_t nk = bp_test_quick() ? 2 : sizeof kinds / sizeof kinds[0];
+    for (size_t ki = 0; ki < nk; ki++) {
         for (size_t c = 0; c < sizeof conv_cases / sizeof conv_cases[0]; c++) conv_one(kinds[ki], &conv_cases[c], &rng);
         if (kinds[ki] != BP_KIND_IQ4_NL) moe_one(kinds[ki], &rng);
     }

@@ -9,13 +9,14 @@
  * y of each path is compared with the whole y of the reference as well. */
 #include "conv_moe_vectors.h"
 
-/* NMSE limits. Exact-float weights (F32/F16/BF16) run in f32: 1e-6, as everywhere. Quantized
- * kinds: the CPU kernels quantize each matmul's input to 8 bits (max-abs scale per block, as
- * llama.cpp's mul_mat_id does), and the down projection's input silu(g) * u is heavy-tailed
- * (its block maximum is ~10x its RMS), so that one rounding costs 1e-4 .. 7e-4 NMSE on these
- * shapes (measured: median 1.5e-4, worst TQ2_0 at t = 5, 6.5e-4). 2e-3 keeps 3x room; a wrong
- * expert, a lost route or a wrong weight scores 0.1 or more. */
-static double moe_tol(bp_kind k) { return cm_tol(k) < 1e-5 ? cm_tol(k) : 2e-3; }
+/* NMSE limits: the tolerance table's "moe" rows (src/core/tolerance.def). Exact-float weights
+ * (F32/F16/BF16) run in f32: 1e-6, as everywhere. Quantized kinds: the CPU kernels quantize each
+ * matmul's input to 8 bits (max-abs scale per block, as llama.cpp's mul_mat_id does), and the
+ * down projection's input silu(g) * u is heavy-tailed (its block maximum is ~10x its RMS), so
+ * that one rounding costs 1e-4 .. 7e-4 NMSE on these shapes (measured: median 1.5e-4, worst
+ * TQ2_0 at t = 5, 6.5e-4). 2e-3 keeps 3x room; a wrong expert, a lost route or a wrong weight
+ * scores 0.1 or more. */
+static double moe_tol(bp_kind k) { return bp_test_tolerance(k, "moe"); }
 
 #include <math.h>
 #include <stdio.h>

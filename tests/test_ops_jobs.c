@@ -1,7 +1,7 @@
 /* Batched matmul jobs against the CPU reference (bp_ref_gemm, double accumulation): Gemma 3's
  * Q/K/V (Q5_0/Q5_0/Q8_0) and gate/up (Q5_0), mixed kinds incl. K-quants and float kinds, decode
  * (t = 1), small batch (t = 3) and prefill (t = 37, odd), every ISA path, 1 and 3 threads.
- * NMSE 5e-4 for quantized kinds (the CPU rounds activations to 8 bits), 1e-6 for F32/F16/BF16;
+ * NMSE within the tolerance table's "jobs" rows (src/core/tolerance.def: 5e-4 quantized, 1e-6 float);
  * and each job bit-identical to its weight's own bp_gemm_on("cpu"). */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,7 @@ typedef struct jw {
     bp_weight *w;
 } jw;
 
-static double tol(bp_kind k) { return k == BP_KIND_F32 || k == BP_KIND_F16 || k == BP_KIND_BF16 ? 1e-6 : 5e-4; }
+static double tol(bp_kind k) { return bp_test_tolerance(k, "jobs"); } /* src/core/tolerance.def */
 
 /* cpu_only: GPU backends are off, so every job runs on the CPU's shared submission and must
  * equal the single-weight CPU call bit for bit. Otherwise jobs whose kind a GPU backend takes

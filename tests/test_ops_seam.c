@@ -199,7 +199,7 @@ static void test_route_and_fallback(void) {
     CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
     CHECK(bp_mock_ops_runs() == 1, "the mock did not complete the second call");
     double e = bp_test_nmse(out, ref, sizeof out / sizeof out[0]);
-    CHECK(e <= 5e-4, "fallback result NMSE %.3g vs the reference", e);
+    CHECK(e <= bp_test_tolerance(BP_KIND_Q8_0, "attention"), "fallback result NMSE %.3g vs the reference", e);
     CHECK(bp_fallback_total() == 1, "one fallback counted (%llu)", bp_fallback_total());
     bp_fallback_entry fe[4];
     int nf = bp_fallback_list(fe, 4);
@@ -243,7 +243,8 @@ static void test_route_and_fallback(void) {
     /* A lost device: the backend is disabled, this and every later call fall back, counted. */
     bp_mock_lose_device(bp_mock_ops_device(), BP_MOCK_ALLOC, 1);
     CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
-    CHECK(bp_test_nmse(out, ref, sizeof out / sizeof out[0]) <= 5e-4, "after a lost device the CPU result is right");
+    CHECK(bp_test_nmse(out, ref, sizeof out / sizeof out[0]) <= bp_test_tolerance(BP_KIND_Q8_0, "attention"),
+          "after a lost device the CPU result is right");
     CHECK(bp_seam_op_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "the lost backend no longer routes");
     unsigned long long after_loss = bp_fallback_total();
     CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
@@ -283,7 +284,8 @@ static void test_jobs_split(void) {
     for (int i = 0; i < 3; i++) {
         double e = bp_test_nmse(y[i], ref[i], (size_t)(t * rows[i]));
         /* the mock computes the reference exactly; the CPU's Q4_K job rounds x to 8 bits */
-        CHECK(i == 1 ? e <= 5e-4 : e == 0, "job %d (%s): NMSE %.3g", i, bp_kind_lookup(kinds[i])->name, e);
+        CHECK(i == 1 ? e <= bp_test_tolerance(kinds[i], "jobs") : e == 0, "job %d (%s): NMSE %.3g", i,
+              bp_kind_lookup(kinds[i])->name, e);
     }
     for (int i = 0; i < 3; i++) bp_weight_free(w[i]), free(data[i]);
     bp_mock_ops_uninstall();

@@ -7,6 +7,7 @@
 # a definite or indirect leak) or test failure; a test's own SKIP (exit 77) is fine here.
 # valgrind 3.19 has no AVX-512: CPUID says so under it, and the CPU backend runs its AVX2 and
 # scalar paths (the AVX-512 kernels are covered by ASan in `make sanitize`).
+# tests/valgrind.supp: errors inside the C library and the dynamic loader, each with its reason.
 # Usage: tests/valgrind.sh [BUILD]   (from the repository root; `make valgrind` builds first)
 set -u
 cd "$(dirname "$0")/.."
@@ -21,7 +22,8 @@ run_one() {
     local p=$1 name rc t0 t1
     name=$(basename "$p")
     t0=$(date +%s%N)
-    valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+    valgrind -q --error-exitcode=99 --suppressions=tests/valgrind.supp --leak-check=full \
+        --errors-for-leak-kinds=definite,indirect \
         --show-leak-kinds=definite,indirect --track-origins=no "$p" >"$tmp/$name.log" 2>&1
     rc=$?
     t1=$(date +%s%N)

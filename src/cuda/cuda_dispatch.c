@@ -136,6 +136,11 @@ static bp_status open_locked(void) {
         }
     }
     if (s) snprintf(cu_open_error, sizeof cu_open_error, "%s", bp_last_error());
+    /* Out of memory while opening (the device's common state, the stream) is retried at the
+     * next use, as Vulkan and OpenCL do: a transient failure must not take CUDA away for the
+     * process (the cold allocation-failure campaign found that pattern in those two; unrun
+     * here, no GPU). */
+    if (s == BP_E_NOMEM) cu_tried = false;
     return s;
 }
 

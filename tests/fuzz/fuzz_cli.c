@@ -3,10 +3,11 @@
  * under another name). Commands that write files or run for seconds (matvec, verify, bench)
  * stop after parsing (bp_cli_dry_run); kinds, info and probe run whole (info reads any file a
  * fuzzed argument names, which is the point: no argument may crash it). stdout goes to
- * /dev/null; stderr stays, so sanitizer reports are seen.
+ * /dev/null; run with -close_fd_mask=3 (tests/fuzz/run.sh) to silence stderr as well, which
+ * keeps libFuzzer's and the sanitizers' reports.
  *
  * Build: cmake -S . -B build-fuzz -DBP_FUZZ=ON -DCMAKE_C_COMPILER=clang ...; target fuzz_cli.
- * Run:   build-fuzz/fuzz_cli -max_total_time=60 -dict=tests/fuzz/cli.dict tests/fuzz/corpus-cli-work
+ * Run:   build-fuzz/fuzz_cli -max_total_time=60 -close_fd_mask=3 -dict=tests/fuzz/cli.dict tests/fuzz/corpus-cli-work
  *        (from the repository root, so the tests/gguf files named in the dictionary are found). */
 #include <fcntl.h>
 #include <stdint.h>

@@ -3,9 +3,12 @@
 #   fuzz_gguf  the GGUF reader and writer (gguf_walk.h), RUNS executions (default 10 million),
 #              seeds tests/fuzz/corpus, working corpus tests/fuzz/corpus-work (not committed)
 #   fuzz_cli   the CLI's argument parsing, RUNS/5 executions, dictionary tests/fuzz/cli.dict
+#   fuzz_tokenizer  the tokenizers, RUNS/50 executions, when the vocabularies are here
 # Crashers go to tests/gguf/crashers/ (replayed by test_gguf_crashers on every ctest run) and
 # tests/fuzz/crashers-cli/. Prints one line per target: executions, seconds, coverage (edges,
 # features), corpus size, crashes -- the figures the README's reliability section quotes.
+# -close_fd_mask=3 for the CLI: its usage messages would fill the log (1 GB in 1.4M runs);
+# libFuzzer keeps its own stderr and points the sanitizers' reports at it.
 set -u
 cd "$(dirname "$0")/../.."
 runs=${1:-10000000}
@@ -30,6 +33,18 @@ crashdir=tests/gguf/crashers
 fuzz fuzz_gguf "$runs" /tmp/fuzz_gguf.log -max_len=8192 -timeout=10 -malloc_limit_mb=16 \
     -artifact_prefix=tests/gguf/crashers/ tests/fuzz/corpus-work tests/fuzz/corpus
 crashdir=tests/fuzz/crashers-cli
-fuzz fuzz_cli $((runs / 5)) /tmp/fuzz_cli.log -max_len=512 -timeout=10 -dict=tests/fuzz/cli.dict \
+fuzz fuzz_cli $((runs / 5)) /tmp/fuzz_cli.log -max_len=512 -timeout=10 -close_fd_mask=3 -dict=tests/fuzz/cli.dict \
     -artifact_prefix=tests/fuzz/crashers-cli/ tests/fuzz/corpus-cli-work
+# The tokenizers (tests/fuzz/fuzz_tokenizer.c, the `tok` engineer's target) when the vocabularies
+# are here (scripts/fetch-vocab.sh): RUNS/50 executions, each text through 5 vocabularies.
+vocab=${BACKPLANE_VOCAB_DIR:-$HOME/.cache/backplane/vocab}
+if ls "$vocab"/*.gguf >/dev/null 2>&1; then
+    cmake --build build-fuzz -j"${JOBS:-$(nproc)}" --target fuzz_tokenizer >/dev/null || exit 1
+    mkdir -p tests/fuzz/corpus-tok-work tests/fuzz/crashers-tok
+    crashdir=tests/fuzz/crashers-tok
+    fuzz fuzz_tokenizer $((runs / 50)) /tmp/fuzz_tok.log -max_len=1024 -timeout=10 -close_fd_mask=1 \
+        -artifact_prefix=tests/fuzz/crashers-tok/ tests/fuzz/corpus-tok-work
+else
+    echo "fuzz_tokenizer: not run: no vocabularies in $vocab (scripts/fetch-vocab.sh)"
+fi
 exit $fail

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_model.h"
 #include "bench_ops.h"
 #include "cli.h"
 #include "cli_common.h"
@@ -276,8 +277,10 @@ int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_strict(&argc, argv);
     bp_cli_take_profile(&argc, argv);
     /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c);
-     * --op conv2d|moe: bench_conv_moe.c; --crossover: bench_crossover.c. */
+     * --op conv2d|moe: bench_conv_moe.c; --crossover: bench_crossover.c; MODEL.gguf or --model:
+     * a whole model's pp/tg tokens/s (bench_model.c). */
     int rc = argc > 1 && !strcmp(argv[1], "--crossover") ? bp_bench_crossover(argc - 1, argv + 1)
+             : bp_bench_model_requested(argc, argv)         ? bp_bench_model(argc, argv)
              : bp_bench_conv_moe_wants(argc, argv)          ? bp_bench_conv_moe(argc, argv)
              : bp_bench_op_requested(argc, argv)            ? bp_bench_ops(argc, argv)
                                                             : bench_main(argc, argv);

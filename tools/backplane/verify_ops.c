@@ -1,8 +1,9 @@
 /* `backplane verify` for ops: each (op, kind, backend) on a few shapes against the CPU reference
  * (bp_op_reference, double accumulation). The CPU runs its fast path (bp_op_cpu); a backend that
- * claims the pair runs its own op_launch, forced: no fallback can cover for it. Thresholds as for
- * matvec: 5e-4 NMSE for jobs on quantized weight kinds (8-bit activations), 1e-6 otherwise (the
- * fast paths compute in f32 over the same dequantized values). */
+ * claims the pair runs its own op_launch, forced: no fallback can cover for it. Thresholds: the
+ * tolerance table (src/core/tolerance.def): as for matvec, 5e-4 NMSE for jobs on quantized weight
+ * kinds (8-bit activations), 1e-6 otherwise (the fast paths compute in f32 over the same
+ * dequantized values). */
 #include "verify_ops.h"
 
 #include <math.h>
@@ -11,29 +12,28 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "core/testdata.h"
+#include "core/tolerance.h"
 #include "ops/ops_internal.h"
 #include "seam/op_dispatch.h"
 
 static uint64_t rng = 0x13198A2E03707344ull;
-static float randf(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((rng >> 40) * (2.0 / 16777216.0) - 1.0);
-}
+static float randf(void) { return bp_rng_float(&rng); } /* the one generator (src/core/testdata.c) */
 static float *rnd(size_t n, float amp) {
     float *v = malloc((n ? n : 1) * sizeof *v);
     for (size_t i = 0; v && i < n; i++) v[i] = randf() * amp;
     return v;
 }
 
+/* The one NMSE (src/core/tolerance.c); a non-finite output never passes. */
 static double nmse(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d, den += (double)b[i] * b[i];
+    for (size_t i = 0; i < n; i++)
         if (!isfinite(a[i])) return INFINITY;
-    }
-    return den > 0 ? num / den : num;
+    return bp_nmse(a, b, n);
 }
+
+/* The bound for op on kind k: THE tolerance table (src/core/tolerance.def). */
+static double tol(bp_kind k, const char *op) { return bp_tolerance_nmse(k, op); }
 
 typedef struct vctx {
     bool json, first;
@@ -130,9 +130,9 @@ static void verify_attention(vctx *v, bp_kind k, const char *only) {
             bp_op_call call = {.op = BP_OP_ATTENTION, .kind = k, .kind2 = k};
             call.u.attn.d = &d, call.u.attn.q = q, call.u.attn.t = sh[s].t, call.u.attn.positions = pos;
             call.u.attn.cache = c, call.u.attn.out = out;
-            each_backend(v, &call, only, kn, sh[s].name, 1e-6, NULL);
+            each_backend(v, &call, only, kn, sh[s].name, tol(k, "attention"), NULL);
         } else
-            emit(v, "attention", kn, sh[s].name, "cpu", INFINITY, 1e-6, bp_last_error());
+            emit(v, "attention", kn, sh[s].name, "cpu", INFINITY, tol(k, "attention"), bp_last_error());
         bp_kv_cache_free(c);
         free(kv), free(q), free(out);
     }
@@ -150,7 +150,7 @@ static void verify_rows(vctx *v, const char *only) {
     for (int i = 0; i < 3; i++) {
         bp_op_call c = {.op = BP_OP_NORM, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
         c.u.norm.d = &nd[i], c.u.norm.x = x, c.u.norm.t = T, c.u.norm.y = y;
-        each_backend(v, &c, only, "F32", nn[i], 1e-6, NULL);
+        each_backend(v, &c, only, "F32", nn[i], tol(BP_KIND_F32, "norm"), NULL);
     }
     bp_rope_desc rd[2] = {{.n_heads = 3, .head_dim = 256, .n_rot = 256, .layout = BP_ROPE_NEOX, .freq_base = 1e6f, .freq_scale = 1},
                           {.n_heads = 6, .head_dim = 128, .n_rot = 64, .layout = BP_ROPE_NORMAL, .freq_base = 1e4f, .freq_scale = 0.5f}};
@@ -158,19 +158,19 @@ static void verify_rows(vctx *v, const char *only) {
     for (int i = 0; i < 2; i++) {
         bp_op_call c = {.op = BP_OP_ROPE, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
         c.u.rope.d = &rd[i], c.u.rope.x = y, c.u.rope.t = T, c.u.rope.positions = pos;
-        each_backend(v, &c, only, "F32", rn[i], 1e-6, x);
+        each_backend(v, &c, only, "F32", rn[i], tol(BP_KIND_F32, "rope"), x);
     }
     const char *an[3] = {"silu", "gelu_tanh", "gelu_erf"};
     for (int a = 0; a < 3; a++)
         for (int gl = 0; gl < 2; gl++) {
             bp_op_call c = {.op = gl ? BP_OP_GLU : BP_OP_ACT, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
             c.u.act.a = (bp_activation)a, c.u.act.x = x, c.u.act.up = gl ? up : NULL, c.u.act.n = T * N, c.u.act.y = y;
-            each_backend(v, &c, only, "F32", an[a], 1e-6, NULL);
+            each_backend(v, &c, only, "F32", an[a], tol(BP_KIND_F32, gl ? "glu" : "act"), NULL);
         }
     bp_op_call c = {.op = BP_OP_SOFTMAX, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
     c.u.softmax.x = x, c.u.softmax.t = T, c.u.softmax.n = N, c.u.softmax.scale = 2.0f, c.u.softmax.softcap = 5.0f;
     c.u.softmax.mask = up, c.u.softmax.y = y;
-    each_backend(v, &c, only, "F32", "t=5 n=768 scale 2 softcap 5 mask", 1e-6, NULL);
+    each_backend(v, &c, only, "F32", "t=5 n=768 scale 2 softcap 5 mask", tol(BP_KIND_F32, "softmax"), NULL);
     free(x), free(up), free(g), free(b), free(y);
 }
 

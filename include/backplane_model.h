@@ -1,0 +1,157 @@
+/* backplane models: load a GGUF transformer, evaluate tokens with a KV cache, read logits.
+ * Included at the end of backplane.h.
+ *
+ * The shape follows llama.h: a model (the weights, read-only, shareable) and a context over it
+ * (the KV cache and activations of one sequence). The tokenizer and the sampler are separate
+ * objects (backplane_tokenizer.h). Weights stay in the file's mapping (zero-copy); the KV cache
+ * and the activations are the only large allocations.
+ *
+ * Architectures: src/model/archs.def (llama incl. Llama 2/3 and Mistral, qwen2, qwen3, gemma3).
+ * Every hyperparameter comes from the file's `<arch>.*` metadata and is validated at load; an
+ * unsupported architecture, a missing tensor, a tensor of the wrong shape or kind, or a
+ * truncated file is a clear error naming it, never a crash. */
+#ifndef BACKPLANE_MODEL_H
+#define BACKPLANE_MODEL_H
+
+#include "backplane.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bp_model bp_model;
+typedef struct bp_context bp_context;
+
+/* Called while loading with the fraction done (0..1); return false to cancel the load
+ * (bp_model_load then fails with BP_E_INVAL, "cancelled"). */
+typedef bool (*bp_progress_fn)(double fraction, void *user);
+
+typedef struct bp_model_params {
+    bp_progress_fn progress; /* NULL: none */
+    void *progress_user;
+    /* Read every weight page at load (madvise + touch), so the first token does not pay the
+     * page faults and the progress callback means something. Default true. */
+    bool prefetch;
+    /* Drop the file pages of a weight once the CPU backend has made its repacked copy, so the
+     * resident size stays near the file size instead of the file plus the copies (see
+     * src/model/memory.c: decode reads only the copy; a prefill faults the original back in
+     * from the page cache). Default true. */
+    bool release_originals;
+} bp_model_params;
+
+bp_model_params bp_model_default_params(void);
+/* params NULL: the defaults. *out is NULL on failure. */
+bp_status bp_model_load(const char *path, const bp_model_params *params, bp_model **out);
+void bp_model_free(bp_model *m); /* NULL is fine */
+
+typedef struct bp_model_info {
+    const char *arch;        /* general.architecture: "gemma3" */
+    const char *name;        /* general.name, or "" */
+    int64_t n_vocab;
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;        /* key head size (value head size is the same for every family here) */
+    int64_t n_ff;
+    int64_t n_ctx_train;     /* <arch>.context_length */
+    int64_t sliding_window;  /* 0 when no layer slides */
+    int64_t n_swa_layers;    /* layers with the sliding window */
+    int64_t n_params;        /* elements of every tensor the forward pass uses */
+    uint64_t weight_bytes;   /* bytes of those tensors in the file (the tied output counted once) */
+    uint64_t file_bytes;
+    bool tied_output;        /* the output projection is token_embd */
+} bp_model_info;
+
+bp_status bp_model_get_info(const bp_model *m, bp_model_info *out);
+/* The file, for the tokenizer (the vocabulary lives in its metadata). Valid until
+ * bp_model_free. */
+const bp_gguf *bp_model_gguf(const bp_model *m);
+
+/* The model's weight matrices, for reports: i in [0, bp_model_weight_count). *name gets the
+ * tensor's name ("blk.3.ffn_down.weight"); bp_weight_last_path(w) says what last ran it. */
+int64_t bp_model_weight_count(const bp_model *m);
+const bp_weight *bp_model_weight_at(const bp_model *m, int64_t i, const char **name);
+
+/* ---- contexts -------------------------------------------------------------------------- */
+
+typedef struct bp_context_params {
+    /* KV cache capacity in tokens. 0: the model's training context, capped at 4096. */
+    int64_t n_ctx;
+    /* Kind of the K and V caches: F16 (default), or another kind the op layer's KV cache
+     * offers (bp_context_kv_kinds). */
+    bp_kind kv_kind;
+    /* Largest number of tokens one internal forward step takes (a longer eval is split);
+     * prefill runs the GEMM path over up to this many tokens. 0: 512. */
+    int64_t n_batch;
+} bp_context_params;
+
+bp_context_params bp_context_default_params(void);
+bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_context **out);
+void bp_context_free(bp_context *c); /* NULL is fine; the model must outlive its contexts */
+
+/* The KV kinds bp_context_params.kv_kind accepts, and the NMSE bound of the logits with that
+ * cache against the F16 cache's, as tests/test_model_kv.c checks it. Returns the count; fills
+ * up to cap entries. */
+int bp_context_kv_kinds(bp_kind *kinds, double *nmse_bound, int cap);
+
+/* Append n tokens at positions bp_context_pos(c) .. +n-1, and compute the logits of the last
+ * n_out of them (0 <= n_out <= n; 1 for generation, n for every position). On failure nothing
+ * is appended: the cache holds the same positions as before. A token id outside the vocabulary
+ * or more tokens than the cache has room for is found before any work, and the previous eval's
+ * logits stay readable; a failure inside the forward pass (no memory, a backend error) leaves
+ * no logits (bp_context_logits gives NULL). */
+bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64_t n_out);
+/* Logits (n_vocab floats) of output j of the last eval, j in [0, n_out): output j belongs to
+ * token n - n_out + j. NULL when out of range. Valid until the next eval. */
+const float *bp_context_logits(const bp_context *c, int64_t j);
+/* Tokens in the cache. */
+int64_t bp_context_pos(const bp_context *c);
+int64_t bp_context_n_ctx(const bp_context *c);
+/* What last ran the matmuls of weight kind k in this context: decode (one token) or prefill
+ * (several), e.g. "CPU avx512 Q5_0 (repacked, q8_0 int dot) x3 jobs, one submission"; "" when
+ * nothing of that kind has run. A kind that shared a submission led by another kind is named
+ * "(in a submission led by Q5_0) <that submission's path>": the jobs op names the kernel of its
+ * first job. Valid until the next eval. */
+const char *bp_context_kind_path(const bp_context *c, bp_kind k, bool prefill);
+/* Forget positions >= n (0 clears the cache). BP_E_INVAL when n > bp_context_pos. */
+bp_status bp_context_truncate(bp_context *c, int64_t n);
+/* Bytes of the KV cache (K and V, every layer), and of the context's other buffers. */
+size_t bp_context_kv_bytes(const bp_context *c);
+size_t bp_context_buffer_bytes(const bp_context *c);
+
+/* ---- chat ----------------------------------------------------------------------------- */
+
+/* The prompt wrapped as one user turn in the model family's built-in chat format, ending where
+ * the assistant's reply begins (src/model/chat.c lists them: gemma, chatml for Qwen, llama3 when
+ * the vocabulary t has <|start_header_id|>, else llama2's [INST]). *name gets the format's name.
+ * Writes a NUL-terminated string to buf and its length (without the NUL) to *len; BP_E_INVAL
+ * when it does not fit (buf may be NULL with cap 0 to ask). Encode it with parse_special. */
+typedef struct bp_tokenizer bp_tokenizer;
+bp_status bp_model_chat_format(const bp_model *m, const bp_tokenizer *t, const char *prompt, char *buf, size_t cap,
+                               size_t *len, const char **name);
+
+/* ---- perplexity ------------------------------------------------------------------------ */
+
+typedef struct bp_perplexity_result {
+    double ppl;      /* exp(mean negative log-likelihood of the scored tokens) */
+    double ppl_err;  /* its standard error, as llama-perplexity prints it after "+/-" */
+    int64_t chunks;  /* chunks evaluated */
+    int64_t scored;  /* tokens scored */
+} bp_perplexity_result;
+
+/* Called after each chunk with its index and the running perplexity. */
+typedef void (*bp_perplexity_fn)(int64_t chunk, double ppl_so_far, void *user);
+
+/* Perplexity of tokens[0..n) as llama-perplexity computes it: chunks of `chunk` tokens (at most
+ * max_chunks; <= 0: all whole chunks), each from an empty cache with its first token replaced by
+ * bos (bos < 0: kept), scoring the second half of each chunk. Needs n >= 2 * chunk and a context
+ * of at least `chunk` tokens; clears the context. */
+bp_status bp_context_perplexity(bp_context *c, const int32_t *tokens, int64_t n, int64_t chunk, int64_t max_chunks,
+                                int32_t bos, bp_perplexity_fn on_chunk, void *user, bp_perplexity_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BACKPLANE_MODEL_H */

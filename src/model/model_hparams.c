@@ -1,0 +1,178 @@
+/* Hyperparameters from `<arch>.*` metadata, each validated: present when required, of a numeric
+ * type, in a range that keeps every size computed from it far from overflow. The error names the
+ * key, its value and the accepted range. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "model/model_internal.h"
+
+static const bp_arch g_archs[] = {
+#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat) \
+    {BP_ARCH_##ENUM, name, rope, qkn, post, swa, emb, act, chat},
+#include "model/archs.def"
+#undef BP_ARCH
+};
+
+const bp_arch *bp_arch_lookup(const char *name) {
+    for (size_t i = 0; name && i < sizeof g_archs / sizeof g_archs[0]; i++)
+        if (!strcmp(g_archs[i].name, name)) return &g_archs[i];
+    return NULL;
+}
+
+const bp_arch *bp_arch_at(int i) {
+    return i >= 0 && i < (int)(sizeof g_archs / sizeof g_archs[0]) ? &g_archs[i] : NULL;
+}
+
+/* Limits far above any real model and far below overflow: n_embd * n_vocab and
+ * n_ctx * n_head * head_dim must fit comfortably in size_t. */
+enum { MAX_DIM = 1 << 20, MAX_LAYERS = 4096, MAX_HEADS = 4096, MAX_CTX = 1 << 24 };
+
+/* `<arch>.<suffix>` into key and *v. 1: absent and not required (the caller uses its default);
+ * 0: found; otherwise the error. */
+static int lookup(const bp_gguf *f, const char *arch, const char *suffix, bool required, char *key, size_t key_len,
+                  bp_gguf_value *v) {
+    snprintf(key, key_len, "%s.%s", arch, suffix);
+    if (bp_gguf_find_key(f, key) < 0)
+        return required ? (int)bp_fail(BP_E_FORMAT, "model: metadata key %s is missing", key) : 1;
+    bp_gguf_get(f, key, v);
+    return 0;
+}
+
+static bp_status get_int(const bp_gguf *f, const char *arch, const char *suffix, bool required, int64_t dflt,
+                         int64_t lo, int64_t hi, int64_t *out) {
+    char key[160];
+    bp_gguf_value v;
+    int r = lookup(f, arch, suffix, required, key, sizeof key, &v);
+    if (r) {
+        *out = dflt;
+        return r == 1 ? BP_OK : (bp_status)r;
+    }
+    if (v.type == BP_GGUF_ARRAY)
+        return bp_fail(BP_E_UNSUPPORTED, "model: %s is a per-layer array; only one value for every layer is supported",
+                       key);
+    int64_t x;
+    if (bp_gguf_value_i64(&v, &x))
+        return bp_fail(BP_E_FORMAT, "model: %s is a %s, not an integer", key, bp_gguf_type_name(v.type));
+    if (x < lo || x > hi)
+        return bp_fail(BP_E_FORMAT, "model: %s = %lld is outside %lld..%lld", key, (long long)x, (long long)lo,
+                       (long long)hi);
+    *out = x;
+    return BP_OK;
+}
+
+static bp_status get_float(const bp_gguf *f, const char *arch, const char *suffix, bool required, double dflt,
+                           double lo, double hi, float *out) {
+    char key[160];
+    bp_gguf_value v;
+    int r = lookup(f, arch, suffix, required, key, sizeof key, &v);
+    if (r) {
+        *out = (float)dflt;
+        return r == 1 ? BP_OK : (bp_status)r;
+    }
+    double x;
+    if (bp_gguf_value_f64(&v, &x))
+        return bp_fail(BP_E_FORMAT, "model: %s is a %s, not a number", key, bp_gguf_type_name(v.type));
+    if (!isfinite(x) || x < lo || x > hi)
+        return bp_fail(BP_E_FORMAT, "model: %s = %g is outside %g..%g", key, x, lo, hi);
+    *out = (float)x;
+    return BP_OK;
+}
+
+/* The sliding-window layers: `<arch>.attention.sliding_window_pattern` as a bool array (one per
+ * layer) or a u32 period n (layer il slides unless il % n == n - 1), else the architecture's
+ * default period; no window at all without `<arch>.attention.sliding_window`. */
+static bp_status read_swa(const bp_gguf *f, const bp_arch *a, bp_hparams *hp) {
+    hp->is_swa = bp_calloc((size_t)hp->n_layer, sizeof *hp->is_swa);
+    if (!hp->is_swa) return bp_fail(BP_E_NOMEM, "model: no memory for %lld layer flags", (long long)hp->n_layer);
+    bp_status s = get_int(f, a->name, "attention.sliding_window", false, 0, 0, MAX_CTX, &hp->swa_window);
+    if (s || hp->swa_window == 0) return s;
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a->name);
+    bp_gguf_value v;
+    int64_t period = a->swa_pattern;
+    if (bp_gguf_find_key(f, key) >= 0) {
+        bp_gguf_get(f, key, &v);
+        if (v.type == BP_GGUF_ARRAY) {
+            if (v.len != (uint64_t)hp->n_layer)
+                return bp_fail(BP_E_FORMAT, "model: %s has %llu entries for %lld layers", key,
+                               (unsigned long long)v.len, (long long)hp->n_layer);
+            for (int64_t il = 0; il < hp->n_layer; il++) {
+                bp_gguf_value e;
+                bool b;
+                if (bp_gguf_array_at(&v, (uint64_t)il, &e) || bp_gguf_value_bool(&e, &b))
+                    return bp_fail(BP_E_FORMAT, "model: %s[%lld] is not a bool", key, (long long)il);
+                hp->is_swa[il] = b;
+            }
+            return BP_OK;
+        }
+        s = get_int(f, a->name, "attention.sliding_window_pattern", true, 0, 0, MAX_LAYERS, &period);
+        if (s) return s;
+    }
+    for (int64_t il = 0; il < hp->n_layer; il++) hp->is_swa[il] = period == 0 || il % period < period - 1;
+    return BP_OK;
+}
+
+bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *hp) {
+    memset(hp, 0, sizeof *hp);
+    const char *n = a->name;
+    bp_status s;
+    if ((s = get_int(f, n, "embedding_length", true, 0, 1, MAX_DIM, &hp->n_embd)) ||
+        (s = get_int(f, n, "block_count", true, 0, 1, MAX_LAYERS, &hp->n_layer)) ||
+        (s = get_int(f, n, "feed_forward_length", true, 0, 1, MAX_DIM, &hp->n_ff)) ||
+        (s = get_int(f, n, "attention.head_count", true, 0, 1, MAX_HEADS, &hp->n_head)) ||
+        (s = get_int(f, n, "attention.head_count_kv", false, hp->n_head, 1, MAX_HEADS, &hp->n_head_kv)) ||
+        (s = get_int(f, n, "context_length", false, 2048, 1, MAX_CTX, &hp->n_ctx_train)))
+        return s;
+    if (hp->n_head % hp->n_head_kv)
+        return bp_fail(BP_E_FORMAT, "model: %s.attention.head_count %lld is not a multiple of head_count_kv %lld", n,
+                       (long long)hp->n_head, (long long)hp->n_head_kv);
+    int64_t dflt = hp->n_embd % hp->n_head ? 0 : hp->n_embd / hp->n_head;
+    if ((s = get_int(f, n, "attention.key_length", dflt == 0, dflt, 1, MAX_DIM, &hp->head_dim_k)) ||
+        (s = get_int(f, n, "attention.value_length", false, hp->head_dim_k, 1, MAX_DIM, &hp->head_dim_v)) ||
+        (s = get_int(f, n, "rope.dimension_count", false, hp->head_dim_k, 2, hp->head_dim_k, &hp->n_rot)))
+        return s;
+    if (hp->head_dim_v != hp->head_dim_k)
+        return bp_fail(BP_E_UNSUPPORTED, "model: %s key head size %lld != value head size %lld is not supported", n,
+                       (long long)hp->head_dim_k, (long long)hp->head_dim_v);
+    if (hp->n_rot % 2) return bp_fail(BP_E_FORMAT, "model: %s.rope.dimension_count %lld is odd", n, (long long)hp->n_rot);
+    if ((size_t)hp->n_head * (size_t)hp->head_dim_k > (size_t)MAX_DIM)
+        return bp_fail(BP_E_FORMAT, "model: %s: %lld heads of %lld is too wide", n, (long long)hp->n_head,
+                       (long long)hp->head_dim_k);
+    if ((s = get_float(f, n, "attention.layer_norm_rms_epsilon", true, 0, 1e-12, 1.0, &hp->rms_eps)) ||
+        (s = get_float(f, n, "rope.freq_base", false, 10000.0, 1e-3, 1e12, &hp->rope_base)) ||
+        (s = get_float(f, n, "rope.freq_base_swa", false, 10000.0, 1e-3, 1e12, &hp->rope_base_swa)) ||
+        (s = get_float(f, n, "final_logit_softcapping", false, 0.0, 0.0, 1e6, &hp->final_softcap)))
+        return s;
+
+    /* RoPE scaling: none, or linear (positions divided by the factor). YaRN and LongRoPE change
+     * the rotation itself and are refused by name rather than run wrong. */
+    hp->rope_freq_scale = 1.0f;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", n);
+    const char *st;
+    size_t stlen;
+    if (bp_gguf_find_key(f, key) >= 0 && !bp_gguf_get_str(f, key, &st, &stlen) &&
+        !(stlen == 4 && !memcmp(st, "none", 4))) {
+        if (!(stlen == 6 && !memcmp(st, "linear", 6)))
+            return bp_fail(BP_E_UNSUPPORTED, "model: %s = \"%.*s\" is not supported (none and linear are)", key,
+                           (int)stlen, st);
+        float factor;
+        if ((s = get_float(f, n, "rope.scaling.factor", false, 1.0, 1e-3, 1e6, &factor))) return s;
+        hp->rope_freq_scale = 1.0f / factor;
+    }
+
+    /* Attention scale: `<arch>.attention.scale` when the file has one; Gemma 3 27B (62 layers)
+     * scales by 1/sqrt(n_embd / n_head) (its query_pre_attn_scalar), every other model here by
+     * 1/sqrt(head size). */
+    float scale;
+    if ((s = get_float(f, n, "attention.scale", false, 0.0, 0.0, 1e6, &scale))) return s;
+    if (scale > 0) hp->attn_scale = scale;
+    else if (a->id == BP_ARCH_GEMMA3 && hp->n_layer == 62)
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    else hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    hp->emb_scale = a->emb_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    return read_swa(f, a, hp);
+}

@@ -1,0 +1,93 @@
+/* Internals of the model layer: architectures, hyperparameters, the bound weights. */
+#ifndef BP_MODEL_INTERNAL_H
+#define BP_MODEL_INTERNAL_H
+
+#include "backplane.h"
+#include "backplane_model.h"
+#include "seam/seam.h"
+
+typedef enum bp_chat_kind { BP_CHAT_LLAMA = 0, BP_CHAT_CHATML = 1, BP_CHAT_GEMMA = 2 } bp_chat_kind;
+
+typedef enum bp_arch_id {
+#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat) BP_ARCH_##ENUM,
+#include "model/archs.def"
+#undef BP_ARCH
+    BP_ARCH_COUNT
+} bp_arch_id;
+
+typedef struct bp_arch {
+    bp_arch_id id;
+    const char *name;
+    bp_rope_layout rope;
+    bool qk_norm, post_norms;
+    int swa_pattern;
+    bool emb_scale;
+    bp_activation ffn_act;
+    bp_chat_kind chat;
+} bp_arch;
+
+/* The row for general.architecture `name`; NULL when unsupported. */
+const bp_arch *bp_arch_lookup(const char *name);
+const bp_arch *bp_arch_at(int i); /* NULL out of range */
+
+typedef enum bp_need { BP_NEED_ALWAYS, BP_NEED_OPTIONAL, BP_NEED_QK_NORM, BP_NEED_POST_NORMS } bp_need;
+
+/* Hyperparameters, all from `<arch>.*` metadata (model_hparams.c), validated. */
+typedef struct bp_hparams {
+    int64_t n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv;
+    int64_t head_dim_k, head_dim_v; /* key_length / value_length, default n_embd / n_head */
+    int64_t n_rot;                  /* rope.dimension_count, default head_dim_k */
+    int64_t n_ctx_train;
+    float rms_eps;
+    float rope_base, rope_base_swa; /* global and sliding-window layers' RoPE bases */
+    float rope_freq_scale;          /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    float attn_scale;               /* applied to q.k */
+    float final_softcap;            /* 0: none */
+    float emb_scale;                /* 1, or sqrt(n_embd) */
+    int64_t swa_window;             /* 0: no sliding window */
+    bool *is_swa;                   /* n_layer flags */
+} bp_hparams;
+
+typedef struct bp_layer {
+#define BP_LAYER_TENSOR(field, name, matrix, rows, cols, need) BP_LT_FIELD_##matrix(field)
+#define BP_LT_FIELD_1(field) bp_weight *field;
+#define BP_LT_FIELD_0(field) float *field;
+#include "model/tensors.def"
+#undef BP_LAYER_TENSOR
+} bp_layer;
+
+typedef struct bp_named_weight {
+    const char *name; /* the tensor's name inside the mapping's name table */
+    bp_weight *w;
+} bp_named_weight;
+
+struct bp_model {
+    bp_gguf *file;
+    const bp_arch *arch;
+    bp_hparams hp;
+    char name[128];       /* general.name, truncated */
+    bp_weight *tok_embd;  /* also the output projection when tied */
+    bp_weight *output;    /* == tok_embd when tied */
+    float *output_norm;
+    float *rope_freqs;    /* rope_freqs.weight (Llama 3 frequency factors), n_rot / 2, or NULL */
+    bp_layer *layers;
+    bp_named_weight *weights; /* every matrix once, for reports */
+    int64_t n_weights;
+    int64_t n_params;
+    uint64_t weight_bytes;
+    bool release_originals;   /* bp_model_params.release_originals (memory.c) */
+    unsigned char *released;  /* per weight: its original's pages are dropped */
+};
+
+/* After an eval (memory.c): drop the original pages of weights that have a repacked CPU copy.
+ * prefill: a step of several tokens ran (the GEMM read the layer weights' originals);
+ * output_gemm: several positions' logits were computed (the output's original was read). */
+void bp_model_memory_after_eval(bp_model *m, bool prefill, bool output_gemm);
+
+/* Re-fail with "prefix: <the current message>" (copied first: bp_fail formats into the buffer
+ * bp_last_error returns). */
+bp_status bp_model_fail_prefixed(bp_status s, const char *prefix);
+
+bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *arch, bp_hparams *hp);
+
+#endif

@@ -1,0 +1,277 @@
+/* Loading a model: open the GGUF (mmap, validated by the reader), find the architecture's row,
+ * read and validate the hyperparameters, then bind every tensor the forward pass uses by name,
+ * checking its presence, shape and kind. Matrices become bp_weights over the mapped bytes
+ * (zero-copy); norm weights and biases (a few KB) are copied to F32. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "model/model_internal.h"
+
+bp_model_params bp_model_default_params(void) {
+    bp_model_params p = {.progress = NULL, .progress_user = NULL, .prefetch = true, .release_originals = true};
+    return p;
+}
+
+typedef struct binder {
+    bp_model *m;
+    const char *path;
+    int64_t E, H, KV, DK, DV, F;
+} binder;
+
+static bp_status shape_error(const binder *b, const bp_gguf_tensor *t, int64_t rows, int64_t cols) {
+    char got[96];
+    int o = 0;
+    for (uint32_t d = 0; d < t->n_dims && o < (int)sizeof got; d++)
+        o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)t->ne[d]);
+    if (rows == 1)
+        return bp_fail(BP_E_SHAPE, "%s: tensor %s has shape [%s], expected [%lld]", b->path, t->name, got,
+                       (long long)cols);
+    return bp_fail(BP_E_SHAPE, "%s: tensor %s has shape [%s], expected [%lld, %lld]", b->path, t->name, got,
+                   (long long)cols, (long long)rows);
+}
+
+/* The tensor `name` checked against rows x cols (rows 1: a vector of cols). *out NULL when it
+ * is absent and optional. */
+static bp_status find(const binder *b, const char *name, int64_t rows, int64_t cols, bool required,
+                      const bp_gguf_tensor **out) {
+    *out = NULL;
+    const bp_gguf_tensor *t = bp_gguf_find_tensor(b->m->file, name);
+    bp_clear_error();
+    if (!t) {
+        if (required)
+            return bp_fail(BP_E_NOT_FOUND, "%s: %s model has no tensor %s", b->path, b->m->arch->name, name);
+        return BP_OK;
+    }
+    bool ok = rows == 1 ? (t->n_dims == 1 && t->ne[0] == cols)
+                        : (t->n_dims == 2 && t->ne[0] == cols && t->ne[1] == rows);
+    if (!ok) return shape_error(b, t, rows, cols);
+    if (t->kind_info->role != BP_ROLE_W)
+        return bp_fail(BP_E_KIND, "%s: tensor %s is %s, not a weight kind", b->path, name, t->kind_info->name);
+    *out = t;
+    return BP_OK;
+}
+
+static bp_status add_matrix(binder *b, const bp_gguf_tensor *t, bp_weight **out) {
+    bp_status s = bp_weight_create(t->kind, t->data, t->bytes, t->ne[1], t->ne[0], out);
+    if (s) {
+        char pre[256];
+        snprintf(pre, sizeof pre, "%s: tensor %s", b->path, t->name);
+        return bp_model_fail_prefixed(s, pre);
+    }
+    bp_model *m = b->m;
+    m->weights[m->n_weights].name = t->name;
+    m->weights[m->n_weights].w = *out;
+    m->n_weights++;
+    m->n_params += t->n_elems;
+    m->weight_bytes += t->bytes;
+    return BP_OK;
+}
+
+static bp_status add_vector(binder *b, const bp_gguf_tensor *t, float **out) {
+    if (t->kind != BP_KIND_F32 && t->kind != BP_KIND_F16 && t->kind != BP_KIND_BF16)
+        return bp_fail(BP_E_KIND, "%s: tensor %s is %s; norm weights and biases must be F32, F16 or BF16", b->path,
+                       t->name, t->kind_info->name);
+    *out = bp_malloc((size_t)t->ne[0] * sizeof(float));
+    if (!*out) return bp_fail(BP_E_NOMEM, "%s: no memory for tensor %s", b->path, t->name);
+    bp_status s = bp_dequantize(t->kind, t->data, t->bytes, *out, t->ne[0]);
+    if (s) return s;
+    for (int64_t i = 0; i < t->ne[0]; i++)
+        if (!isfinite((*out)[i]))
+            return bp_fail(BP_E_FORMAT, "%s: tensor %s[%lld] is not finite", b->path, t->name, (long long)i);
+    b->m->n_params += t->n_elems;
+    b->m->weight_bytes += t->bytes;
+    return BP_OK;
+}
+
+static bp_status bind_layer(binder *b, int64_t il) {
+    bp_layer *L = &b->m->layers[il];
+    const bp_arch *a = b->m->arch;
+    const int64_t E = b->E, H = b->H, KV = b->KV, DK = b->DK, DV = b->DV, F = b->F;
+    (void)E, (void)H, (void)KV, (void)DK, (void)DV, (void)F;
+    char name[96];
+    const bp_gguf_tensor *t;
+    bp_status s;
+#define BP_LAYER_TENSOR(field, tname, matrix, rows, cols, need)                                             \
+    {                                                                                                      \
+        bool used = need == BP_NEED_ALWAYS || need == BP_NEED_OPTIONAL ||                                  \
+                    (need == BP_NEED_QK_NORM && a->qk_norm) || (need == BP_NEED_POST_NORMS && a->post_norms); \
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, tname);                                 \
+        if (used) {                                                                                        \
+            if ((s = find(b, name, rows, cols, need != BP_NEED_OPTIONAL, &t))) return s;                   \
+            if (t && (s = BP_LT_ADD_##matrix(b, t, &L->field))) return s;                                  \
+        }                                                                                                  \
+    }
+#define BP_LT_ADD_1 add_matrix
+#define BP_LT_ADD_0 add_vector
+#include "model/tensors.def"
+#undef BP_LAYER_TENSOR
+    return BP_OK;
+}
+
+static void free_layers(bp_model *m) {
+    if (!m->layers) return;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        bp_layer *L = &m->layers[il];
+#define BP_LAYER_TENSOR(field, tname, matrix, rows, cols, need) BP_LT_FREE_##matrix(L->field);
+#define BP_LT_FREE_1(x) (void)0 /* matrices are freed from m->weights */
+#define BP_LT_FREE_0(x) bp_free(x)
+#include "model/tensors.def"
+#undef BP_LAYER_TENSOR
+    }
+    bp_free(m->layers);
+}
+
+void bp_model_free(bp_model *m) {
+    if (!m) return;
+    for (int64_t i = 0; i < m->n_weights; i++) bp_weight_free(m->weights[i].w);
+    bp_free(m->weights);
+    bp_free(m->released);
+    free_layers(m);
+    bp_free(m->output_norm);
+    bp_free(m->rope_freqs);
+    bp_free(m->hp.is_swa);
+    bp_gguf_close(m->file);
+    bp_free(m);
+}
+
+/* Read one byte per page of every tensor, after telling the kernel the whole range will be
+ * needed: the load then costs what reading the file costs, once, with progress. */
+static bp_status prefetch(bp_model *m, const char *path, const bp_model_params *p) {
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) pg = 4096;
+    uint64_t total = 0, done = 0;
+    int64_t nt = bp_gguf_tensor_count(m->file);
+    for (int64_t i = 0; i < nt; i++) total += bp_gguf_tensor_at(m->file, i)->bytes;
+    volatile uint8_t sink = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        const bp_gguf_tensor *t = bp_gguf_tensor_at(m->file, i);
+        uintptr_t lo = (uintptr_t)t->data & ~(uintptr_t)(pg - 1);
+        if (p->prefetch && t->bytes) madvise((void *)lo, t->bytes + ((uintptr_t)t->data - lo), MADV_WILLNEED);
+        for (size_t o = 0; p->prefetch && o < t->bytes; o += (size_t)pg) sink ^= ((const uint8_t *)t->data)[o];
+        done += t->bytes;
+        if (p->progress && !p->progress(total ? (double)done / (double)total : 1.0, p->progress_user))
+            return bp_fail(BP_E_INVAL, "%s: loading cancelled", path);
+    }
+    (void)sink;
+    return BP_OK;
+}
+
+static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
+    bp_status s = bp_gguf_open(path, &m->file);
+    if (s) return s; /* the reader's message names the file and the offset */
+    const char *an;
+    size_t alen;
+    if (bp_gguf_get_str(m->file, "general.architecture", &an, &alen))
+        return bp_fail(BP_E_FORMAT, "%s: no general.architecture string; not a model file", path);
+    char arch[64];
+    snprintf(arch, sizeof arch, "%.*s", (int)(alen < 63 ? alen : 63), an);
+    m->arch = bp_arch_lookup(arch);
+    if (!m->arch || alen >= 63) {
+        char list[160] = "";
+        for (int i = 0; bp_arch_at(i); i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", bp_arch_at(i)->name);
+        return bp_fail(BP_E_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: %s)", path, (int)alen,
+                       an, list);
+    }
+    const char *nm;
+    size_t nlen;
+    if (!bp_gguf_get_str(m->file, "general.name", &nm, &nlen))
+        snprintf(m->name, sizeof m->name, "%.*s", (int)(nlen < sizeof m->name ? nlen : sizeof m->name - 1), nm);
+    bp_clear_error();
+    bp_hparams *hp = &m->hp;
+    if ((s = bp_model_read_hparams(m->file, m->arch, hp))) return bp_model_fail_prefixed(s, path);
+
+    binder b = {.m = m, .path = path, .E = hp->n_embd, .H = hp->n_head, .KV = hp->n_head_kv,
+                .DK = hp->head_dim_k, .DV = hp->head_dim_v, .F = hp->n_ff};
+    /* The vocabulary size is token_embd's row count; `<arch>.vocab_size` and the tokenizer's
+     * list, when present, must agree with it (a mismatch would index past one of them). */
+    const bp_gguf_tensor *te = bp_gguf_find_tensor(m->file, "token_embd.weight");
+    bp_clear_error();
+    if (!te) return bp_fail(BP_E_NOT_FOUND, "%s: %s model has no tensor token_embd.weight", path, m->arch->name);
+    hp->n_vocab = te->n_dims == 2 ? te->ne[1] : 0;
+    if (hp->n_vocab < 1 || hp->n_vocab > (1 << 24)) return shape_error(&b, te, 0, hp->n_embd);
+    bp_gguf_value tv;
+    if (!bp_gguf_get(m->file, "tokenizer.ggml.tokens", &tv) && tv.type == BP_GGUF_ARRAY &&
+        tv.len != (uint64_t)hp->n_vocab)
+        return bp_fail(BP_E_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries but token_embd.weight has %lld rows",
+                       path, (unsigned long long)tv.len, (long long)hp->n_vocab);
+    bp_clear_error();
+
+    /* Every matrix: 7 per layer at most, plus token_embd and output. */
+    m->weights = bp_calloc((size_t)hp->n_layer * 8 + 2, sizeof *m->weights);
+    m->layers = bp_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    m->released = bp_calloc((size_t)hp->n_layer * 8 + 2, 1);
+    m->release_originals = p->release_originals;
+    if (!m->weights || !m->layers || !m->released) return bp_fail(BP_E_NOMEM, "%s: no memory for %lld layers", path, (long long)hp->n_layer);
+
+    const bp_gguf_tensor *t;
+    if ((s = find(&b, "token_embd.weight", hp->n_vocab, hp->n_embd, true, &t)) ||
+        (s = add_matrix(&b, t, &m->tok_embd)))
+        return s;
+    if ((s = find(&b, "output_norm.weight", 1, hp->n_embd, true, &t)) || (s = add_vector(&b, t, &m->output_norm)))
+        return s;
+    if ((s = find(&b, "output.weight", hp->n_vocab, hp->n_embd, false, &t))) return s;
+    if (t) {
+        if ((s = add_matrix(&b, t, &m->output))) return s;
+    } else {
+        m->output = m->tok_embd; /* tied */
+    }
+    if ((s = find(&b, "rope_freqs.weight", 1, hp->n_rot / 2, false, &t))) return s;
+    if (t && (s = add_vector(&b, t, &m->rope_freqs))) return s;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if ((s = bind_layer(&b, il))) return s;
+    return prefetch(m, path, p);
+}
+
+bp_status bp_model_fail_prefixed(bp_status s, const char *prefix) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", bp_last_error());
+    return bp_fail(s, "%s: %s", prefix, msg);
+}
+
+bp_status bp_model_load(const char *path, const bp_model_params *params, bp_model **out) {
+    if (!out) return bp_fail(BP_E_INVAL, "bp_model_load: out is NULL");
+    *out = NULL;
+    if (!path) return bp_fail(BP_E_INVAL, "bp_model_load: path is NULL");
+    bp_model_params p = params ? *params : bp_model_default_params();
+    bp_model *m = bp_calloc(1, sizeof *m);
+    if (!m) return bp_fail(BP_E_NOMEM, "bp_model_load: no memory");
+    bp_status s = load(m, path, &p);
+    if (s) {
+        /* the message names the failure; freeing must not replace it */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", bp_last_error());
+        bp_model_free(m);
+        return bp_fail(s, "%s", msg);
+    }
+    *out = m;
+    return BP_OK;
+}
+
+bp_status bp_model_get_info(const bp_model *m, bp_model_info *o) {
+    if (!m || !o) return bp_fail(BP_E_INVAL, "bp_model_get_info: NULL argument");
+    const bp_hparams *hp = &m->hp;
+    int64_t nswa = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++) nswa += hp->swa_window > 0 && hp->is_swa[il];
+    *o = (bp_model_info){.arch = m->arch->name, .name = m->name, .n_vocab = hp->n_vocab, .n_embd = hp->n_embd,
+                         .n_layer = hp->n_layer, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+                         .head_dim = hp->head_dim_k, .n_ff = hp->n_ff, .n_ctx_train = hp->n_ctx_train,
+                         .sliding_window = nswa ? hp->swa_window : 0, .n_swa_layers = nswa,
+                         .n_params = m->n_params, .weight_bytes = m->weight_bytes,
+                         .file_bytes = bp_gguf_file_size(m->file), .tied_output = m->output == m->tok_embd};
+    return BP_OK;
+}
+
+const bp_gguf *bp_model_gguf(const bp_model *m) { return m ? m->file : NULL; }
+int64_t bp_model_weight_count(const bp_model *m) { return m ? m->n_weights : 0; }
+
+const bp_weight *bp_model_weight_at(const bp_model *m, int64_t i, const char **name) {
+    if (!m || i < 0 || i >= m->n_weights) return NULL;
+    if (name) *name = m->weights[i].name;
+    return m->weights[i].w;
+}

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Tiny random-weight GGUF models for the model tests, written with the `gguf` package.
+
+    python3 tests/model/gen_tiny.py OUT_DIR            # writes tiny-{llama,qwen2,qwen3,gemma3}.gguf
+    python3 tests/model/gen_tiny.py OUT_DIR --check    # also checks each file's sha256 against
+                                                       # tests/model/ref/tiny.sha256
+
+Deterministic: numpy's PCG64 from a fixed seed per model, and the gguf writer lays a file out the
+same way every time, so the files llama.cpp's reference logits were computed on
+(tests/model/ref/tiny-*.logits.bin) are regenerated bit for bit at test time; --check proves it.
+Each model has a few layers, grouped-query attention and several weight kinds per layer, so a
+forward pass exercises many kernels:
+
+  llama   3 layers, GQA 4:2, head 64, NORM RoPE with Llama 3 frequency factors (rope_freqs),
+          separate output matrix, kinds from Q2_K to F32
+  qwen2   2 layers, MQA 4:1, q/k/v biases, NeoX RoPE, tied embeddings (output = token_embd)
+  qwen3   2 layers, GQA 4:2, head 128 (q is wider than n_embd), q/k RMSNorm, separate output
+  gemma3  4 layers, GQA 2:1, head 128, sliding window 8 on layers 0 and 2 (pattern 2), two RoPE
+          bases, q/k norms, post-norms, embedding scale, GELU gate, final logit soft-cap 30
+
+The quantizing kinds the gguf package has (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 BF16) are quantized from
+random floats; the others (K-quants, IQ4_NL, IQ4_XS) are random bytes with their f16 scale fields
+set so the decoded weights have the wanted spread: a random-weight model only needs weights that
+both implementations decode identically, which any block bytes are.
+"""
+import hashlib
+import os
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as T
+
+N_VOCAB = 320  # 3 control tokens, 256 byte tokens, 61 word pieces
+
+# Byte offsets of each random-byte kind's f16 scale fields in its block: (block bytes, block
+# elements, [(offset, role)]), role "d" (the scale) or "m" (the min scale, set to a multiple of d
+# that centres the decoded values on zero). From the published block layouts (ggml-common.h).
+RAW = {
+    T.Q2_K: (84, 256, [(80, "d"), (82, "m")]),
+    T.Q3_K: (110, 256, [(108, "d")]),
+    T.Q4_K: (144, 256, [(0, "d"), (2, "m")]),
+    T.Q5_K: (176, 256, [(0, "d"), (2, "m")]),
+    T.Q6_K: (210, 256, [(208, "d")]),
+    T.IQ4_NL: (18, 32, [(0, "d")]),
+    T.IQ4_XS: (136, 256, [(0, "d")]),
+}
+# min scale / scale that centres q * sc - m * dmin for the kind's quant range
+MIN_RATIO = {T.Q2_K: 1.5, T.Q4_K: 7.5, T.Q5_K: 15.5}
+
+
+def weight(rng, kind, rows, cols, std):
+    """(array for add_tensor, raw_dtype) of a rows x cols matrix of the given kind."""
+    if kind == T.F32:
+        return (rng.standard_normal((rows, cols)) * std).astype(np.float32), None
+    if kind == T.F16:
+        return (rng.standard_normal((rows, cols)) * std).astype(np.float16), None
+    if kind in (T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0):
+        x = (rng.standard_normal((rows, cols)) * std).astype(np.float32)
+        return gguf.quants.quantize(x, kind), kind
+    bb, be, fields = RAW[kind]
+    nb = rows * cols // be
+    blocks = rng.integers(0, 256, size=(nb, bb), dtype=np.uint8)
+
+    def set_scales(d):
+        for off, role in fields:
+            v = d * (MIN_RATIO[kind] if role == "m" else 1.0)
+            blocks[:, off:off + 2] = np.frombuffer(np.float16(v).tobytes(), dtype=np.uint8)
+
+    set_scales(1.0)
+    probe = gguf.quants.dequantize(blocks.reshape(rows, -1), kind)
+    set_scales(std / float(np.std(probe)))
+    return blocks.reshape(rows, -1), kind
+
+
+def vocab(w, gemma):
+    toks = ["<unk>", "<s>", "</s>"] if not gemma else ["<pad>", "<eos>", "<bos>"]
+    types = [2, 3, 3] if not gemma else [3, 3, 3]
+    toks += ["<0x%02X>" % b for b in range(256)]
+    types += [6] * 256
+    words = ["\u2581the", "\u2581of", "\u2581and", "\u2581a", "\u2581to", "\u2581in", "\u2581is", "\u2581it",
+             "\u2581that", "\u2581was", "\u2581for", "\u2581on", "\u2581are", "\u2581as", "\u2581with",
+             "\u2581his", "\u2581they", "\u2581at", "\u2581be", "\u2581this", "\u2581have", "\u2581from"]
+    i = 0
+    while len(toks) < N_VOCAB:
+        toks.append(words[i] if i < len(words) else "\u2581w%d" % i)
+        types.append(1)
+        i += 1
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores([-1000.0] * 3 + [0.0] * 256 + [-float(j) for j in range(N_VOCAB - 259)])
+    w.add_token_types(types)
+    if gemma:
+        w.add_bos_token_id(2), w.add_eos_token_id(1), w.add_pad_token_id(0)
+    else:
+        w.add_unk_token_id(0), w.add_bos_token_id(1), w.add_eos_token_id(2)
+
+
+# name: arch, seed, layers, n_embd, heads, kv heads, head dim, n_ff, per-layer kinds
+# (q, k, v, o, gate, up, down), token_embd kind, output kind (None: tied)
+MODELS = {
+    "llama": dict(arch="llama", seed=11, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512,
+                  layers=[(T.Q4_K, T.Q5_0, T.Q8_0, T.Q4_0, T.Q4_K, T.Q5_K, T.Q6_K),
+                          (T.F16, T.BF16, T.F32, T.Q8_0, T.Q4_1, T.Q5_1, T.IQ4_NL),
+                          (T.Q3_K, T.Q2_K, T.Q6_K, T.Q5_K, T.IQ4_XS, T.Q8_0, T.Q4_K)],
+                  embd=T.Q4_0, out=T.Q6_K),
+    "qwen2": dict(arch="qwen2", seed=12, n_embd=256, n_head=4, n_kv=1, hd=64, n_ff=768,
+                  layers=[(T.Q4_0, T.Q8_0, T.Q5_1, T.Q4_K, T.Q5_0, T.Q4_K, T.Q6_K),
+                          (T.Q6_K, T.Q4_1, T.IQ4_NL, T.F16, T.Q3_K, T.Q2_K, T.Q8_0)],
+                  embd=T.Q8_0, out=None, embd_std=1.0),
+    "qwen3": dict(arch="qwen3", seed=13, n_embd=256, n_head=4, n_kv=2, hd=128, n_ff=512,
+                  layers=[(T.Q5_K, T.Q6_K, T.Q8_0, T.IQ4_XS, T.Q4_K, T.Q4_K, T.Q5_0),
+                          (T.BF16, T.F16, T.Q4_0, T.Q8_0, T.Q6_K, T.Q5_K, T.Q4_K)],
+                  embd=T.Q4_K, out=T.Q8_0),
+    "gemma3": dict(arch="gemma3", seed=14, n_embd=256, n_head=2, n_kv=1, hd=128, n_ff=512,
+                   layers=[(T.Q5_0, T.Q5_0, T.Q8_0, T.Q4_K, T.Q5_0, T.Q5_0, T.Q6_K)] * 4,
+                   embd=T.Q8_0, out=None),
+}
+
+
+def make(name, path):
+    m = MODELS[name]
+    rng = np.random.Generator(np.random.PCG64(m["seed"]))
+    arch, E, H, KV, D, F = m["arch"], m["n_embd"], m["n_head"], m["n_kv"], m["hd"], m["n_ff"]
+    gemma = arch == "gemma3"
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name("tiny-" + name)
+    w.add_context_length(256)
+    w.add_embedding_length(E)
+    w.add_block_count(len(m["layers"]))
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_layer_norm_rms_eps(1e-6 if gemma or arch == "qwen3" else 1e-5)
+    w.add_rope_freq_base(1e6 if gemma or arch != "llama" else 10000.0)
+    if arch == "llama":
+        w.add_rope_dimension_count(D)
+    if arch in ("qwen3", "gemma3"):
+        w.add_key_length(D)
+        w.add_value_length(D)
+    if gemma:
+        w.add_sliding_window(8)
+        w.add_sliding_window_pattern(2)
+        w.add_rope_freq_base_swa(10000.0)
+        w.add_final_logit_softcapping(30.0)
+    w.add_file_type(1)
+    vocab(w, gemma)
+
+    def norm(n, centre=1.0):  # RMSNorm weights near centre (Gemma's files store 1 + w already)
+        return (centre * (1.0 + 0.1 * rng.standard_normal(n))).astype(np.float32)
+
+    def add(name_, kind, rows, cols, std):
+        arr, raw = weight(rng, kind, rows, cols, std)
+        w.add_tensor(name_, arr, raw_dtype=raw)
+
+    # The embedding carries a good share of the residual stream (std 2; Gemma's 0.1 is 1.6 after
+    # its sqrt(n_embd) scale, and its post-norms are scaled by 0.5): with every layer's output as
+    # large as the embedding, random weights amplify llama.cpp's own 8-bit activation rounding to
+    # an NMSE near 1e-3 against the exact float64 logits, and the 1e-3 bound would have no margin.
+    add("token_embd.weight", m["embd"], N_VOCAB, E, m.get("embd_std", 2.0) if not gemma else 0.1)
+    w.add_tensor("output_norm.weight", norm(E))
+    if m["out"] is not None:
+        add("output.weight", m["out"], N_VOCAB, E, 1.0 / np.sqrt(E))
+    if arch == "llama":  # Llama 3.1-style RoPE frequency factors (theta_i / factor_i)
+        w.add_tensor("rope_freqs.weight", (1.0 + 7.0 * rng.random(D // 2)).astype(np.float32))
+    for i, (q, k, v, o, g, u, d) in enumerate(m["layers"]):
+        p = "blk.%d." % i
+        w.add_tensor(p + "attn_norm.weight", norm(E))
+        add(p + "attn_q.weight", q, H * D, E, 1.0 / np.sqrt(E))
+        add(p + "attn_k.weight", k, KV * D, E, 1.0 / np.sqrt(E))
+        add(p + "attn_v.weight", v, KV * D, E, 1.0 / np.sqrt(E))
+        if arch == "qwen2":
+            for t, n in (("q", H * D), ("k", KV * D), ("v", KV * D)):
+                w.add_tensor(p + "attn_%s.bias" % t, (0.1 * rng.standard_normal(n)).astype(np.float32))
+        if arch in ("qwen3", "gemma3"):
+            w.add_tensor(p + "attn_q_norm.weight", norm(D))
+            w.add_tensor(p + "attn_k_norm.weight", norm(D))
+        add(p + "attn_output.weight", o, E, H * D, 1.0 / np.sqrt(H * D))
+        if gemma:
+            w.add_tensor(p + "post_attention_norm.weight", norm(E, 0.5))
+        w.add_tensor(p + "ffn_norm.weight", norm(E))
+        add(p + "ffn_gate.weight", g, F, E, 1.0 / np.sqrt(E))
+        add(p + "ffn_up.weight", u, F, E, 1.0 / np.sqrt(E))
+        add(p + "ffn_down.weight", d, E, F, 1.0 / np.sqrt(F))
+        if gemma:
+            w.add_tensor(p + "post_ffw_norm.weight", norm(E, 0.5))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1:
+        sys.exit("usage: gen_tiny.py OUT_DIR [--check]")
+    out = args[0]
+    os.makedirs(out, exist_ok=True)
+    sums = {}
+    for name in MODELS:
+        path = os.path.join(out, "tiny-%s.gguf" % name)
+        # Written beside and renamed into place: tests running in parallel may generate at once,
+        # and none may read a half-written file.
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        make(name, tmp)
+        with open(tmp, "rb") as f:
+            sums[name] = hashlib.sha256(f.read()).hexdigest()
+        os.replace(tmp, path)
+    if "--check" in sys.argv:
+        ref = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref", "tiny.sha256")
+        want = dict(line.split()[::-1] for line in open(ref) if line.strip())
+        bad = [n for n in MODELS if want.get("tiny-%s.gguf" % n) != sums[n]]
+        if bad:
+            sys.exit("gen_tiny: %s differ from the files the reference was made on (%s)" % (bad, ref))
+    for name in MODELS:
+        print("%s  tiny-%s.gguf" % (sums[name], name))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""A float64 NumPy forward pass of the tiny models: the second, exact reference beside llama.cpp.
+
+    python3 tests/model/np_forward.py MODEL.gguf OUT.logits.bin IDS...
+    python3 tests/model/np_forward.py MODEL.gguf OUT.logits.bin --like REF.logits.bin
+
+(--like: the token ids and the stored vocabulary entries of another reference file, e.g.
+llama.cpp's Gemma logits with their 576 entries per position.)
+
+Weights are decoded with the gguf package's dequantizers (bit-exact to the published layouts),
+everything after that is float64 with no activation rounding, written from the published
+formulas: RMSNorm, RoPE (adjacent pairs for llama, halves for the others; frequency factors), grouped-query causal
+attention with the layer's sliding window, SwiGLU or tanh-GELU gates, Gemma's embedding scale,
+q/k norms, post-norms and final soft-cap. It writes every position's full logits in
+gen_ref.cpp's format, so the same test code reads either reference.
+
+llama.cpp rounds activations to 8 bits inside its quantized dot products, as our optimized CPU
+kernels do; our reference kernels (BACKPLANE_CPU_ISA=scalar) do not, so against this file they
+must agree far more tightly than against llama.cpp (tests/test_model_tiny.c).
+"""
+import struct
+import sys
+
+import numpy as np
+import gguf
+
+
+def load(path):
+    r = gguf.GGUFReader(path)
+    kv = {}
+    for f in r.fields.values():
+        if f.types and f.types[0] == gguf.GGUFValueType.ARRAY:
+            continue
+        v = f.parts[f.data[0]]
+        kv[f.name] = bytes(v).decode() if f.types[0] == gguf.GGUFValueType.STRING else v[0].item()
+    t = {}
+    for ti in r.tensors:
+        a = gguf.quants.dequantize(ti.data, ti.tensor_type).astype(np.float64)
+        shape = [int(x) for x in ti.shape][::-1]  # numpy order: rows, cols
+        t[ti.name] = a.reshape(shape) if len(shape) > 1 else a.reshape(-1)
+    return kv, t
+
+
+def rmsnorm(x, w, eps):
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, pos, base, neox, factors=None):
+    # x: (T, heads, D)
+    d = x.shape[-1]
+    inv = base ** (-np.arange(0, d // 2) * 2.0 / d)
+    if factors is not None:
+        inv = inv / factors
+    ang = pos[:, None] * inv[None, :]
+    c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    y = x.copy()
+    if neox:
+        a, b = x[..., : d // 2], x[..., d // 2:]
+        y[..., : d // 2], y[..., d // 2:] = a * c - b * s, a * s + b * c
+    else:
+        a, b = x[..., 0::2], x[..., 1::2]
+        y[..., 0::2], y[..., 1::2] = a * c - b * s, a * s + b * c
+    return y
+
+
+def forward(kv, t, ids):
+    arch = kv["general.architecture"]
+    g = lambda k, d=None: kv.get("%s.%s" % (arch, k), d)
+    E, L, H = g("embedding_length"), g("block_count"), g("attention.head_count")
+    KV = g("attention.head_count_kv", H)
+    D = g("attention.key_length", E // H)
+    eps = g("attention.layer_norm_rms_epsilon")
+    base, base_swa = g("rope.freq_base", 10000.0), g("rope.freq_base_swa", 10000.0)
+    window = g("attention.sliding_window", 0)
+    pattern = g("attention.sliding_window_pattern", 6)
+    cap = g("final_logit_softcapping", 0.0)
+    gemma = arch == "gemma3"
+    neox = arch != "llama"
+    T = len(ids)
+    pos = np.arange(T, dtype=np.float64)
+    x = t["token_embd.weight"][ids] * (np.sqrt(E) if gemma else 1.0)
+    for il in range(L):
+        p = "blk.%d." % il
+        swa = window > 0 and il % pattern < pattern - 1
+        h = rmsnorm(x, t[p + "attn_norm.weight"], eps)
+        q = h @ t[p + "attn_q.weight"].T + t.get(p + "attn_q.bias", 0)
+        k = h @ t[p + "attn_k.weight"].T + t.get(p + "attn_k.bias", 0)
+        v = h @ t[p + "attn_v.weight"].T + t.get(p + "attn_v.bias", 0)
+        q, k, v = q.reshape(T, H, D), k.reshape(T, KV, D), v.reshape(T, KV, D)
+        if p + "attn_q_norm.weight" in t:
+            q = rmsnorm(q, t[p + "attn_q_norm.weight"], eps)
+            k = rmsnorm(k, t[p + "attn_k_norm.weight"], eps)
+        b = base_swa if swa else base
+        ff = t.get("rope_freqs.weight")
+        q, k = rope(q, pos, b, neox, ff), rope(k, pos, b, neox, ff)
+        out = np.zeros((T, H, D))
+        for hh in range(H):
+            kk, vv = k[:, hh // (H // KV)], v[:, hh // (H // KV)]
+            s = q[:, hh] @ kk.T / np.sqrt(D)
+            i, j = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
+            mask = (j > i) | ((i - j >= window) if swa else False)
+            s = np.where(mask, -np.inf, s)
+            s = np.exp(s - s.max(axis=1, keepdims=True))
+            out[:, hh] = (s / s.sum(axis=1, keepdims=True)) @ vv
+        a = out.reshape(T, H * D) @ t[p + "attn_output.weight"].T
+        if gemma:
+            a = rmsnorm(a, t[p + "post_attention_norm.weight"], eps)
+        x = x + a
+        h = rmsnorm(x, t[p + "ffn_norm.weight"], eps)
+        gt = h @ t[p + "ffn_gate.weight"].T
+        up = h @ t[p + "ffn_up.weight"].T
+        if gemma:
+            act = 0.5 * gt * (1 + np.tanh(np.sqrt(2 / np.pi) * (gt + 0.044715 * gt ** 3)))
+        else:
+            act = gt / (1 + np.exp(-gt))
+        f = (act * up) @ t[p + "ffn_down.weight"].T
+        if gemma:
+            f = rmsnorm(f, t[p + "post_ffw_norm.weight"], eps)
+        x = x + f
+    h = rmsnorm(x, t["output_norm.weight"], eps)
+    logits = h @ t.get("output.weight", t["token_embd.weight"]).T
+    if cap:
+        logits = cap * np.tanh(logits / cap)
+    return logits
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    kv, t = load(sys.argv[1])
+    if sys.argv[3] == "--like":
+        b = open(sys.argv[4], "rb").read()
+        n_vocab, n_pos, n_ent = struct.unpack("<3i", b[4:16])
+        ids = np.frombuffer(b[16:16 + 4 * n_pos], dtype="<i4")
+        rec = np.frombuffer(b[16 + 4 * n_pos:], dtype=[("id", "<i4"), ("v", "<f4")]).reshape(n_pos, n_ent).copy()
+    else:
+        ids = np.array([int(a) for a in sys.argv[3:]], dtype="<i4")
+        rec = None
+    lg = forward(kv, t, ids)
+    n_vocab = lg.shape[1]
+    if rec is None:
+        rec = np.zeros((len(ids), n_vocab), dtype=[("id", "<i4"), ("v", "<f4")])
+        rec["id"] = np.arange(n_vocab)[None, :]
+    rec["v"] = np.take_along_axis(lg, rec["id"].astype(np.int64), axis=1)
+    with open(sys.argv[2], "wb") as f:
+        f.write(b"BPLG" + struct.pack("<3i", n_vocab, len(ids), rec.shape[1]))
+        f.write(ids.astype("<i4").tobytes())
+        f.write(rec.tobytes())
+
+
+if __name__ == "__main__":
+    main()

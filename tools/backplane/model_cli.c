@@ -1,0 +1,155 @@
+/* What `run` and `perplexity` share: loading a model with a progress line and its tokenizer, and
+ * the closing report (tokens/s, memory, and the path summary: which backend and kernel ran each
+ * weight kind, and how many ops fell back). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_common.h"
+#include "cpu/cpu.h"
+#include "model_cli.h"
+#include "seam/seam_internal.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The progress line: rewritten in place on a terminal when the percentage moves; elsewhere (a
+ * log, CI) only the "loaded" line that follows. */
+typedef struct progress_state {
+    const char *path;
+    int last;
+} progress_state;
+
+static bool progress(double f, void *user) {
+    progress_state *p = user;
+    int pct = (int)(100 * f);
+    if (pct == p->last) return true;
+    p->last = pct;
+    fprintf(stderr, "\rloading %s: %3d%%", p->path, pct);
+    fflush(stderr);
+    return true;
+}
+
+int bp_cli_model_open(const char *path, bool show_progress, bp_cli_model_session *s) {
+    memset(s, 0, sizeof *s);
+    bp_model_params mp = bp_model_default_params();
+    progress_state ps = {.path = path, .last = -1};
+    bool tty = show_progress && isatty(2);
+    if (tty) mp.progress = progress, mp.progress_user = &ps;
+    double t0 = now_s();
+    bp_status st = bp_model_load(path, &mp, &s->model);
+    if (tty) fprintf(stderr, "\r\033[K");
+    if (st) return bp_cli_error("load", st);
+    s->load_seconds = now_s() - t0;
+    bp_model_get_info(s->model, &s->info);
+    if ((st = bp_tokenizer_create(bp_model_gguf(s->model), &s->tok))) {
+        bp_model_free(s->model);
+        s->model = NULL;
+        return bp_cli_error("tokenizer", st);
+    }
+    if (show_progress)
+        fprintf(stderr, "loaded %s (%s '%s'): %lld layers, %.1f M params, %.1f MiB, in %.2f s\n", path, s->info.arch,
+                s->info.name, (long long)s->info.n_layer, (double)s->info.n_params / 1e6,
+                (double)s->info.file_bytes / (1 << 20), s->load_seconds);
+    return 0;
+}
+
+void bp_cli_model_close(bp_cli_model_session *s) {
+    bp_tokenizer_free(s->tok);
+    bp_model_free(s->model);
+    memset(s, 0, sizeof *s);
+}
+
+/* Resident set size in bytes (Linux /proc/self/status VmRSS); 0 when unknown. */
+size_t bp_cli_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kb = strtoull(line + 6, NULL, 10);
+    fclose(f);
+    return kb * 1024;
+}
+
+/* Per weight kind present in the model: count, bytes, and the decode/prefill paths. */
+typedef struct kind_row {
+    bp_kind kind;
+    int count;
+    double bytes;
+} kind_row;
+
+static int kind_rows(const bp_model *m, kind_row *rows, int cap) {
+    int n = 0;
+    for (int64_t i = 0; i < bp_model_weight_count(m); i++) {
+        const bp_weight *w = bp_model_weight_at(m, i, NULL);
+        bp_kind k = w->kind;
+        int j = 0;
+        while (j < n && rows[j].kind != k) j++;
+        if (j == n) {
+            if (n == cap) continue;
+            rows[n++] = (kind_row){.kind = k};
+        }
+        rows[j].count++;
+        rows[j].bytes += (double)w->row_bytes * (double)w->rows;
+    }
+    return n;
+}
+
+void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FILE *f, bool json, int64_t n_prompt,
+                         double t_prompt, int64_t n_gen, double t_gen, const char *stop, const char *text) {
+    const double MiB = 1 << 20;
+    size_t rss = bp_cli_rss_bytes(), kv = bp_context_kv_bytes(c), bufs = bp_context_buffer_bytes(c);
+    unsigned long long fallbacks = bp_fallback_total();
+    kind_row rows[64];
+    int nk = kind_rows(s->model, rows, 64);
+    if (json) {
+        fprintf(f, "{\"model\": ");
+        bp_cli_json_str(f, s->info.name);
+        fprintf(f, ", \"arch\": ");
+        bp_cli_json_str(f, s->info.arch);
+        fprintf(f, ", \"threads\": %d, \"text\": ", bp_cpu_threads());
+        bp_cli_json_str(f, text);
+        fprintf(f,
+                ", \"prompt_tokens\": %lld, \"prompt_seconds\": %.6f, \"prompt_tps\": %.3f, \"gen_tokens\": %lld, "
+                "\"gen_seconds\": %.6f, \"gen_tps\": %.3f, \"stop\": ",
+                (long long)n_prompt, t_prompt, t_prompt > 0 ? n_prompt / t_prompt : 0, (long long)n_gen, t_gen,
+                t_gen > 0 ? n_gen / t_gen : 0);
+        bp_cli_json_str(f, stop);
+        fprintf(f, ", \"rss_bytes\": %zu, \"file_bytes\": %llu, \"kv_bytes\": %zu, \"buffer_bytes\": %zu, \"paths\": [",
+                rss, (unsigned long long)s->info.file_bytes, kv, bufs);
+        for (int i = 0; i < nk; i++) {
+            fprintf(f, "%s{\"kind\": \"%s\", \"tensors\": %d, \"bytes\": %.0f, \"decode\": ", i ? ", " : "",
+                    bp_kind_lookup((uint32_t)rows[i].kind)->name, rows[i].count, rows[i].bytes);
+            bp_cli_json_str(f, bp_context_kind_path(c, rows[i].kind, false));
+            fprintf(f, ", \"prefill\": ");
+            bp_cli_json_str(f, bp_context_kind_path(c, rows[i].kind, true));
+            fprintf(f, "}");
+        }
+        fprintf(f, "], \"fallbacks\": %llu}\n", fallbacks);
+        return;
+    }
+    fprintf(f, "\nprompt: %lld tokens in %.3f s, %.1f tokens/s\n", (long long)n_prompt, t_prompt,
+            t_prompt > 0 ? n_prompt / t_prompt : 0);
+    if (n_gen || t_gen > 0)
+        fprintf(f, "generation: %lld tokens in %.3f s, %.1f tokens/s (stopped: %s)\n", (long long)n_gen, t_gen,
+                t_gen > 0 ? n_gen / t_gen : 0, stop);
+    fprintf(f, "memory: resident %.1f MiB = file %.1f MiB, KV cache %.1f MiB, buffers %.1f MiB, other %.1f MiB\n",
+            rss / MiB, (double)s->info.file_bytes / MiB, kv / MiB, bufs / MiB,
+            ((double)rss - (double)s->info.file_bytes - (double)kv - (double)bufs) / MiB);
+    fprintf(f, "threads: %d; paths per weight kind:\n", bp_cpu_threads());
+    for (int i = 0; i < nk; i++) {
+        const char *d = bp_context_kind_path(c, rows[i].kind, false), *p = bp_context_kind_path(c, rows[i].kind, true);
+        fprintf(f, "  %-6s %3d tensors %7.1f MiB  decode: %s\n", bp_kind_lookup((uint32_t)rows[i].kind)->name,
+                rows[i].count, rows[i].bytes / MiB, *d ? d : "(not run)");
+        if (*p) fprintf(f, "  %-6s %3s %15s  prefill: %s\n", "", "", "", p);
+    }
+    fprintf(f, "attention: %s\n", bp_op_last_path("attention"));
+    fprintf(f, "fallbacks: %llu%s\n", fallbacks, fallbacks ? " (--fallbacks for where and why)" : "");
+}
