@@ -19,6 +19,9 @@
 extern "C" {
 #endif
 
+/* Exported from libbackplane.so without marking each declaration (see backplane.h). */
+#pragma GCC visibility push(default)
+
 typedef struct bp_model bp_model;
 typedef struct bp_context bp_context;
 
@@ -149,6 +152,8 @@ typedef void (*bp_perplexity_fn)(int64_t chunk, double ppl_so_far, void *user);
  * of at least `chunk` tokens; clears the context. */
 bp_status bp_context_perplexity(bp_context *c, const int32_t *tokens, int64_t n, int64_t chunk, int64_t max_chunks,
                                 int32_t bos, bp_perplexity_fn on_chunk, void *user, bp_perplexity_result *out);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

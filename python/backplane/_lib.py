@@ -82,9 +82,26 @@ class SamplerParams(ctypes.Structure):  # bp_sampler_params
                 ("repeat_last_n", ctypes.c_int32), ("seed", c_uint64)]
 
 
+class ModelParams(ctypes.Structure):  # bp_model_params
+    _fields_ = [("progress", c_void_p), ("progress_user", c_void_p), ("prefetch", c_bool),
+                ("release_originals", c_bool)]
+
+
+class ModelInfo(ctypes.Structure):  # bp_model_info
+    _fields_ = [("arch", c_char_p), ("name", c_char_p)] + \
+        [(n, c_int64) for n in ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff",
+                                "n_ctx_train", "sliding_window", "n_swa_layers", "n_params")] + \
+        [("weight_bytes", c_uint64), ("file_bytes", c_uint64), ("tied_output", c_bool)]
+
+
+class ContextParams(ctypes.Structure):  # bp_context_params
+    _fields_ = [("n_ctx", c_int64), ("kv_kind", c_int), ("n_batch", c_int64)]
+
+
 # Every struct the binding mirrors, by C name: tests compare sizes and offsets with the C compiler's.
 STRUCTS = {"bp_kind_info": KindInfo, "bp_gguf_value": GGUFValue, "bp_gguf_tensor": GGUFTensor,
-           "bp_backend_info": BackendInfo, "bp_route_info": RouteInfo, "bp_sampler_params": SamplerParams}
+           "bp_backend_info": BackendInfo, "bp_route_info": RouteInfo, "bp_sampler_params": SamplerParams,
+           "bp_model_params": ModelParams, "bp_model_info": ModelInfo, "bp_context_params": ContextParams}
 
 # name: (restype, argtypes). bp_status is an int.
 _PROTOTYPES = {
@@ -133,6 +150,19 @@ _PROTOTYPES = {
     "bp_sampler_sample": (c_int, [c_void_p, f32p, P(ctypes.c_int32)]),
     "bp_sampler_accept": (c_int, [c_void_p, ctypes.c_int32]),
     "bp_sampler_reset": (None, [c_void_p]),
+    "bp_model_default_params": (ModelParams, []),
+    "bp_model_load": (c_int, [c_char_p, P(ModelParams), P(c_void_p)]),
+    "bp_model_free": (None, [c_void_p]),
+    "bp_model_get_info": (c_int, [c_void_p, P(ModelInfo)]),
+    "bp_model_gguf": (c_void_p, [c_void_p]),
+    "bp_context_default_params": (ContextParams, []),
+    "bp_context_create": (c_int, [c_void_p, P(ContextParams), P(c_void_p)]),
+    "bp_context_free": (None, [c_void_p]),
+    "bp_context_eval": (c_int, [c_void_p, P(ctypes.c_int32), c_int64, c_int64]),
+    "bp_context_logits": (f32p, [c_void_p, c_int64]),
+    "bp_context_pos": (c_int64, [c_void_p]),
+    "bp_context_n_ctx": (c_int64, [c_void_p]),
+    "bp_context_truncate": (c_int, [c_void_p, c_int64]),
     "bp_gguf_open": (c_int, [c_char_p, P(c_void_p)]),
     "bp_gguf_open_memory": (c_int, [c_void_p, c_size_t, P(c_void_p)]),
     "bp_gguf_close": (None, [c_void_p]),

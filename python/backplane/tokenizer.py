@@ -17,7 +17,9 @@ class Tokenizer(Handle):
 
     def __init__(self, source):
         h = c_void_p()
-        if isinstance(source, GGUF):
+        if isinstance(source, c_void_p):  # a bp_gguf * the C library owns (a model's file)
+            check(lib.bp_tokenizer_create(source, ctypes.byref(h)))
+        elif isinstance(source, GGUF):
             source._require_open()
             check(lib.bp_tokenizer_create(source._h, ctypes.byref(h)))
         else:

