@@ -4,9 +4,10 @@
 # src/), build and run every example and the README's "Use from C" snippet
 #   - with pkg-config (examples/Makefile), shared and static, and
 #   - with CMake find_package(backplane) (examples/CMakeLists.txt), shared and static;
-# check the files the README's Install section lists, that every installed header compiles on
-# its own, and that programs linked to the shared library need none of the backend SDKs.
-# Results: the matvec example must print exactly what `backplane matvec` computes.
+# check the files the README's Install section lists, that the installed headers are
+# self-contained, and that programs linked to the shared library need none of the backend SDKs.
+# Results: matvec prints exactly what `backplane matvec` computes; probe's routes equal
+# `backplane probe --json`'s; generate continues a prompt as llama.cpp does (Gemma 3 270M).
 # $1 = build dir, $2 = extra C flags for the programs (the sanitizer flags in a sanitizer build).
 build=$(cd "${1:?usage: prefix.sh BUILD_DIR [CFLAGS]}" && pwd)
 xflags=${2:-}
