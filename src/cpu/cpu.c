@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "cpu/cpu_internal.h"
 
@@ -415,21 +416,26 @@ static int cmp_dbl(const void *a, const void *b) {
 }
 
 double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes) {
-    pthread_once(&g_once, init_once);
     segment &= ~(size_t)4095;
     if (segment == 0 || bytes < segment || passes < 1) return -1;
-    size_t nseg = bytes / segment;
-    bytes = nseg * segment;
-    void *buf;
-    if (posix_memalign(&buf, 4096, bytes)) return -1;
-    int nt = (int)nseg * passes;
-    double *times = malloc(sizeof(double) * (size_t)nt);
-    if (!times) {
-        free(buf);
-        return -1;
-    }
+    bytes = bytes / segment * segment;
+    void *buf = bp_aligned_alloc(4096, bytes);
+    if (!buf) return -1;
     /* Touch every page first: the first pass would otherwise time page faults. */
     memset(buf, 1, bytes);
+    double r = bp_cpu_read_bandwidth_on(buf, bytes, segment, passes);
+    bp_free(buf);
+    return r;
+}
+
+double bp_cpu_read_bandwidth_on(const void *buf, size_t bytes, size_t segment, int passes) {
+    pthread_once(&g_once, init_once);
+    segment &= ~(size_t)4095;
+    if (!buf || segment == 0 || bytes < segment || passes < 1) return -1;
+    size_t nseg = bytes / segment;
+    int nt = (int)nseg * passes;
+    double *times = bp_malloc(sizeof(double) * (size_t)nt);
+    if (!times) return -1;
     bw_ctx c = {.bytes = segment, .read_sum = g_ops[g_isa].read_sum};
     bool held = bp_pool_acquire();
     int nth = held ? bp_pool_size() : 1;
@@ -444,7 +450,6 @@ double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes) {
     if (held) bp_pool_release();
     qsort(times, (size_t)nt, sizeof *times, cmp_dbl);
     double med = nt % 2 ? times[nt / 2] : 0.5 * (times[nt / 2 - 1] + times[nt / 2]);
-    free(times);
-    free(buf);
+    bp_free(times);
     return med > 0 ? (double)segment / med / 1e9 : -1;
 }
