@@ -12,7 +12,8 @@
  *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
- *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both) */
+ *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both)
+ *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -96,7 +97,10 @@ static void init_once(void) {
     if (g_have[BP_CPU_ISA_AVX2] && cpu_has(BP_CPU_ISA_AVX512)) {
         g_ops[BP_CPU_ISA_AVX512] = g_ops[BP_CPU_ISA_AVX2];
         g_have[BP_CPU_ISA_AVX512] = bp_cpu_avx512_init(&g_ops[BP_CPU_ISA_AVX512]);
-        if (g_have[BP_CPU_ISA_AVX512]) bp_cpu_avx512p_init(&g_ops[BP_CPU_ISA_AVX512]);
+        if (g_have[BP_CPU_ISA_AVX512]) {
+            bp_cpu_avx512p_init(&g_ops[BP_CPU_ISA_AVX512]);
+            bp_cpu_avx512k_init(&g_ops[BP_CPU_ISA_AVX512]);
+        }
     }
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
         if (g_have[i]) name_gemms((bp_cpu_isa)i);

@@ -1,0 +1,231 @@
+/* AVX-512 decode and small-batch kernels for the k-quants (Q2_K Q3_K Q4_K Q5_K Q6_K) against
+ * bp_q8x256 activations. One zmm holds 64 weights, the two 32-weight groups (or four 16-weight
+ * groups) whose activations are 64 consecutive bytes of the plain q8x256 layout, so nothing is
+ * re-ordered. Per 64 weights: unpack (a variable shift per 256-bit half picks the low or high
+ * nibble / bit pair; vptestmb + masked add supply Q5_K's and Q3_K's extra bit), one vpmaddubsw
+ * (u8 x s8 pairs) and one vpdpwssd that multiplies the pairs by their group scales (vpermw puts
+ * each group's scale under its lanes) and accumulates. The AVX2 kernels did the same per 32
+ * weights with a scalar scale broadcast per group; on the dev machine (Zen 5) these read
+ * ~2x the bytes per cycle hot.
+ *
+ * Small batches: each kernel computes up to 8 inputs per pass over a row (multi = true), so the
+ * weights are read from memory once and unpacked once per 8 inputs; the accumulators of 8
+ * inputs fit in the 32 zmm registers. */
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "cpu/avx2_util.h"
+
+enum { MAX_NJ = 8 };
+
+/* vpermw indices: lanes 0-15 take word a, 16-31 word b (two 32-weight groups per zmm)... */
+static ALWAYS_INLINE __m512i idx2(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
+}
+/* ...or lanes 8k..8k+7 take word a + k (four 16-weight groups per zmm). */
+static ALWAYS_INLINE __m512i idx4(int a) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_epi16(
+                                  (short)a, (short)a, (short)a, (short)a, (short)a, (short)a, (short)a, (short)a,
+                                  (short)(a + 1), (short)(a + 1), (short)(a + 1), (short)(a + 1), (short)(a + 1),
+                                  (short)(a + 1), (short)(a + 1), (short)(a + 1))),
+                              _mm256_setr_epi16((short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 2),
+                                                (short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 2),
+                                                (short)(a + 3), (short)(a + 3), (short)(a + 3), (short)(a + 3),
+                                                (short)(a + 3), (short)(a + 3), (short)(a + 3), (short)(a + 3)),
+                              1);
+}
+/* 16-bit shift counts: a in the low 256-bit half, b in the high one. */
+static ALWAYS_INLINE __m512i cnt2(int a, int b) { return idx2(a, b); }
+/* Byte masks for vptestmb: bit a in the low half, bit b in the high one. */
+static ALWAYS_INLINE __m512i bit2(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8((char)(1 << a))), _mm256_set1_epi8((char)(1 << b)), 1);
+}
+static ALWAYS_INLINE __m512i bcast32(const uint8_t *p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+}
+static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+
+/* The activations of input jj of the job, block i. */
+#define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
+
+/* Shared frame: per row, for NJ inputs starting at j0, a float accumulator per input; BODY
+ * runs per block with b (the block's bytes) and i (its index), and must add into acc[jj]. */
+#define K_KERNEL(NAME, BYTES, ...)                                                                           \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {       \
+        const int64_t nb = job->cols / 256;                                                                  \
+        const size_t xs = job->xq_stride;                                                                    \
+        const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                      \
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                              \
+        __m512 acc[MAX_NJ];                                                                                  \
+        for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps();                                       \
+        for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                               \
+        for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = _mm512_reduce_add_ps(acc[jj]);   \
+    }                                                                                                        \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
+        for (int64_t r = r0; r < r1; r++)                                                                    \
+            for (int64_t j0 = 0; j0 < job->batch;) {                                                         \
+                int64_t left = job->batch - j0;                                                              \
+                if (left >= 8) NAME##_row(job, r, 8, j0), j0 += 8;                                           \
+                else if (left >= 4) NAME##_row(job, r, 4, j0), j0 += 4;                                      \
+                else if (left >= 2) NAME##_row(job, r, 2, j0), j0 += 2;                                      \
+                else NAME##_row(job, r, 1, j0), j0 += 1;                                                     \
+            }                                                                                                \
+    }
+
+/* u8 weights (64) times the input's 64 activations at off, pairs scaled by sc and summed. */
+static ALWAYS_INLINE __m512i dotsc(__m512i acc, __m512i w, const int8_t *x, __m512i sc) {
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(w, _mm512_loadu_si512((const void *)x)), sc);
+}
+
+/* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles ------------------ */
+static ALWAYS_INLINE __m128i scale_min_k4(const uint8_t *s) {
+    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), a2 = bp_load_u32(s + 8);
+    /* bytes 0-7: the 8 scales, 8-15: the 8 mins */
+    return _mm_setr_epi32((int)(a0 & 0x3f3f3f3fu), (int)((a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4)),
+                          (int)(a1 & 0x3f3f3f3fu), (int)(((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4)));
+}
+
+/* The mins term sum_j mn[j] * (bsums[2j] + bsums[2j+1]) as 8 int32 lanes. */
+static ALWAYS_INLINE __m256i mins_of(__m128i scm, const bp_q8x256 *x) {
+    __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
+    return _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums));
+}
+
+#define Q45K_BODY(QS, EXTRA_BIT)                                                                            \
+    {                                                                                                       \
+        const __m512i m4 = _mm512_set1_epi8(0x0f);                                                          \
+        const __m128i scm = scale_min_k4(b + 4);                                                            \
+        const __m512i sc16 = zext(_mm256_cvtepu8_epi16(scm));                                               \
+        const float d = f16(b), dmin = f16(b + 2);                                                          \
+        __m512i w[4], sc[4];                                                                                \
+        for (int p = 0; p < 4; p++) {                                                                       \
+            w[p] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(QS + 32 * p), cnt2(0, 4)), m4);               \
+            EXTRA_BIT;                                                                                      \
+            sc[p] = _mm512_permutexvar_epi16(idx2(2 * p, 2 * p + 1), sc16);                                 \
+        }                                                                                                   \
+        for (int jj = 0; jj < NJ; jj++) {                                                                   \
+            const bp_q8x256 *x = XQ(jj, i);                                                                 \
+            __m512i s = _mm512_setzero_si512();                                                             \
+            for (int p = 0; p < 4; p++) s = dotsc(s, w[p], x->q + 64 * p, sc[p]);                           \
+            __m512i m = zext(mins_of(scm, x));                                                              \
+            acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);            \
+            acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m), acc[jj]);        \
+        }                                                                                                   \
+    }
+
+K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, Q45K_BODY(b + 16, (void)0))
+/* Q5_K: qh[32] at 16, bit j of qh[l] is the fifth bit of group j's element l; quants at 48. */
+K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, {
+    const __m512i qh = bcast32(b + 16);
+    Q45K_BODY(b + 48, w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit2(2 * p, 2 * p + 1)), w[p],
+                                                  _mm512_set1_epi8(16)))
+})
+
+/* ---- Q6_K: ql[128], qh[64], 16 int8 scales, d. Half h, zmm k (elements 128h + 64k ..):
+ * k = 0: low nibbles of ql[64h .. 64h + 63] | qh bits 0-1 (first 32) and 2-3 (next 32);
+ * k = 1: high nibbles | qh bits 4-5 and 6-7. Quants stored +32. */
+K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+    const __m512i sc16 = zext(sc16y);
+    const float d = f16(b + 208);
+    __m512i w[4], sc[4];
+    for (int h = 0; h < 2; h++) {
+        const __m512i ql = _mm512_loadu_si512((const void *)(b + 64 * h));
+        const __m512i qh = bcast32(b + 128 + 32 * h);
+        w[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, cnt2(4, 2)), m30));
+        w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                       _mm512_and_si512(_mm512_srlv_epi16(qh, cnt2(0, 2)), m30));
+        sc[2 * h] = _mm512_permutexvar_epi16(idx4(8 * h), sc16);
+        sc[2 * h + 1] = _mm512_permutexvar_epi16(idx4(8 * h + 4), sc16);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) s = dotsc(s, w[k], x->q + 64 * k, sc[k]);
+        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 5);
+        s = _mm512_sub_epi32(s, zext(off));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+    }
+})
+
+/* ---- Q2_K: 16 scale bytes (low nibble scale, high nibble min), qs[64], d, dmin. zmm k (of 4)
+ * is elements 64k..64k+63: bit pairs 2(2k%4) and 2(2k%4)+2 of qs[32(k/2) ..]. ----------------- */
+K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
+    const __m256i mn16 = _mm256_srli_epi16(raw, 4);
+    const __m512i sc16 = zext(_mm256_and_si256(raw, _mm256_set1_epi16(15)));
+    const float d = f16(b + 80), dmin = f16(b + 82);
+    __m512i w[4], sc[4];
+    for (int k = 0; k < 4; k++) {
+        const int sh = 4 * (k % 2);
+        w[k] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 16 + 32 * (k / 2)), cnt2(sh, sh + 2)), m3);
+        sc[k] = _mm512_permutexvar_epi16(idx4(4 * k), sc16);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) s = dotsc(s, w[k], x->q + 64 * k, sc[k]);
+        __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m), acc[jj]);
+    }
+})
+
+/* ---- Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales (+32), d. Like Q2_K plus the high bit
+ * (bit 2k and 2k+1 of hmask for zmm k's halves) as +4; the stored -4 comes back through the
+ * activation sums. */
+static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
+    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), t = bp_load_u32(s + 8);
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+    __m128i v = _mm_setr_epi32((int)((a0 & k2) | (((t >> 0) & k1) << 4)), (int)((a1 & k2) | (((t >> 2) & k1) << 4)),
+                               (int)(((a0 >> 4) & k2) | (((t >> 4) & k1) << 4)),
+                               (int)(((a1 >> 4) & k2) | (((t >> 6) & k1) << 4)));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
+}
+
+K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
+    const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    const __m256i sc16y = scales_q3_k(b + 96);
+    const __m512i sc16 = zext(sc16y);
+    const __m512i hm = bcast32(b);
+    const float d = f16(b + 108);
+    __m512i w[4], sc[4];
+    for (int k = 0; k < 4; k++) {
+        const int sh = 4 * (k % 2);
+        w[k] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 32 + 32 * (k / 2)), cnt2(sh, sh + 2)), m3);
+        w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(hm, bit2(2 * k, 2 * k + 1)), w[k], four);
+        sc[k] = _mm512_permutexvar_epi16(idx4(4 * k), sc16);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) s = dotsc(s, w[k], x->q + 64 * k, sc[k]);
+        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
+        s = _mm512_sub_epi32(s, zext(off));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+    }
+})
+
+bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
+/* max_batch: where the panel GEMM (which dequantizes and requantizes each panel once for all
+ * inputs) overtakes. Measured on the dev machine (Zen 5, 256 x 4096, one core, hot), GFLOP/s
+ * these / the GEMM at t = 32: Q2_K 190/216, Q3_K 180/217, Q4_K 170/168, Q5_K 170/139, Q6_K
+ * 150/216; at t = 16 these win for every kind (200-245 vs 100-140). */
+#define SET(K, FN, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 8 inputs per pass)", MAXB, NULL, true}
+    SET(Q2_K, vec_q2_k, 16);
+    SET(Q3_K, vec_q3_k, 16);
+    SET(Q4_K, vec_q4_k, 32);
+    SET(Q5_K, vec_q5_k, 32);
+    SET(Q6_K, vec_q6_k, 16);
+#undef SET
+    return true;
+}
+
+#else
+bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif
