@@ -13,7 +13,8 @@
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
  *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both)
- *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm */
+ *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
+ *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -100,6 +101,7 @@ static void init_once(void) {
         if (g_have[BP_CPU_ISA_AVX512]) {
             bp_cpu_avx512p_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512k_init(&g_ops[BP_CPU_ISA_AVX512]);
+            bp_cpu_avx512f_init(&g_ops[BP_CPU_ISA_AVX512]);
         }
     }
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)

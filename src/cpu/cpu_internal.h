@@ -133,6 +133,7 @@ bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
 
 /* Scalar activation quantizers (also the fallback of every path). */
 void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);
