@@ -61,15 +61,19 @@ static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_
         for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                               \
         for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = _mm512_reduce_add_ps(acc[jj]);   \
     }                                                                                                        \
+    /* Inputs outer, rows inner (as kern_packed.inc, which says why). */                                     \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
-        for (int64_t r = r0; r < r1; r++)                                                                    \
-            for (int64_t j0 = 0; j0 < job->batch;) {                                                         \
-                int64_t left = job->batch - j0;                                                              \
-                if (left >= 8) NAME##_row(job, r, 8, j0), j0 += 8;                                           \
-                else if (left >= 4) NAME##_row(job, r, 4, j0), j0 += 4;                                      \
-                else if (left >= 2) NAME##_row(job, r, 2, j0), j0 += 2;                                      \
-                else NAME##_row(job, r, 1, j0), j0 += 1;                                                     \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                             \
+            const int64_t left = job->batch - j0;                                                            \
+            const int nj = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
+            for (int64_t r = r0; r < r1; r++) {                                                              \
+                if (nj == 8) NAME##_row(job, r, 8, j0);                                                      \
+                else if (nj == 4) NAME##_row(job, r, 4, j0);                                                 \
+                else if (nj == 2) NAME##_row(job, r, 2, j0);                                                 \
+                else NAME##_row(job, r, 1, j0);                                                              \
             }                                                                                                \
+            j0 += nj;                                                                                        \
+        }                                                                                                    \
     }
 
 /* u8 weights (64) times the input's 64 activations at off, pairs scaled by sc and summed. */
