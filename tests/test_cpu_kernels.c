@@ -72,7 +72,9 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         {50, 768},                       /* 3 depth blocks exactly */
         {35, be == 1 ? 37 : be * 5},     /* a partial depth block; odd columns for the float kinds */
     };
-    const int64_t batches[] = {1, 2, 5, 13, 37}; /* 37: past every max_batch, so the GEMM runs */
+    /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, 16 + 1, 32 + 5), each
+     * side of the max_batch limits (16, 32) and past them (37, 64: the GEMM). */
+    const int64_t batches[] = {1, 2, 3, 5, 8, 13, 16, 17, 32, 37, 64};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t rows = shapes[si].rows, cols = shapes[si].cols;
         size_t rb;
@@ -81,7 +83,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         bp_weight wt;
         memset(&wt, 0, sizeof wt);
         bool wt_used = false;
-        const int64_t tmax = 37;
+        const int64_t tmax = 64;
         float *x = malloc(sizeof(float) * (size_t)(tmax * cols));
         float *ref = malloc(sizeof(float) * (size_t)(tmax * rows));
         float *got = malloc(sizeof(float) * (size_t)(tmax * rows));
@@ -110,15 +112,19 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
                 /* Passes 0-2: 1, 2 and 3 threads, bit-identical. Pass 3: repacking off, so the
                  * plain-layout kernels (the fallback when a copy cannot be allocated) run too;
                  * they sum in another order, so only their error is checked. */
-                for (int pass = 0; pass < 4; pass++) {
+                /* Passes 4 and 5 (batch 1, kinds with two decode kernels on this path): the main
+                 * and the alternative kernel, not only the one the first-use timing picked. */
+                const int npass = t == 1 && bp_cpu_has_decode_alt(ki->kind) ? 6 : 4;
+                for (int pass = 0; pass < npass; pass++) {
                     const int nth = pass < 3 ? pass + 1 : 2;
-                    bp_cpu_set_repack(pass < 3);
+                    bp_cpu_set_repack(pass != 3);
+                    bp_cpu_set_decode_pick(pass < 4 ? 0 : pass - 3);
                     CHECK_OK(bp_cpu_set_threads(nth));
                     float *out = pass == 0 ? got1 : got;
                     for (int64_t i = 0; i < t * rows; i++) out[i] = NAN;
                     CHECK_OK(bp_cpu_gemm(&wt, x, t, out));
                     double e = bp_test_nmse(out, ref, (size_t)(t * rows));
-                    if (g_verbose && (pass == 0 || pass == 3))
+                    if (g_verbose && (pass == 0 || pass >= 3))
                         fprintf(stderr, "%-8s %-7s %4lldx%-5lld t=%-3lld NMSE %.2e  %s%s\n", ki->name,
                                 bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols,
                                 (long long)t, e, bp_cpu_kernel_name(ki->kind, t), pass == 3 ? " [repack off]" : "");
@@ -132,6 +138,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
                               bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, nth);
                 }
                 bp_cpu_set_repack(true);
+                bp_cpu_set_decode_pick(0);
             }
         }
     next:

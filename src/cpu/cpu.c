@@ -14,7 +14,8 @@
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
  *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
- *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles */
+ *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
+ *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, Q1_0: decode a group once, up to 8 inputs */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -102,6 +103,7 @@ static void init_once(void) {
             bp_cpu_avx512p_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512k_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512f_init(&g_ops[BP_CPU_ISA_AVX512]);
+            bp_cpu_avx512iq_init(&g_ops[BP_CPU_ISA_AVX512]);
         }
     }
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
@@ -164,12 +166,86 @@ static bool use_vec_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
 static bool g_repack = true;
 void bp_cpu_set_repack(bool on) { g_repack = on; }
 
+/* ---- first-use choice between two decode kernels ------------------------------------------ */
+
+void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act) {
+    const bp_cpu_vec_kernel *v = &ops->vec[k];
+    if (v->fn && v->act == act && !v->pack) ops->vec_alt[k] = *v;
+}
+
+static int g_force_pick;
+void bp_cpu_set_decode_pick(int pick) { g_force_pick = pick; }
+/* Per ISA path and kind: 0 not timed yet, 1 main kernel, 2 the alternative. */
+static _Atomic int g_pick[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND];
+
+static size_t act_bytes(bp_cpu_act act, int64_t cols);
+static double now_s(void);
+static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
+
+/* Times both kernels on a synthetic 32 x 4096 weight (zero bytes: the kernels' speed does not
+ * depend on the values), hot in L2, interleaved, best of 5 each; the alternative must win by 3%.
+ * About 0.2-1 ms, once per kind and path. Returns 1 or 2; 1 when memory is short. */
+static int time_pick(const bp_cpu_ops *ops, bp_kind k) {
+    enum { ROWS = 32, COLS = 4096, TRIES = 5 };
+    const bp_kind_traits *kt = bp_kind_traits_of(k);
+    const bp_cpu_vec_kernel *v[2] = {&ops->vec[k], &ops->vec_alt[k]};
+    size_t rb;
+    if (!kt || bp_kind_row_bytes(k, COLS, &rb) != BP_OK) return 1;
+    size_t ab = act_bytes(v[0]->act, COLS);
+    uint8_t *w = bp_calloc(ROWS, rb);
+    float *x = bp_malloc(sizeof(float) * (COLS + ROWS));
+    void *xq = ab ? bp_aligned_alloc(64, ab) : NULL;
+    int pick = 1;
+    if (!w || !x || (ab && !xq)) goto out;
+    for (int i = 0; i < COLS; i++) x[i] = (float)(i % 7) - 3.0f;
+    quantize_act(ops, v[0]->act, x, COLS, xq);
+    bp_cpu_job job = {.kt = kt, .w = w, .row_bytes = rb, .rows = ROWS, .cols = COLS, .batch = 1, .x = x, .xq = xq,
+                      .xq_stride = ab, .y = x + COLS};
+    double best[2] = {1e30, 1e30};
+    for (int t = 0; t < TRIES; t++)
+        for (int i = 0; i < 2; i++) {
+            job.vk = v[i];
+            double t0 = now_s();
+            v[i]->fn(&job, 0, ROWS);
+            double dt = now_s() - t0;
+            if (dt < best[i]) best[i] = dt;
+        }
+    pick = best[1] < 0.97 * best[0] ? 2 : 1;
+out:
+    bp_free(w);
+    bp_free(x);
+    bp_free(xq);
+    return pick;
+}
+
+/* The kernel a batch-1 call of kind k runs on this path. */
+static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) {
+    const bp_cpu_vec_kernel *main = vec_kernel(ops, k);
+    if ((unsigned)k >= BP_CPU_MAX_KIND || !ops->vec_alt[k].fn || main->pack) return main;
+    int pick = g_force_pick;
+    if (!pick) {
+        _Atomic int *slot = &g_pick[ops - g_ops][k];
+        pick = atomic_load_explicit(slot, memory_order_relaxed);
+        if (!pick) {
+            /* Two threads may both time it: each stores a valid choice. */
+            pick = time_pick(ops, k);
+            atomic_store_explicit(slot, pick, memory_order_relaxed);
+        }
+    }
+    return pick == 2 ? &ops->vec_alt[k] : main;
+}
+
+bool bp_cpu_has_decode_alt(bp_kind k) {
+    pthread_once(&g_once, init_once);
+    return (unsigned)k < BP_CPU_MAX_KIND && g_ops[g_isa].vec_alt[k].fn != NULL;
+}
+
 const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
     pthread_once(&g_once, init_once);
     const bp_cpu_ops *ops = &g_ops[g_isa];
     if (!bp_kind_traits_of(k)) return "CPU (unknown kind)";
     if (use_vec_for_batch(ops, k, t)) {
-        const bp_cpu_vec_kernel *vk = vec_kernel(ops, k);
+        const bp_cpu_vec_kernel *vk = t == 1 ? decode_kernel(ops, k) : vec_kernel(ops, k);
         return vk->pack && !g_repack ? ops->vec_plain[k].name : vk->name;
     }
     return g_gemm_names[g_isa][k];
@@ -301,7 +377,7 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
                       .cols = w->cols, .batch = t, .x = x, .y = y};
     bool vec = use_vec_for_batch(ops, w->kind, t);
     bool q8 = !vec && use_gemm_q8(ops, w->kind);
-    job.vk = vec_kernel(ops, w->kind);
+    job.vk = t == 1 ? decode_kernel(ops, w->kind) : vec_kernel(ops, w->kind);
     job.dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
     if (vec && job.vk->pack && !(g_repack && (job.packed = packed_for(w, job.vk)))) {
         /* No memory for a second copy: the plain-layout kernel reads the caller's bytes. */

@@ -100,6 +100,11 @@ typedef struct bp_cpu_ops {
     /* For kinds whose vec kernel repacks: the kernel on the plain layout, run when the
      * repacked copy cannot be allocated (a weight too big to hold twice). */
     bp_cpu_vec_kernel vec_plain[BP_CPU_MAX_KIND];
+    /* A second decode kernel (batch 1) for the same kind and activation format, from the level
+     * below (the AVX2 kernel an AVX-512 one replaced): where two paths are close, or a wide one
+     * may cost clock speed (512-bit ops on some Intel parts), cpu.c times both once at first use
+     * and runs the faster. fn NULL: none. */
+    bp_cpu_vec_kernel vec_alt[BP_CPU_MAX_KIND];
     /* Faster dequantizers than the reference for the GEMM panels, per kind (NULL: reference).
      * Same contract as bp_dequant_fn; values may differ from the reference in the last bit. */
     bp_dequant_fn dequant[BP_CPU_MAX_KIND];
@@ -134,6 +139,7 @@ bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
 
 /* Scalar activation quantizers (also the fallback of every path). */
 void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);
@@ -148,6 +154,14 @@ void bp_cpu_set_min_parallel_bytes(size_t bytes);
 /* false: never repack, run the plain-layout kernels (as when the copy cannot be allocated).
  * Tests use it to cover both. */
 void bp_cpu_set_repack(bool on);
+/* Tests: which of a kind's two decode kernels runs (0: the faster, timed at first use; 1: the
+ * main one, ops->vec; 2: ops->vec_alt where there is one). */
+void bp_cpu_set_decode_pick(int pick);
+/* Whether kind k has an alternative decode kernel on the current ISA path. */
+bool bp_cpu_has_decode_alt(bp_kind k);
+/* Save ops->vec[k] as k's alternative decode kernel before a wider ISA file replaces it (only a
+ * specialized kernel on the same activation format, without a repacked layout). */
+void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act);
 
 /* ---- thread pool ----------------------------------------------------------------------- */
 typedef void (*bp_pool_fn)(void *ctx, int ith, int nth);

@@ -81,7 +81,7 @@ FLOAT_KERNEL(vec_bf16, ld_bf16, 2)
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
 /* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
  * t = 32, these ~2x that (Zen 5, one core, hot). */
-#define SET(K, FN, NAME) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_F32, "CPU avx512 " #K " (" NAME ", 8 rows x 3 inputs)", 64, NULL, true}
+#define SET(K, FN, NAME) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_F32), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_F32, "CPU avx512 " #K " (" NAME ", 8 rows x 3 inputs)", 64, NULL, true}
     SET(F32, vec_f32, "f32 FMA");
     SET(F16, vec_f16, "F16C + f32 FMA");
     SET(BF16, vec_bf16, "f32 FMA");

@@ -110,10 +110,14 @@ static ALWAYS_INLINE __m256i mins_of(__m128i scm, const bp_q8x256 *x) {
         for (int jj = 0; jj < NJ; jj++) {                                                                   \
             const bp_q8x256 *x = XQ(jj, i);                                                                 \
             __m512i s = _mm512_setzero_si512();                                                             \
-            for (int p = 0; p < 4; p++) s = dotsc(s, w[p], x->q + 64 * p, sc[p]);                           \
+            __m512i s2 = _mm512_setzero_si512();                                                            \
+            s = dotsc(s, w[0], x->q, sc[0]);                                                                \
+            s2 = dotsc(s2, w[1], x->q + 64, sc[1]);                                                         \
+            s = dotsc(s, w[2], x->q + 128, sc[2]);                                                          \
+            s2 = dotsc(s2, w[3], x->q + 192, sc[3]);                                                        \
             __m512i m = zext(mins_of(scm, x));                                                              \
-            acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);            \
-            acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m), acc[jj]);        \
+            acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), \
+                                                             _mm512_mul_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m)))); \
         }                                                                                                   \
     }
 
@@ -146,7 +150,12 @@ K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, {
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
         __m512i s = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) s = dotsc(s, w[k], x->q + 64 * k, sc[k]);
+        __m512i s2 = _mm512_setzero_si512();
+        s = dotsc(s, w[0], x->q, sc[0]);
+        s2 = dotsc(s2, w[1], x->q + 64, sc[1]);
+        s = dotsc(s, w[2], x->q + 128, sc[2]);
+        s2 = dotsc(s2, w[3], x->q + 192, sc[3]);
+        s = _mm512_add_epi32(s, s2);
         __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 5);
         s = _mm512_sub_epi32(s, zext(off));
         acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
@@ -170,10 +179,14 @@ K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
         __m512i s = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) s = dotsc(s, w[k], x->q + 64 * k, sc[k]);
+        __m512i s2 = _mm512_setzero_si512();
+        s = dotsc(s, w[0], x->q, sc[0]);
+        s2 = dotsc(s2, w[1], x->q + 64, sc[1]);
+        s = dotsc(s, w[2], x->q + 128, sc[2]);
+        s2 = dotsc(s2, w[3], x->q + 192, sc[3]);
         __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m), acc[jj]);
+        acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)),
+                                                         _mm512_mul_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m))));
     }
 })
 
@@ -205,7 +218,12 @@ K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
         __m512i s = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) s = dotsc(s, w[k], x->q + 64 * k, sc[k]);
+        __m512i s2 = _mm512_setzero_si512();
+        s = dotsc(s, w[0], x->q, sc[0]);
+        s2 = dotsc(s2, w[1], x->q + 64, sc[1]);
+        s = dotsc(s, w[2], x->q + 128, sc[2]);
+        s2 = dotsc(s2, w[3], x->q + 192, sc[3]);
+        s = _mm512_add_epi32(s, s2);
         __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
         s = _mm512_sub_epi32(s, zext(off));
         acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
@@ -217,7 +235,7 @@ bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
  * inputs) overtakes. Measured on the dev machine (Zen 5, 256 x 4096, one core, hot), GFLOP/s
  * these / the GEMM at t = 32: Q2_K 190/216, Q3_K 180/217, Q4_K 170/168, Q5_K 170/139, Q6_K
  * 150/216; at t = 16 these win for every kind (200-245 vs 100-140). */
-#define SET(K, FN, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 8 inputs per pass)", MAXB, NULL, true}
+#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 8 inputs per pass)", MAXB, NULL, true}
     SET(Q2_K, vec_q2_k, 16);
     SET(Q3_K, vec_q3_k, 16);
     SET(Q4_K, vec_q4_k, 32);

@@ -1,0 +1,335 @@
+/* AVX-512 (VL, BW, VNNI) decode and small-batch kernels for the compute-bound low-bit kinds:
+ * the grid kinds (IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S), IQ1_S, IQ1_M, TQ1_0, TQ2_0 and Q1_0.
+ *
+ * At 2 threads these kinds are limited by instructions per weight, not memory, so each kernel
+ * decodes a 32-weight group ONCE into unsigned bytes g, a 32-bit negate mask k and int16 group
+ * scales, and then serves every input of the pass (up to 8) with four instructions: load,
+ * masked negate of the activations where k is set (the weight's sign moved onto x), vpmaddubsw,
+ * vpdpwssd (scale and accumulate). The AVX2 kernels rebuilt the sign bytes from a 128-entry
+ * table per input and ran once per input.
+ *  - Sign masks come straight from the bits: IQ2_S / IQ3_S store them; the ksigns kinds store
+ *    7 bits per 8 weights, the 8th being their parity, computed here by a shift/xor cascade.
+ *  - IQ1_S / IQ1_M: w = 8 g + delta (g in -1..1, delta +-1), so w + 9 = 8 (g + 1) + (delta + 1)
+ *    is unsigned (0..18): a table of 8 (g + 1) per grid row, one byte add for delta, and the
+ *    -9 comes back once per block through the activations' 16-sums (no per-input sign work).
+ *  - TQ2_0: 64 weights per zmm as Q2_K (kern_avx512k.c), unscaled, one vpdpbusd per input.
+ * Results per (row, input) do not depend on the batch grouping or the thread count. */
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "cpu/avx2_util.h"
+#include "kinds/iq_tables.h"
+
+enum { MAX_NJ = 8 };
+
+#define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
+
+/* Per row, NJ inputs from j0: float accumulators acc[jj]; BODY per block (b, i). */
+#define ROW_KERNEL(NAME, BYTES, ACT, ...)                                                                 \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
+        const int64_t nb = job->cols / ((ACT) == BP_ACT_Q8X32 ? 128 : 256);                               \
+        const size_t xs = job->xq_stride;                                                                 \
+        const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                   \
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                           \
+        __m256 acc[MAX_NJ];                                                                               \
+        float offs[MAX_NJ];                                                                               \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm256_setzero_ps(), offs[jj] = 0; \
+        for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                         \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] =       \
+            hsum8(acc[jj]) + offs[jj];                                                                    \
+    }                                                                                                     \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
+            const int64_t left = job->batch - j0;                                                         \
+            const int nj = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;                             \
+            for (int64_t r = r0; r < r1; r++) {                                                           \
+                if (nj == 8) NAME##_row(job, r, 8, j0);                                                   \
+                else if (nj == 4) NAME##_row(job, r, 4, j0);                                              \
+                else if (nj == 2) NAME##_row(job, r, 2, j0);                                              \
+                else NAME##_row(job, r, 1, j0);                                                           \
+            }                                                                                             \
+            j0 += nj;                                                                                     \
+        }                                                                                                 \
+    }
+
+/* Every input: si[jj] += scale * (g . (x with the bytes under k negated)), group ib. */
+#define GROUP_DOT(G, K, SC, IB)                                                                           \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                             \
+        __m256i xv = load32(XQ(jj, i)->q + 32 * (IB));                                                    \
+        xv = _mm256_mask_sub_epi8(xv, (K), _mm256_setzero_si256(), xv);                                   \
+        SI(jj, IB) = _mm256_dpwssd_epi32(SI(jj, IB), _mm256_maddubs_epi16((G), xv), (SC));                \
+    }
+/* The same without signs (IQ1: unsigned after the +9 shift). */
+#define GROUP_DOT_U(G, SC, IB)                                                                            \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) SI(jj, IB) =                                  \
+        _mm256_dpwssd_epi32(SI(jj, IB), _mm256_maddubs_epi16((G), load32(XQ(jj, i)->q + 32 * (IB))), (SC));
+/* Two integer accumulators per input, for even and odd groups: one chain of 8 vpdpwssd (~5
+ * cycles each) per block left a single input's decode latency-bound. */
+#define SI(jj, IB) si[(IB) & 1][jj]
+#define BLOCK_START                                                                                       \
+    __m256i si[2][MAX_NJ];                                                                                \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = si[1][jj] = _mm256_setzero_si256();
+#define BLOCK_END(D)                                                                                      \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm256_fmadd_ps(                    \
+        _mm256_set1_ps((D) * XQ(jj, i)->d), _mm256_cvtepi32_ps(_mm256_add_epi32(si[0][jj], si[1][jj])), acc[jj]);
+
+/* Four bytes of 7 sign bits each (bit j: weight j negative) -> with bit 7 = their parity. */
+static ALWAYS_INLINE __mmask32 parity_signs(uint32_t s) {
+    uint32_t p = s ^ (s >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1;
+    return (__mmask32)(s | ((p & 0x01010101u) << 7));
+}
+/* Four 7-bit fields packed at bits 0, 7, 14, 21. */
+static ALWAYS_INLINE __mmask32 ksigns4(uint32_t f) {
+    return parity_signs((f & 0x7fu) | ((f << 1) & 0x7f00u) | ((f << 2) & 0x7f0000u) | ((f << 3) & 0x7f000000u));
+}
+
+static ALWAYS_INLINE __m256i grid64x4(const uint64_t *t, unsigned a, unsigned b, unsigned c, unsigned d) {
+    return _mm256_set_epi64x((long long)t[d], (long long)t[c], (long long)t[b], (long long)t[a]);
+}
+static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsigned hi) {
+    return _mm256_set_epi32((int)t[q[7] | ((hi << 1) & 0x100u)], (int)t[q[6] | ((hi << 2) & 0x100u)],
+                            (int)t[q[5] | ((hi << 3) & 0x100u)], (int)t[q[4] | ((hi << 4) & 0x100u)],
+                            (int)t[q[3] | ((hi << 5) & 0x100u)], (int)t[q[2] | ((hi << 6) & 0x100u)],
+                            (int)t[q[1] | ((hi << 7) & 0x100u)], (int)t[q[0] | ((hi << 8) & 0x100u)]);
+}
+
+/* ---- grid kinds (layouts: kern_avx2iq.c and src/kinds/ref_iquants.c) ---------------------- */
+ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_ACT_Q8X256, {
+    BLOCK_START
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b + 2 + 8 * ib;
+        const uint32_t aux = bp_load_u32(q + 4);
+        const __m256i g = grid64x4(bp_iq2xxs_grid, q[0], q[1], q[2], q[3]);
+        const __m256i sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+        GROUP_DOT(g, ksigns4(aux), sc, ib)
+    }
+    BLOCK_END(f16(b) * 0.125f)
+})
+
+ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_ACT_Q8X256, {
+    BLOCK_START
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b + 2 + 8 * ib;
+        const unsigned q0 = bp_load_u16(q), q1 = bp_load_u16(q + 2), q2 = bp_load_u16(q + 4), q3 = bp_load_u16(q + 6);
+        const __m256i g = grid64x4(bp_iq2xs_grid, q0 & 511, q1 & 511, q2 & 511, q3 & 511);
+        const __mmask32 k = parity_signs((q0 >> 9) | ((q1 >> 9) << 8) | ((q2 >> 9) << 16) | ((uint32_t)(q3 >> 9) << 24));
+        const unsigned s = b[66 + ib];
+        GROUP_DOT(g, k, scales2((int)(2 * (s & 15) + 1), (int)(2 * (s >> 4) + 1)), ib)
+    }
+    BLOCK_END(f16(b) * 0.125f)
+})
+
+ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_ACT_Q8X256, {
+    BLOCK_START
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *qs = b + 2 + 4 * ib;
+        const unsigned qh = b[66 + ib];
+        const __m256i g = grid64x4(bp_iq2s_grid, qs[0] | ((qh << 8) & 0x300u), qs[1] | ((qh << 6) & 0x300u),
+                                   qs[2] | ((qh << 4) & 0x300u), qs[3] | ((qh << 2) & 0x300u));
+        const unsigned s = b[74 + ib];
+        GROUP_DOT(g, (__mmask32)bp_load_u32(b + 34 + 4 * ib), scales2((int)(2 * (s & 15) + 1), (int)(2 * (s >> 4) + 1)), ib)
+    }
+    BLOCK_END(f16(b) * 0.125f)
+})
+
+ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_ACT_Q8X256, {
+    BLOCK_START
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+        const uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
+        const __m256i g = grid32x8(bp_iq3xxs_grid, b + 2 + 8 * ib, 0);
+        GROUP_DOT(g, ksigns4(aux), _mm256_set1_epi16((short)(2 * (aux >> 28) + 1)), ib)
+    }
+    BLOCK_END(f16(b) * 0.25f)
+})
+
+ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_ACT_Q8X256, {
+    BLOCK_START
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+        const __m256i g = grid32x8(bp_iq3s_grid, b + 2 + 8 * ib, b[66 + ib]);
+        const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15;
+        GROUP_DOT(g, (__mmask32)bp_load_u32(b + 74 + 4 * ib), _mm256_set1_epi16((short)(2 * s + 1)), ib)
+    }
+    BLOCK_END(f16(b))
+})
+
+/* ---- IQ1_S / IQ1_M: w + 9 = 8 (g + 1) + (delta + 1), unsigned; -9 * scale * sum(x) per 16 -- */
+static uint64_t g_iq1_g8[2048]; /* per grid row: bytes 8 (g + 1) */
+
+static void init_iq1(void) {
+    for (int i = 0; i < 2048; i++) {
+        uint64_t row = bp_iq1s_grid[i], out = 0;
+        for (int j = 0; j < 8; j++) {
+            int g = (int8_t)(uint8_t)(row >> (8 * j));
+            out |= (uint64_t)(uint8_t)(8 * (g + 1)) << (8 * j);
+        }
+        g_iq1_g8[i] = out;
+    }
+}
+
+/* si += coef16 . bsums for every input (the -9 shift), then the block's float scale. */
+#define BLOCK_END_SHIFT(COEF, D)                                                                          \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = _mm256_add_epi32(                 \
+        si[0][jj], _mm256_madd_epi16((COEF), _mm256_loadu_si256((const __m256i *)XQ(jj, i)->bsums)));    \
+    BLOCK_END(D)
+
+ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_ACT_Q8X256, {
+    BLOCK_START
+    /* scale per group ib (3 bits at 12 of u16 ib), duplicated for its two 16-sums */
+    const __m128i qh8 = _mm_loadu_si128((const __m128i *)(b + 34));
+    const __m128i s8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1),
+                                     _mm_set1_epi16(1));
+    const __m256i sc16 = _mm256_set_m128i(_mm_unpackhi_epi16(s8, s8), _mm_unpacklo_epi16(s8, s8));
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+        const unsigned qh = bp_load_u16(b + 34 + 2 * ib);
+        const uint8_t *q = b + 2 + 4 * ib;
+        __m256i g = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),
+                             q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));
+        g = _mm256_add_epi8(g, _mm256_set1_epi8(qh & 0x8000u ? 0 : 2));
+        GROUP_DOT_U(g, _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7u) + 1)), ib)
+    }
+    BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), f16(b) * 0.125f)
+})
+
+/* Four delta-sign bits (one per 8 weights) -> four bytes: 0 where set (delta -1), 2 where not. */
+static uint32_t g_iq1m_dd[16];
+
+static void init_iq1m(void) {
+    for (int i = 0; i < 16; i++) {
+        uint32_t v = 0;
+        for (int j = 0; j < 4; j++) v |= (uint32_t)((i >> j) & 1 ? 0 : 2) << (8 * j);
+        g_iq1m_dd[i] = v;
+    }
+}
+
+ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_ACT_Q8X256, {
+    BLOCK_START
+    /* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them */
+    const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
+                                         7, 6, 7, 6, 7);
+    const __m256i mul = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
+    const __m256i bcast = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                           3, 3, 3, 3, 3, 3);
+    uint16_t sc4[4];
+    for (int k = 0; k < 4; k++) sc4[k] = bp_load_u16(b + 48 + 2 * k);
+    const uint16_t dbits =
+        (uint16_t)((sc4[0] >> 12) | ((sc4[1] >> 8) & 0x00f0u) | ((sc4[2] >> 4) & 0x0f00u) | (sc4[3] & 0xf000u));
+    __m256i s16 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), rep);
+    s16 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(s16, mul), 9), _mm256_set1_epi16(7));
+    const __m256i sc16 = _mm256_add_epi16(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
+    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+        const uint8_t *q = b + 4 * ib;
+        const unsigned hh = bp_load_u16(b + 32 + 2 * ib);
+        __m256i g = grid64x4(g_iq1_g8, q[0] | ((hh << 8) & 0x700u), q[1] | ((hh << 4) & 0x700u), q[2] | (hh & 0x700u),
+                             q[3] | ((hh >> 4) & 0x700u));
+        const unsigned idx = ((hh >> 3) & 1u) | ((hh >> 6) & 2u) | ((hh >> 9) & 4u) | ((hh >> 12) & 8u);
+        g = _mm256_add_epi8(g, _mm256_shuffle_epi8(_mm256_set1_epi32((int)g_iq1m_dd[idx]), bcast));
+        GROUP_DOT_U(g, pair_scales(sc16, 2 * ib), ib)
+    }
+    BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), _cvtsh_ss(dbits) * 0.125f)
+})
+
+/* ---- TQ2_0: qs[64] | d, element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 ------------- */
+static ALWAYS_INLINE __m512i cnt2(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
+}
+
+ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_ACT_Q8X256, {
+    __m512i w[4];
+    for (int k = 0; k < 4; k++)
+        w[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(b + 32 * (k / 2))),
+                                                  cnt2(4 * (k % 2), 4 * (k % 2) + 2)),
+                                _mm512_set1_epi8(3));
+    const float d = f16(b + 64);
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) s = _mm512_dpbusd_epi32(s, w[k], _mm512_loadu_si512((const void *)(x->q + 64 * k)));
+        /* stored 0..2 for -1..1: minus the activation sum */
+        __m256i t = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+        t = _mm256_sub_epi32(t, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1)));
+        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), _mm256_cvtepi32_ps(t), acc[jj]);
+    }
+})
+
+/* ---- TQ1_0: base-3 trits (kern_avx2iq.c has the layout); 8 groups decoded once, then all
+ * inputs against them with vpdpbusd (unscaled). ---------------------------------------------- */
+static ALWAYS_INLINE __m256i trit_of(__m256i q) {
+    __m256i s = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
+    __m256i c1 = _mm256_cmpgt_epi8(s, _mm256_set1_epi8(85 - 128));
+    __m256i c2 = _mm256_cmpgt_epi8(s, _mm256_set1_epi8(170 - 128));
+    return _mm256_abs_epi8(_mm256_add_epi8(c1, c2));
+}
+static ALWAYS_INLINE __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
+static ALWAYS_INLINE __m128i times3x(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
+
+ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_ACT_Q8X256, {
+    __m256i t[8];
+    __m256i q = load32(b);
+    for (int k = 0; k < 5; k++) {
+        t[k] = trit_of(q);
+        q = times3(q);
+    }
+    const __m128i q1 = _mm_loadu_si128((const __m128i *)(b + 32));
+    __m256i v = _mm256_set_m128i(times3x(q1), q1);
+    t[5] = trit_of(v);
+    v = times3(times3(v));
+    t[6] = trit_of(v);
+    const __m128i q81 = times3x(_mm256_extracti128_si256(v, 1));
+    const __m128i h0 = _mm_set1_epi32((int)bp_load_u32(b + 48));
+    const __m128i h1 = times3x(h0), h2 = times3x(h1), h3 = times3x(h2);
+    const __m128i tail = _mm_blend_epi32(_mm_blend_epi32(h0, h1, 2), _mm_blend_epi32(h2, h3, 8), 12);
+    t[7] = trit_of(_mm256_set_m128i(tail, q81));
+    const float d = f16(b + 52);
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m256i s = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                     _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1)));
+        for (int k = 0; k < 8; k++) s = _mm256_dpbusd_epi32(s, t[k], load32(x->q + 32 * k));
+        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), _mm256_cvtepi32_ps(s), acc[jj]);
+    }
+})
+
+/* ---- Q1_0: 18 bytes, d | 128 sign bits, against q8x32: dot = 2 (sum of x where set) - sum(x) */
+ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_ACT_Q8X32, {
+    const float d = f16(b);
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int s = 0; s < 4; s++) {
+        const __mmask32 k = (__mmask32)bp_load_u32(b + 2 + 4 * s);
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
+            const bp_q8x32 *x = (const bp_q8x32 *)(const void *)(xq + (size_t)jj * xs) + 4 * i + s;
+            __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_maskz_mov_epi8(k, load32(x->q)));
+            acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(2 * d * x->d), _mm256_cvtepi32_ps(p), acc[jj]);
+            offs[jj] -= d * x->ds;
+        }
+    }
+})
+
+bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
+    init_iq1();
+    init_iq1m();
+/* max_batch 16: these decode each group once for 8 inputs, so their cost per input falls with
+ * the batch faster than the panel GEMM's (whose dequantize + requantize of a panel is paid once
+ * per call); measured crossovers on the dev machine (Zen 5, one core) lie at 16-32. */
+#define SET(K, FN, ACT, NAME) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass)", 16, NULL, true}
+    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K");
+    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K");
+    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K");
+    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K");
+    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K");
+    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K");
+    SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K");
+    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K");
+    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K");
+    SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0");
+#undef SET
+    return true;
+}
+
+#else
+bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif
