@@ -3,10 +3,11 @@
  *
  * At 2 threads these kinds are limited by instructions per weight, not memory, so each kernel
  * decodes a 32-weight group ONCE into unsigned bytes g, a 32-bit negate mask k and int16 group
- * scales, and then serves every input of the pass (up to 8) with four instructions: load,
- * masked negate of the activations where k is set (the weight's sign moved onto x), vpmaddubsw,
- * vpdpwssd (scale and accumulate). The AVX2 kernels rebuilt the sign bytes from a 128-entry
- * table per input and ran once per input.
+ * scales, pairs two groups in a zmm, and then serves every input of the pass (up to 8) with
+ * four instructions per 64 weights: load, masked negate of the activations where k is set (the
+ * weight's sign moved onto x), vpmaddubsw, vpdpwssd (scale and accumulate). The AVX2 kernels
+ * rebuilt the sign bytes from a 128-entry table per input, 32 weights at a time, and ran once
+ * per input.
  *  - Sign masks come straight from the bits: IQ2_S / IQ3_S store them; the ksigns kinds store
  *    7 bits per 8 weights, the 8th being their parity, computed here by a shift/xor cascade.
  *  - IQ1_S / IQ1_M: w = 8 g + delta (g in -1..1, delta +-1), so w + 9 = 8 (g + 1) + (delta + 1)
@@ -24,19 +25,19 @@ enum { MAX_NJ = 8 };
 
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
-/* Per row, NJ inputs from j0: float accumulators acc[jj]; BODY per block (b, i). */
+/* Per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per block (b, i). */
 #define ROW_KERNEL(NAME, BYTES, ACT, ...)                                                                 \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
         const int64_t nb = job->cols / ((ACT) == BP_ACT_Q8X32 ? 128 : 256);                               \
         const size_t xs = job->xq_stride;                                                                 \
         const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                   \
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                           \
-        __m256 acc[MAX_NJ];                                                                               \
+        __m512 acc[MAX_NJ];                                                                               \
         float offs[MAX_NJ];                                                                               \
-        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm256_setzero_ps(), offs[jj] = 0; \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps(), offs[jj] = 0; \
         for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                         \
         _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] =       \
-            hsum8(acc[jj]) + offs[jj];                                                                    \
+            _mm512_reduce_add_ps(acc[jj]) + offs[jj];                                                     \
     }                                                                                                     \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
@@ -52,26 +53,103 @@ enum { MAX_NJ = 8 };
         }                                                                                                 \
     }
 
-/* Every input: si[jj] += scale * (g . (x with the bytes under k negated)), group ib. */
-#define GROUP_DOT(G, K, SC, IB)                                                                           \
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                             \
-        __m256i xv = load32(XQ(jj, i)->q + 32 * (IB));                                                    \
-        xv = _mm256_mask_sub_epi8(xv, (K), _mm256_setzero_si256(), xv);                                   \
-        SI(jj, IB) = _mm256_dpwssd_epi32(SI(jj, IB), _mm256_maddubs_epi16((G), xv), (SC));                \
-    }
-/* The same without signs (IQ1: unsigned after the +9 shift). */
-#define GROUP_DOT_U(G, SC, IB)                                                                            \
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) SI(jj, IB) =                                  \
-        _mm256_dpwssd_epi32(SI(jj, IB), _mm256_maddubs_epi16((G), load32(XQ(jj, i)->q + 32 * (IB))), (SC));
-/* Two integer accumulators per input, for even and odd groups: one chain of 8 vpdpwssd (~5
- * cycles each) per block left a single input's decode latency-bound. */
-#define SI(jj, IB) si[(IB) & 1][jj]
+static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+static ALWAYS_INLINE uint64_t bp_load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* Integer accumulators per input: with 4 or more inputs their chains are independent enough;
+ * with 1-2, alternate group pairs go to two of them (one chain of vpdpwssd, ~5 cycles each,
+ * left a single input's decode latency-bound). */
+#define SI(jj, IB) si[NJ >= 4 ? 0 : ((IB) >> 1) & 1][jj]
 #define BLOCK_START                                                                                       \
-    __m256i si[2][MAX_NJ];                                                                                \
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = si[1][jj] = _mm256_setzero_si256();
+    __m512i si[2][MAX_NJ];                                                                                \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = si[1][jj] = _mm512_setzero_si512();
 #define BLOCK_END(D)                                                                                      \
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm256_fmadd_ps(                    \
-        _mm256_set1_ps((D) * XQ(jj, i)->d), _mm256_cvtepi32_ps(_mm256_add_epi32(si[0][jj], si[1][jj])), acc[jj]);
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_fmadd_ps(                    \
+        _mm512_set1_ps((D) * XQ(jj, i)->d),                                                               \
+        _mm512_cvtepi32_ps(NJ >= 4 ? si[0][jj] : _mm512_add_epi32(si[0][jj], si[1][jj])), acc[jj]);
+/* IQ1: si += coef16 . bsums for every input (the -9 shift), then the block's float scale. */
+#define BLOCK_END_SHIFT(COEF, D)                                                                          \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = _mm512_add_epi32(                 \
+        si[0][jj], zext(_mm256_madd_epi16((COEF), _mm256_loadu_si256((const __m256i *)XQ(jj, i)->bsums)))); \
+    BLOCK_END(D)
+
+/* The 8 groups of a block two at a time: GRP(ib, g, k, sc) sets group ib's unsigned weights g,
+ * negate mask k (SIGNED kinds) and int16 scales sc (ymm each); a pair fills one zmm. */
+#define GROUP_PAIRS(SIGNED, GRP)                                                                          \
+    _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
+        __m256i g0, g1, sc0, sc1;                                                                         \
+        __mmask32 k0 = 0, k1 = 0;                                                                         \
+        GRP(ib, g0, k0, sc0)                                                                              \
+        GRP(ib + 1, g1, k1, sc1)                                                                          \
+        const __m512i g = pair(g0, g1), sc = pair(sc0, sc1);                                              \
+        const __mmask64 k = (__mmask64)k0 | ((__mmask64)k1 << 32);                                        \
+        (void)k;                                                                                          \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                         \
+            __m512i xv = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib));                      \
+            if (SIGNED) xv = _mm512_mask_sub_epi8(xv, k, _mm512_setzero_si512(), xv);                     \
+            SI(jj, ib) = _mm512_dpwssd_epi32(SI(jj, ib), _mm512_maddubs_epi16(g, xv), sc);                \
+        }                                                                                                 \
+    }
+
+/* The same with the signs and scales of a pair prepared for the whole block (vector code, once
+ * per block instead of scalar bit work per group): GRPG(ib, g) sets the weights only; KP(p) and
+ * SCP(p) give pair p's 64-bit negate mask and zmm of scales. */
+#define GROUP_PAIRS_V(GRPG, KP, SCP)                                                                      \
+    _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
+        __m256i g0, g1;                                                                                   \
+        GRPG(ib, g0)                                                                                      \
+        GRPG(ib + 1, g1)                                                                                  \
+        const __m512i g = pair(g0, g1), sc = SCP(ib / 2);                                                 \
+        const __mmask64 k = KP(ib / 2);                                                                   \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                         \
+            __m512i xv = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib));                      \
+            xv = _mm512_mask_sub_epi8(xv, k, _mm512_setzero_si512(), xv);                                 \
+            SI(jj, ib) = _mm512_dpwssd_epi32(SI(jj, ib), _mm512_maddubs_epi16(g, xv), sc);                \
+        }                                                                                                 \
+    }
+
+/* vpermw indices: lanes 0-15 take word a, 16-31 word b (a pair's two 32-weight scales)... */
+static ALWAYS_INLINE __m512i idx2(int a, int b) { return pair(_mm256_set1_epi16((short)a), _mm256_set1_epi16((short)b)); }
+/* ...or lanes 8k..8k+7 take word a + k (four 16-weight scales). */
+static ALWAYS_INLINE __m512i idx4(int a) {
+    return pair(_mm256_setr_epi16((short)a, (short)a, (short)a, (short)a, (short)a, (short)a, (short)a, (short)a,
+                                  (short)(a + 1), (short)(a + 1), (short)(a + 1), (short)(a + 1), (short)(a + 1),
+                                  (short)(a + 1), (short)(a + 1), (short)(a + 1)),
+                _mm256_setr_epi16((short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 2),
+                                  (short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 3), (short)(a + 3),
+                                  (short)(a + 3), (short)(a + 3), (short)(a + 3), (short)(a + 3), (short)(a + 3),
+                                  (short)(a + 3)));
+}
+
+/* Eight groups' sign bytes at once: each dword holds a group's four 7-bit sign fields in its
+ * bytes; bit 7 of each byte becomes the parity of its 7 bits (the ksigns rule). Stored as the
+ * four pairs' 64-bit masks. */
+static ALWAYS_INLINE void parity_signs8(__m256i s, uint64_t out[4]) {
+    __m256i p = _mm256_xor_si256(s, _mm256_srli_epi32(s, 4));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+    s = _mm256_or_si256(s, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
+    _mm256_storeu_si256((__m256i *)(void *)out, s);
+}
+/* Eight dwords of four 7-bit fields at bits 0, 7, 14, 21 -> one field per byte. */
+static ALWAYS_INLINE __m256i fields7(__m256i a) {
+    const __m256i m = _mm256_set1_epi32(0x7f);
+    return _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(a, m), _mm256_and_si256(_mm256_slli_epi32(a, 1), _mm256_slli_epi32(m, 8))),
+                           _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(a, 2), _mm256_slli_epi32(m, 16)),
+                                           _mm256_and_si256(_mm256_slli_epi32(a, 3), _mm256_slli_epi32(m, 24))));
+}
+/* (aux >> 28) * 2 + 1 of eight dwords, as eight words in a zmm for vpermw. */
+static ALWAYS_INLINE __m512i top4_scales(__m256i aux) {
+    __m256i s = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1));
+    return _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(s));
+}
 
 /* Four bytes of 7 sign bits each (bit j: weight j negative) -> with bit 7 = their parity. */
 static ALWAYS_INLINE __mmask32 parity_signs(uint32_t s) {
@@ -96,61 +174,81 @@ static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsig
 }
 
 /* ---- grid kinds (layouts: kern_avx2iq.c and src/kinds/ref_iquants.c) ---------------------- */
+#define G_IQ2_XXS(IB, G)                                                                                  \
+    {                                                                                                     \
+        const uint8_t *q = b + 2 + 8 * (IB);                                                              \
+        G = grid64x4(bp_iq2xxs_grid, q[0], q[1], q[2], q[3]);                                             \
+    }
+#define KP_MEM(P) ((__mmask64)smask[P])
+#define SCP_2(P) _mm512_permutexvar_epi16(idx2(2 * (P), 2 * (P) + 1), scw)
 ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_ACT_Q8X256, {
     BLOCK_START
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
-        const uint8_t *q = b + 2 + 8 * ib;
-        const uint32_t aux = bp_load_u32(q + 4);
-        const __m256i g = grid64x4(bp_iq2xxs_grid, q[0], q[1], q[2], q[3]);
-        const __m256i sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
-        GROUP_DOT(g, ksigns4(aux), sc, ib)
-    }
+    /* the 8 aux words are the high dwords of the block's 8 qwords at 2 */
+    const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512((const void *)(b + 2)), 32));
+    uint64_t smask[4];
+    parity_signs8(fields7(aux), smask);
+    const __m512i scw = top4_scales(aux);
+    GROUP_PAIRS_V(G_IQ2_XXS, KP_MEM, SCP_2)
     BLOCK_END(f16(b) * 0.125f)
 })
 
+#define G_IQ2_XS(IB, G) G = grid64x4(bp_iq2xs_grid, idx[4 * (IB)], idx[4 * (IB) + 1], idx[4 * (IB) + 2], idx[4 * (IB) + 3]);
+/* Scales of 16 weights: words [lo0, hi0, lo1, hi1, ...] (2 s + 1) from the 8 scale bytes. */
+static ALWAYS_INLINE __m512i nibble_scales(const uint8_t *p) {
+    __m128i v = _mm_loadl_epi64((const __m128i *)p);
+    __m128i lh = _mm_unpacklo_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)));
+    __m256i w = _mm256_cvtepu8_epi16(lh);
+    return zext(_mm256_or_si256(_mm256_slli_epi16(w, 1), _mm256_set1_epi16(1)));
+}
+#define SCP_4(P) _mm512_permutexvar_epi16(idx4(4 * (P)), scw)
 ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_ACT_Q8X256, {
     BLOCK_START
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
-        const uint8_t *q = b + 2 + 8 * ib;
-        const unsigned q0 = bp_load_u16(q), q1 = bp_load_u16(q + 2), q2 = bp_load_u16(q + 4), q3 = bp_load_u16(q + 6);
-        const __m256i g = grid64x4(bp_iq2xs_grid, q0 & 511, q1 & 511, q2 & 511, q3 & 511);
-        const __mmask32 k = parity_signs((q0 >> 9) | ((q1 >> 9) << 8) | ((q2 >> 9) << 16) | ((uint32_t)(q3 >> 9) << 24));
-        const unsigned s = b[66 + ib];
-        GROUP_DOT(g, k, scales2((int)(2 * (s & 15) + 1), (int)(2 * (s >> 4) + 1)), ib)
-    }
+    /* 32 u16: 9-bit grid index, 7-bit sign field */
+    const __m512i v = _mm512_loadu_si512((const void *)(b + 2));
+    uint16_t idx[32];
+    _mm512_storeu_si512((void *)idx, _mm512_and_si512(v, _mm512_set1_epi16(511)));
+    uint64_t smask[4];
+    parity_signs8(_mm512_cvtepi16_epi8(_mm512_srli_epi16(v, 9)), smask);
+    const __m512i scw = nibble_scales(b + 66);
+    GROUP_PAIRS_V(G_IQ2_XS, KP_MEM, SCP_4)
     BLOCK_END(f16(b) * 0.125f)
 })
 
+#define G_IQ2_S(IB, G)                                                                                    \
+    {                                                                                                     \
+        const uint8_t *qs = b + 2 + 4 * (IB);                                                             \
+        const unsigned qh = b[66 + (IB)];                                                                 \
+        G = grid64x4(bp_iq2s_grid, qs[0] | ((qh << 8) & 0x300u), qs[1] | ((qh << 6) & 0x300u),           \
+                     qs[2] | ((qh << 4) & 0x300u), qs[3] | ((qh << 2) & 0x300u));                         \
+    }
+#define KP_IQ2_S(P) ((__mmask64)bp_load_u64(b + 34 + 8 * (P)))
 ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_ACT_Q8X256, {
     BLOCK_START
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
-        const uint8_t *qs = b + 2 + 4 * ib;
-        const unsigned qh = b[66 + ib];
-        const __m256i g = grid64x4(bp_iq2s_grid, qs[0] | ((qh << 8) & 0x300u), qs[1] | ((qh << 6) & 0x300u),
-                                   qs[2] | ((qh << 4) & 0x300u), qs[3] | ((qh << 2) & 0x300u));
-        const unsigned s = b[74 + ib];
-        GROUP_DOT(g, (__mmask32)bp_load_u32(b + 34 + 4 * ib), scales2((int)(2 * (s & 15) + 1), (int)(2 * (s >> 4) + 1)), ib)
-    }
+    const __m512i scw = nibble_scales(b + 74);
+    GROUP_PAIRS_V(G_IQ2_S, KP_IQ2_S, SCP_4)
     BLOCK_END(f16(b) * 0.125f)
 })
 
+#define G_IQ3_XXS(IB, G) G = grid32x8(bp_iq3xxs_grid, b + 2 + 8 * (IB), 0);
 ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_ACT_Q8X256, {
     BLOCK_START
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
-        const uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
-        const __m256i g = grid32x8(bp_iq3xxs_grid, b + 2 + 8 * ib, 0);
-        GROUP_DOT(g, ksigns4(aux), _mm256_set1_epi16((short)(2 * (aux >> 28) + 1)), ib)
-    }
+    const __m256i aux = load32(b + 66);
+    uint64_t smask[4];
+    parity_signs8(fields7(aux), smask);
+    const __m512i scw = top4_scales(aux);
+    GROUP_PAIRS_V(G_IQ3_XXS, KP_MEM, SCP_2)
     BLOCK_END(f16(b) * 0.25f)
 })
 
+#define GRP_IQ3_S(IB, G, K, SC)                                                                           \
+    {                                                                                                     \
+        G = grid32x8(bp_iq3s_grid, b + 2 + 8 * (IB), b[66 + (IB)]);                                       \
+        K = (__mmask32)bp_load_u32(b + 74 + 4 * (IB));                                                    \
+        SC = _mm256_set1_epi16((short)(2 * ((b[106 + (IB) / 2] >> (4 * ((IB) % 2))) & 15) + 1));          \
+    }
 ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_ACT_Q8X256, {
     BLOCK_START
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
-        const __m256i g = grid32x8(bp_iq3s_grid, b + 2 + 8 * ib, b[66 + ib]);
-        const int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15;
-        GROUP_DOT(g, (__mmask32)bp_load_u32(b + 74 + 4 * ib), _mm256_set1_epi16((short)(2 * s + 1)), ib)
-    }
+    GROUP_PAIRS(1, GRP_IQ3_S)
     BLOCK_END(f16(b))
 })
 
@@ -168,12 +266,15 @@ static void init_iq1(void) {
     }
 }
 
-/* si += coef16 . bsums for every input (the -9 shift), then the block's float scale. */
-#define BLOCK_END_SHIFT(COEF, D)                                                                          \
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = _mm256_add_epi32(                 \
-        si[0][jj], _mm256_madd_epi16((COEF), _mm256_loadu_si256((const __m256i *)XQ(jj, i)->bsums)));    \
-    BLOCK_END(D)
-
+#define GRP_IQ1_S(IB, G, K, SC)                                                                           \
+    {                                                                                                     \
+        const unsigned qh = bp_load_u16(b + 34 + 2 * (IB));                                               \
+        const uint8_t *q = b + 2 + 4 * (IB);                                                              \
+        G = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),                   \
+                     q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));                     \
+        G = _mm256_add_epi8(G, _mm256_set1_epi8(qh & 0x8000u ? 0 : 2));                                   \
+        SC = _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7u) + 1));                                       \
+    }
 ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_ACT_Q8X256, {
     BLOCK_START
     /* scale per group ib (3 bits at 12 of u16 ib), duplicated for its two 16-sums */
@@ -181,14 +282,7 @@ ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_ACT_Q8X256, {
     const __m128i s8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1),
                                      _mm_set1_epi16(1));
     const __m256i sc16 = _mm256_set_m128i(_mm_unpackhi_epi16(s8, s8), _mm_unpacklo_epi16(s8, s8));
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
-        const unsigned qh = bp_load_u16(b + 34 + 2 * ib);
-        const uint8_t *q = b + 2 + 4 * ib;
-        __m256i g = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),
-                             q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));
-        g = _mm256_add_epi8(g, _mm256_set1_epi8(qh & 0x8000u ? 0 : 2));
-        GROUP_DOT_U(g, _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7u) + 1)), ib)
-    }
+    GROUP_PAIRS(0, GRP_IQ1_S)
     BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), f16(b) * 0.125f)
 })
 
@@ -203,6 +297,16 @@ static void init_iq1m(void) {
     }
 }
 
+#define GRP_IQ1_M(IB, G, K, SC)                                                                           \
+    {                                                                                                     \
+        const uint8_t *q = b + 4 * (IB);                                                                  \
+        const unsigned hh = bp_load_u16(b + 32 + 2 * (IB));                                               \
+        G = grid64x4(g_iq1_g8, q[0] | ((hh << 8) & 0x700u), q[1] | ((hh << 4) & 0x700u), q[2] | (hh & 0x700u), \
+                     q[3] | ((hh >> 4) & 0x700u));                                                        \
+        const unsigned idx = ((hh >> 3) & 1u) | ((hh >> 6) & 2u) | ((hh >> 9) & 4u) | ((hh >> 12) & 8u);  \
+        G = _mm256_add_epi8(G, _mm256_shuffle_epi8(_mm256_set1_epi32((int)g_iq1m_dd[idx]), bcast));      \
+        SC = pair_scales(sc16, 2 * (IB));                                                                 \
+    }
 ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_ACT_Q8X256, {
     BLOCK_START
     /* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them */
@@ -218,15 +322,7 @@ ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_ACT_Q8X256, {
     __m256i s16 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), rep);
     s16 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(s16, mul), 9), _mm256_set1_epi16(7));
     const __m256i sc16 = _mm256_add_epi16(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
-        const uint8_t *q = b + 4 * ib;
-        const unsigned hh = bp_load_u16(b + 32 + 2 * ib);
-        __m256i g = grid64x4(g_iq1_g8, q[0] | ((hh << 8) & 0x700u), q[1] | ((hh << 4) & 0x700u), q[2] | (hh & 0x700u),
-                             q[3] | ((hh >> 4) & 0x700u));
-        const unsigned idx = ((hh >> 3) & 1u) | ((hh >> 6) & 2u) | ((hh >> 9) & 4u) | ((hh >> 12) & 8u);
-        g = _mm256_add_epi8(g, _mm256_shuffle_epi8(_mm256_set1_epi32((int)g_iq1m_dd[idx]), bcast));
-        GROUP_DOT_U(g, pair_scales(sc16, 2 * ib), ib)
-    }
+    GROUP_PAIRS(0, GRP_IQ1_M)
     BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), _cvtsh_ss(dbits) * 0.125f)
 })
 
@@ -247,9 +343,8 @@ ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_ACT_Q8X256, {
         __m512i s = _mm512_setzero_si512();
         for (int k = 0; k < 4; k++) s = _mm512_dpbusd_epi32(s, w[k], _mm512_loadu_si512((const void *)(x->q + 64 * k)));
         /* stored 0..2 for -1..1: minus the activation sum */
-        __m256i t = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        t = _mm256_sub_epi32(t, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1)));
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), _mm256_cvtepi32_ps(t), acc[jj]);
+        s = _mm512_sub_epi32(s, zext(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1))));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
     }
 })
 
@@ -287,7 +382,7 @@ ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_ACT_Q8X256, {
         __m256i s = _mm256_sub_epi32(_mm256_setzero_si256(),
                                      _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1)));
         for (int k = 0; k < 8; k++) s = _mm256_dpbusd_epi32(s, t[k], load32(x->q + 32 * k));
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * x->d), _mm256_cvtepi32_ps(s), acc[jj]);
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(zext(s)), acc[jj]);
     }
 })
 
@@ -300,7 +395,7 @@ ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_ACT_Q8X32, {
         _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
             const bp_q8x32 *x = (const bp_q8x32 *)(const void *)(xq + (size_t)jj * xs) + 4 * i + s;
             __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_maskz_mov_epi8(k, load32(x->q)));
-            acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(2 * d * x->d), _mm256_cvtepi32_ps(p), acc[jj]);
+            acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(2 * d * x->d), _mm512_cvtepi32_ps(zext(p)), acc[jj]);
             offs[jj] -= d * x->ds;
         }
     }
