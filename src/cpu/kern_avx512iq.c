@@ -110,9 +110,20 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
         const __mmask64 k = KP(ib / 2);                                                                   \
         _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                         \
             __m512i xv = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib));                      \
-            xv = _mm512_mask_sub_epi8(xv, k, _mm512_setzero_si512(), xv);                                 \
+            if (!__builtin_constant_p(k) || k) xv = _mm512_mask_sub_epi8(xv, k, _mm512_setzero_si512(), xv); \
             SI(jj, ib) = _mm512_dpwssd_epi32(SI(jj, ib), _mm512_maddubs_epi16(g, xv), sc);                \
         }                                                                                                 \
+    }
+
+/* Unsigned weights plus a per-pair byte vector ADDP(p) (IQ1_M's delta). */
+#define GROUP_PAIRS_V2(GRPG, ADDP, SCP)                                                                   \
+    _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
+        __m256i g0, g1;                                                                                   \
+        GRPG(ib, g0)                                                                                      \
+        GRPG(ib + 1, g1)                                                                                  \
+        const __m512i g = _mm512_add_epi8(pair(g0, g1), ADDP(ib / 2)), sc = SCP(ib / 2);                  \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) SI(jj, ib) = _mm512_dpwssd_epi32(         \
+            SI(jj, ib), _mm512_maddubs_epi16(g, _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib))), sc); \
     }
 
 /* vpermw indices: lanes 0-15 take word a, 16-31 word b (a pair's two 32-weight scales)... */
@@ -180,6 +191,7 @@ static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsig
         G = grid64x4(bp_iq2xxs_grid, q[0], q[1], q[2], q[3]);                                             \
     }
 #define KP_MEM(P) ((__mmask64)smask[P])
+#define KP_NONE(P) ((__mmask64)0)
 #define SCP_2(P) _mm512_permutexvar_epi16(idx2(2 * (P), 2 * (P) + 1), scw)
 ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_ACT_Q8X256, {
     BLOCK_START
@@ -192,7 +204,12 @@ ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_ACT_Q8X256, {
     BLOCK_END(f16(b) * 0.125f)
 })
 
-#define G_IQ2_XS(IB, G) G = grid64x4(bp_iq2xs_grid, idx[4 * (IB)], idx[4 * (IB) + 1], idx[4 * (IB) + 2], idx[4 * (IB) + 3]);
+#define G_IQ2_XS(IB, G)                                                                                   \
+    {                                                                                                     \
+        const uint64_t q_ = bp_load_u64(b + 2 + 8 * (IB));                                                \
+        G = grid64x4(bp_iq2xs_grid, (unsigned)q_ & 511, (unsigned)(q_ >> 16) & 511, (unsigned)(q_ >> 32) & 511, \
+                     (unsigned)(q_ >> 48) & 511);                                                         \
+    }
 /* Scales of 16 weights: words [lo0, hi0, lo1, hi1, ...] (2 s + 1) from the 8 scale bytes. */
 static ALWAYS_INLINE __m512i nibble_scales(const uint8_t *p) {
     __m128i v = _mm_loadl_epi64((const __m128i *)p);
@@ -205,8 +222,6 @@ ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_ACT_Q8X256, {
     BLOCK_START
     /* 32 u16: 9-bit grid index, 7-bit sign field */
     const __m512i v = _mm512_loadu_si512((const void *)(b + 2));
-    uint16_t idx[32];
-    _mm512_storeu_si512((void *)idx, _mm512_and_si512(v, _mm512_set1_epi16(511)));
     uint64_t smask[4];
     parity_signs8(_mm512_cvtepi16_epi8(_mm512_srli_epi16(v, 9)), smask);
     const __m512i scw = nibble_scales(b + 66);
@@ -240,15 +255,29 @@ ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_ACT_Q8X256, {
     BLOCK_END(f16(b) * 0.25f)
 })
 
-#define GRP_IQ3_S(IB, G, K, SC)                                                                           \
+#define G_IQ3_S(IB, G)                                                                                    \
     {                                                                                                     \
-        G = grid32x8(bp_iq3s_grid, b + 2 + 8 * (IB), b[66 + (IB)]);                                       \
-        K = (__mmask32)bp_load_u32(b + 74 + 4 * (IB));                                                    \
-        SC = _mm256_set1_epi16((short)(2 * ((b[106 + (IB) / 2] >> (4 * ((IB) % 2))) & 15) + 1));          \
+        const uint16_t *ix = idx + 8 * (IB);                                                              \
+        G = _mm256_set_epi32((int)bp_iq3s_grid[ix[7]], (int)bp_iq3s_grid[ix[6]], (int)bp_iq3s_grid[ix[5]],  \
+                             (int)bp_iq3s_grid[ix[4]], (int)bp_iq3s_grid[ix[3]], (int)bp_iq3s_grid[ix[2]],  \
+                             (int)bp_iq3s_grid[ix[1]], (int)bp_iq3s_grid[ix[0]]);                           \
     }
+#define KP_IQ3_S(P) ((__mmask64)bp_load_u64(b + 74 + 8 * (P)))
 ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_ACT_Q8X256, {
     BLOCK_START
-    GROUP_PAIRS(1, GRP_IQ3_S)
+    /* 64 9-bit grid indices: the low bytes at 2, the 9th bits in order in the 8 bytes at 66 */
+    const uint64_t hi = bp_load_u64(b + 66);
+    uint16_t idx[64];
+    for (int h = 0; h < 2; h++) {
+        const __m512i lo = _mm512_cvtepu8_epi16(load32(b + 2 + 32 * h));
+        _mm512_storeu_si512((void *)(idx + 32 * h),
+                            _mm512_mask_add_epi16(lo, (__mmask32)(hi >> (32 * h)), lo, _mm512_set1_epi16(256)));
+    }
+    /* 4 bits per group (low nibble first) at 106 -> 2 s + 1 */
+    const __m128i v = _mm_cvtsi32_si128((int)bp_load_u32(b + 106));
+    const __m128i lh = _mm_unpacklo_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)));
+    const __m512i scw = _mm512_zextsi128_si512(_mm_or_si128(_mm_slli_epi16(_mm_cvtepu8_epi16(lh), 1), _mm_set1_epi16(1)));
+    GROUP_PAIRS_V(G_IQ3_S, KP_IQ3_S, SCP_2)
     BLOCK_END(f16(b))
 })
 
@@ -266,55 +295,40 @@ static void init_iq1(void) {
     }
 }
 
-#define GRP_IQ1_S(IB, G, K, SC)                                                                           \
+/* IQ1_S keeps delta (one per group) out of the weights: w = 8 (g + 1) + (delta - 8), and the
+ * group constant (delta - 8) * scale multiplies the group's activation sum, so the weights are
+ * the table bytes alone. */
+#define G_IQ1_S(IB, G)                                                                                    \
     {                                                                                                     \
         const unsigned qh = bp_load_u16(b + 34 + 2 * (IB));                                               \
         const uint8_t *q = b + 2 + 4 * (IB);                                                              \
         G = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),                   \
                      q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));                     \
-        G = _mm256_add_epi8(G, _mm256_set1_epi8(qh & 0x8000u ? 0 : 2));                                   \
-        SC = _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7u) + 1));                                       \
     }
 ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_ACT_Q8X256, {
     BLOCK_START
-    /* scale per group ib (3 bits at 12 of u16 ib), duplicated for its two 16-sums */
+    /* u16 ib at 34: four 3-bit high index parts, 3-bit scale at 12, delta sign at 15 */
     const __m128i qh8 = _mm_loadu_si128((const __m128i *)(b + 34));
-    const __m128i s8 = _mm_add_epi16(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1),
-                                     _mm_set1_epi16(1));
-    const __m256i sc16 = _mm256_set_m128i(_mm_unpackhi_epi16(s8, s8), _mm_unpacklo_epi16(s8, s8));
-    GROUP_PAIRS(0, GRP_IQ1_S)
-    BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), f16(b) * 0.125f)
+    const __m128i s8 = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1),
+                                    _mm_set1_epi16(1));
+    const __m512i scw = _mm512_zextsi128_si512(s8);
+    /* (delta - 8): -9 where bit 15 is set, -7 where not */
+    const __m128i dm8 = _mm_sub_epi16(_mm_set1_epi16(-7), _mm_slli_epi16(_mm_srli_epi16(qh8, 15), 1));
+    const __m128i c8 = _mm_mullo_epi16(s8, dm8);
+    const __m256i coef = _mm256_set_m128i(_mm_unpackhi_epi16(c8, c8), _mm_unpacklo_epi16(c8, c8));
+    GROUP_PAIRS_V(G_IQ1_S, KP_NONE, SCP_2)
+    BLOCK_END_SHIFT(coef, f16(b) * 0.125f)
 })
 
-/* Four delta-sign bits (one per 8 weights) -> four bytes: 0 where set (delta -1), 2 where not. */
-static uint32_t g_iq1m_dd[16];
-
-static void init_iq1m(void) {
-    for (int i = 0; i < 16; i++) {
-        uint32_t v = 0;
-        for (int j = 0; j < 4; j++) v |= (uint32_t)((i >> j) & 1 ? 0 : 2) << (8 * j);
-        g_iq1m_dd[i] = v;
-    }
-}
-
-#define GRP_IQ1_M(IB, G, K, SC)                                                                           \
-    {                                                                                                     \
-        const uint8_t *q = b + 4 * (IB);                                                                  \
-        const unsigned hh = bp_load_u16(b + 32 + 2 * (IB));                                               \
-        G = grid64x4(g_iq1_g8, q[0] | ((hh << 8) & 0x700u), q[1] | ((hh << 4) & 0x700u), q[2] | (hh & 0x700u), \
-                     q[3] | ((hh >> 4) & 0x700u));                                                        \
-        const unsigned idx = ((hh >> 3) & 1u) | ((hh >> 6) & 2u) | ((hh >> 9) & 4u) | ((hh >> 12) & 8u);  \
-        G = _mm256_add_epi8(G, _mm256_shuffle_epi8(_mm256_set1_epi32((int)g_iq1m_dd[idx]), bcast));      \
-        SC = pair_scales(sc16, 2 * (IB));                                                                 \
-    }
+#define G_IQ1_M(IB, G) G = grid64x4(g_iq1_g8, idx[4 * (IB)], idx[4 * (IB) + 1], idx[4 * (IB) + 2], idx[4 * (IB) + 3]);
+/* Pair P's delta bytes: 2 for each 8-weight segment whose delta is +1 (bit clear), else 0. */
+#define GP_IQ1_M(P) _mm512_maskz_mov_epi64((__mmask8)(dplus >> (8 * (P))), _mm512_set1_epi8(2))
 ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_ACT_Q8X256, {
     BLOCK_START
     /* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them */
     const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
                                          7, 6, 7, 6, 7);
     const __m256i mul = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
-    const __m256i bcast = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                                           3, 3, 3, 3, 3, 3);
     uint16_t sc4[4];
     for (int k = 0; k < 4; k++) sc4[k] = bp_load_u16(b + 48 + 2 * k);
     const uint16_t dbits =
@@ -322,7 +336,19 @@ ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_ACT_Q8X256, {
     __m256i s16 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), rep);
     s16 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(s16, mul), 9), _mm256_set1_epi16(7));
     const __m256i sc16 = _mm256_add_epi16(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
-    GROUP_PAIRS(0, GRP_IQ1_M)
+    /* 16 qh bytes at 32: a nibble per 8 weights (3 high index bits, then the delta sign), low
+     * nibble first; as 32 bytes in segment order */
+    const __m128i qh = _mm_loadu_si128((const __m128i *)(b + 32));
+    const __m128i nl = _mm_and_si128(qh, _mm_set1_epi8(15)), nh = _mm_and_si128(_mm_srli_epi16(qh, 4), _mm_set1_epi8(15));
+    const __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(nl, nh), _mm_unpacklo_epi8(nl, nh));
+    const uint32_t dplus = ~(uint32_t)_mm256_test_epi8_mask(nib, _mm256_set1_epi8(8));
+    /* the 32 11-bit grid indices through memory: computing them per group in scalar code ran
+     * ~15% slower here (GPR pressure), where IQ1_S's simpler ones are better computed inline */
+    uint16_t idx[32];
+    _mm512_storeu_si512((void *)idx, _mm512_or_si512(_mm512_cvtepu8_epi16(load32(b)),
+                                                     _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm256_and_si256(nib, _mm256_set1_epi8(7))), 8)));
+    const __m512i scw = zext(sc16);
+    GROUP_PAIRS_V2(G_IQ1_M, GP_IQ1_M, SCP_4)
     BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), _cvtsh_ss(dbits) * 0.125f)
 })
 
@@ -403,7 +429,6 @@ ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_ACT_Q8X32, {
 
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     init_iq1();
-    init_iq1m();
 /* max_batch 16: these decode each group once for 8 inputs, so their cost per input falls with
  * the batch faster than the panel GEMM's (whose dequantize + requantize of a panel is paid once
  * per call); measured crossovers on the dev machine (Zen 5, one core) lie at 16-32. */
