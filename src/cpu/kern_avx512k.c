@@ -1,5 +1,5 @@
-/* AVX-512 decode and small-batch kernels for the k-quants (Q2_K Q3_K Q4_K Q5_K Q6_K) against
- * bp_q8x256 activations. One zmm holds 64 weights, the two 32-weight groups (or four 16-weight
+/* AVX-512 decode and small-batch kernels for the k-quants (Q2_K Q3_K Q4_K Q5_K Q6_K) and IQ4_XS
+ * against bp_q8x256 activations. One zmm holds 64 weights, the two 32-weight groups (or four 16-weight
  * groups) whose activations are 64 consecutive bytes of the plain q8x256 layout, so nothing is
  * re-ordered. Per 64 weights: unpack (a variable shift per 256-bit half picks the low or high
  * nibble / bit pair; vptestmb + masked add supply Q5_K's and Q3_K's extra bit), one vpmaddubsw
@@ -230,22 +230,110 @@ K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
     }
 })
 
+/* ---- IQ4_XS, against q8x256 with each pair of groups' halves interleaved (BP_ACT_Q8X256P):
+ * d, scales_h u16, scales_l[4], qs[128]. 32 bytes of two groups' nibbles, low nibbles in the
+ * low half and high in the high one, match the activations' 64 bytes. The signed table value
+ * v = kvalues[n] enters as |v| (a second table) with the activation negated where n < 8 (the
+ * table's negative half), so vpmaddubsw cannot saturate (2 * 127 * 127 < 32768). */
+static const int8_t iq4nl_abs[16] = {127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* vpermw indices for a pair's scales: lanes 0-7 and 16-23 word a, 8-15 and 24-31 word a + 1. */
+static ALWAYS_INLINE __m512i idx_abab(int a) {
+    const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)(a + 1)), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(ab), ab, 1);
+}
+
+K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_abs));
+    /* the 8 6-bit scales minus 32, as words */
+    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    const __m512i scw = _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(ls));
+    const float d = f16(b);
+    __m512i w[4], sc[4];
+    __mmask64 neg[4];
+    for (int p = 0; p < 4; p++) {
+        const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 8 + 32 * p), cnt2(0, 4)), m4);
+        w[p] = _mm512_shuffle_epi8(tbl, n);
+        neg[p] = _mm512_cmplt_epu8_mask(n, _mm512_set1_epi8(8));
+        sc[p] = _mm512_permutexvar_epi16(idx_abab(2 * p), scw);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = _mm512_setzero_si512(), s2 = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(x->q + 64 * p));
+            xv = _mm512_mask_sub_epi8(xv, neg[p], _mm512_setzero_si512(), xv);
+            if (p % 2) s2 = _mm512_dpwssd_epi32(s2, _mm512_maddubs_epi16(w[p], xv), sc[p]);
+            else s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w[p], xv), sc[p]);
+        }
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), acc[jj]);
+    }
+})
+
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
 /* max_batch: where the panel GEMM (which dequantizes and requantizes each panel once for all
  * inputs) overtakes. Measured on the dev machine (Zen 5, 256 x 4096, one core, hot), GFLOP/s
- * these / the GEMM at t = 32: Q2_K 190/216, Q3_K 180/217, Q4_K 170/168, Q5_K 170/139, Q6_K
- * 150/216; at t = 16 these win for every kind (200-245 vs 100-140). */
+ * these / the GEMM at t = 32: Q2_K 231/216, Q3_K 226/217, Q4_K 211/168, Q5_K 208/139, Q6_K
+ * 200/216, IQ4_XS 230/116; at t = 16 these win for every kind. */
 #define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 8 inputs per pass)", MAXB, NULL, true}
-    SET(Q2_K, vec_q2_k, 16);
-    SET(Q3_K, vec_q3_k, 16);
+    SET(Q2_K, vec_q2_k, 32);
+    SET(Q3_K, vec_q3_k, 32);
     SET(Q4_K, vec_q4_k, 32);
     SET(Q5_K, vec_q5_k, 32);
     SET(Q6_K, vec_q6_k, 16);
+    bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
+    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 8 inputs per pass)", 32, NULL, true};
 #undef SET
     return true;
 }
 
 #else
+/* ---- IQ4_XS, against q8x256 with each pair of groups' halves interleaved (BP_ACT_Q8X256P):
+ * d, scales_h u16, scales_l[4], qs[128]. 32 bytes of two groups' nibbles, low nibbles in the
+ * low half and high in the high one, match the activations' 64 bytes. The signed table value
+ * v = kvalues[n] enters as |v| (a second table) with the activation negated where n < 8 (the
+ * table's negative half), so vpmaddubsw cannot saturate (2 * 127 * 127 < 32768). */
+static const int8_t iq4nl_abs[16] = {127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* vpermw indices for a pair's scales: lanes 0-7 and 16-23 word a, 8-15 and 24-31 word a + 1. */
+static ALWAYS_INLINE __m512i idx_abab(int a) {
+    const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)(a + 1)), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(ab), ab, 1);
+}
+
+K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_abs));
+    /* the 8 6-bit scales minus 32, as words */
+    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    const __m512i scw = _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(ls));
+    const float d = f16(b);
+    __m512i w[4], sc[4];
+    __mmask64 neg[4];
+    for (int p = 0; p < 4; p++) {
+        const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 8 + 32 * p), cnt2(0, 4)), m4);
+        w[p] = _mm512_shuffle_epi8(tbl, n);
+        neg[p] = _mm512_cmplt_epu8_mask(n, _mm512_set1_epi8(8));
+        sc[p] = _mm512_permutexvar_epi16(idx_abab(2 * p), scw);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = _mm512_setzero_si512(), s2 = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(x->q + 64 * p));
+            xv = _mm512_mask_sub_epi8(xv, neg[p], _mm512_setzero_si512(), xv);
+            if (p % 2) s2 = _mm512_dpwssd_epi32(s2, _mm512_maddubs_epi16(w[p], xv), sc[p]);
+            else s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w[p], xv), sc[p]);
+        }
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), acc[jj]);
+    }
+})
+
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
     (void)ops;
     return false;
