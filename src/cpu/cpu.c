@@ -60,9 +60,10 @@ static bool cpu_has(bp_cpu_isa isa) {
     bool avx2 = b & (1u << 5);
     bool base = avx2 && fma && f16c;
     if (isa == BP_CPU_ISA_AVX2) return base;
-    bool f = b & (1u << 16), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
+    /* DQ too: the AVX-512 files are built with -mavx512dq (every CPU with VNNI has it). */
+    bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
     bool zmm_state = (xcr & 0xe0) == 0xe0; /* opmask, ZMM0-15 upper halves, ZMM16-31 */
-    return isa == BP_CPU_ISA_AVX512 && base && f && bw && vl && vnni && zmm_state;
+    return isa == BP_CPU_ISA_AVX512 && base && f && dq && bw && vl && vnni && zmm_state;
 }
 #else
 static bool cpu_has(bp_cpu_isa isa) { return isa == BP_CPU_ISA_SCALAR; }
