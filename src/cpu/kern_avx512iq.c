@@ -1,5 +1,5 @@
 /* AVX-512 (VL, BW, VNNI) decode and small-batch kernels for the compute-bound low-bit kinds:
- * the grid kinds (IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S), IQ1_S, IQ1_M, TQ1_0, TQ2_0 and Q1_0.
+ * the grid kinds (IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S), IQ1_S, IQ1_M, TQ1_0, TQ2_0, Q1_0, NVFP4.
  *
  * At 2 threads these kinds are limited by instructions per weight, not memory, so each kernel
  * decodes a 32-weight group ONCE into unsigned bytes g, a 32-bit negate mask k and int16 group
@@ -26,9 +26,9 @@ enum { MAX_NJ = 8 };
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
 /* Per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per block (b, i). */
-#define ROW_KERNEL(NAME, BYTES, ACT, ...)                                                                 \
+#define ROW_KERNEL(NAME, BYTES, ELEMS, ...)                                                               \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
-        const int64_t nb = job->cols / ((ACT) == BP_ACT_Q8X32 ? 128 : 256);                               \
+        const int64_t nb = job->cols / (ELEMS);                                                           \
         const size_t xs = job->xq_stride;                                                                 \
         const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                   \
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                           \
@@ -193,7 +193,7 @@ static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsig
 #define KP_MEM(P) ((__mmask64)smask[P])
 #define KP_NONE(P) ((__mmask64)0)
 #define SCP_2(P) _mm512_permutexvar_epi16(idx2(2 * (P), 2 * (P) + 1), scw)
-ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_BLOCK_ELEMS_IQ2_XXS, {
     BLOCK_START
     /* the 8 aux words are the high dwords of the block's 8 qwords at 2 */
     const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512((const void *)(b + 2)), 32));
@@ -218,7 +218,7 @@ static ALWAYS_INLINE __m512i nibble_scales(const uint8_t *p) {
     return zext(_mm256_or_si256(_mm256_slli_epi16(w, 1), _mm256_set1_epi16(1)));
 }
 #define SCP_4(P) _mm512_permutexvar_epi16(idx4(4 * (P)), scw)
-ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, {
     BLOCK_START
     /* 32 u16: 9-bit grid index, 7-bit sign field */
     const __m512i v = _mm512_loadu_si512((const void *)(b + 2));
@@ -237,7 +237,7 @@ ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_ACT_Q8X256, {
                      qs[2] | ((qh << 4) & 0x300u), qs[3] | ((qh << 2) & 0x300u));                         \
     }
 #define KP_IQ2_S(P) ((__mmask64)bp_load_u64(b + 34 + 8 * (P)))
-ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_BLOCK_ELEMS_IQ2_S, {
     BLOCK_START
     const __m512i scw = nibble_scales(b + 74);
     GROUP_PAIRS_V(G_IQ2_S, KP_IQ2_S, SCP_4)
@@ -245,7 +245,7 @@ ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_ACT_Q8X256, {
 })
 
 #define G_IQ3_XXS(IB, G) G = grid32x8(bp_iq3xxs_grid, b + 2 + 8 * (IB), 0);
-ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, {
     BLOCK_START
     const __m256i aux = load32(b + 66);
     uint64_t smask[4];
@@ -263,7 +263,7 @@ ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_ACT_Q8X256, {
                              (int)bp_iq3s_grid[ix[1]], (int)bp_iq3s_grid[ix[0]]);                           \
     }
 #define KP_IQ3_S(P) ((__mmask64)bp_load_u64(b + 74 + 8 * (P)))
-ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_BLOCK_ELEMS_IQ3_S, {
     BLOCK_START
     /* 64 9-bit grid indices: the low bytes at 2, the 9th bits in order in the 8 bytes at 66 */
     const uint64_t hi = bp_load_u64(b + 66);
@@ -305,7 +305,7 @@ static void init_iq1(void) {
         G = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),                   \
                      q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));                     \
     }
-ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, {
     BLOCK_START
     /* u16 ib at 34: four 3-bit high index parts, 3-bit scale at 12, delta sign at 15 */
     const __m128i qh8 = _mm_loadu_si128((const __m128i *)(b + 34));
@@ -323,7 +323,7 @@ ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_ACT_Q8X256, {
 #define G_IQ1_M(IB, G) G = grid64x4(g_iq1_g8, idx[4 * (IB)], idx[4 * (IB) + 1], idx[4 * (IB) + 2], idx[4 * (IB) + 3]);
 /* Pair P's delta bytes: 2 for each 8-weight segment whose delta is +1 (bit clear), else 0. */
 #define GP_IQ1_M(P) _mm512_maskz_mov_epi64((__mmask8)(dplus >> (8 * (P))), _mm512_set1_epi8(2))
-ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, {
     BLOCK_START
     /* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them */
     const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
@@ -357,7 +357,7 @@ static ALWAYS_INLINE __m512i cnt2(int a, int b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
 }
 
-ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, {
     __m512i w[4];
     for (int k = 0; k < 4; k++)
         w[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(b + 32 * (k / 2))),
@@ -385,7 +385,7 @@ static ALWAYS_INLINE __m256i trit_of(__m256i q) {
 static ALWAYS_INLINE __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
 static ALWAYS_INLINE __m128i times3x(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
 
-ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_ACT_Q8X256, {
+ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, {
     __m256i t[8];
     __m256i q = load32(b);
     for (int k = 0; k < 5; k++) {
@@ -415,7 +415,7 @@ ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_ACT_Q8X256, {
 /* ---- Q1_0: 18 bytes, d | 128 sign bits, against q8x32: dot = 2 (sum of x where set) - sum(x) */
 /* The four groups' products are summed in a tree before one add into the accumulator: four
  * chained FMAs per block (4 cycles each) had left a single input's decode latency-bound. */
-ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_ACT_Q8X32, {
+ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_BLOCK_ELEMS_Q1_0, {
     const float d2 = 2 * f16(b);
     const __m256i ones = _mm256_set1_epi8(1);
     _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
@@ -431,8 +431,48 @@ ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_ACT_Q8X32, {
     }
 })
 
+/* ---- NVFP4: 36 bytes, four UE4M3 scales (one per 16) | qs[32]; sub-block s: element j < 8 is
+ * the low nibble of qs[8s + j], j >= 8 the high one. The 64 weights unpack into one zmm in
+ * element order; |value| from a table, the sign (nibble >= 8) moved onto the activations. ---- */
+static float g_ue4m3_half[256];
+
+static void init_ue4m3(void) {
+    for (int v = 0; v < 256; v++) {
+        const int ex = (v >> 3) & 15, man = v & 7;
+        /* as the reference: 0x00 and 0x7F read 0, the top bit is ignored otherwise */
+        float f = 0;
+        if (v != 0 && v != 0x7f) f = ex == 0 ? (float)man / 512.0f : (1.0f + (float)man / 8.0f) * (float)(1 << ex) / 128.0f;
+        g_ue4m3_half[v] = f * 0.5f;
+    }
+}
+
+static const int8_t fp4_doubled_abs[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
+
+ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, {
+    const __m256i q = load32(b + 4), m4 = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    /* [sub 0 | sub 2] and [sub 1 | sub 3] per 128-bit lane, then lanes in order 0 1 2 3 */
+    const __m512i n = _mm512_shuffle_i64x2(pair(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)),
+                                           pair(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)),
+                                           _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512i w = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)fp4_doubled_abs)), n);
+    const __mmask64 neg = _mm512_cmpge_epu8_mask(n, _mm512_set1_epi8(8));
+    const __m128 s4 = _mm_setr_ps(g_ue4m3_half[b[0]], g_ue4m3_half[b[1]], g_ue4m3_half[b[2]], g_ue4m3_half[b[3]]);
+    const __m512 wsc = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                             _mm512_castps128_ps512(s4));
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x32 *x = (const bp_q8x32 *)(const void *)(xq + (size_t)jj * xs) + 2 * i;
+        __m512i xv = pair(load32(x[0].q), load32(x[1].q));
+        xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+        const __m512 p = _mm512_mul_ps(wsc, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv)));
+        const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(x[0].d), _mm256_set1_ps(x[1].d), 1);
+        acc[jj] = _mm512_fmadd_ps(dx, p, acc[jj]);
+    }
+})
+
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     init_iq1();
+    init_ue4m3();
 /* max_batch: these decode each group once per 8 inputs, the panel GEMM dequantizes and
  * requantizes each panel once per call. GFLOP/s these / the GEMM at t = 32 on the dev machine
  * (Zen 5, 256 x 4096, one core, hot): IQ1_S 178/116, IQ1_M 153/69, TQ1_0 199/59, TQ2_0
@@ -449,11 +489,51 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
     SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 32);
     SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0", 16);
+    SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0", 32);
 #undef SET
     return true;
 }
 
 #else
+/* ---- NVFP4: 36 bytes, four UE4M3 scales (one per 16) | qs[32]; sub-block s: element j < 8 is
+ * the low nibble of qs[8s + j], j >= 8 the high one. The 64 weights unpack into one zmm in
+ * element order; |value| from a table, the sign (nibble >= 8) moved onto the activations. ---- */
+static float g_ue4m3_half[256];
+
+static void init_ue4m3(void) {
+    for (int v = 0; v < 256; v++) {
+        const int ex = (v >> 3) & 15, man = v & 7;
+        /* as the reference: 0x00 and 0x7F read 0, the top bit is ignored otherwise */
+        float f = 0;
+        if (v != 0 && v != 0x7f) f = ex == 0 ? (float)man / 512.0f : (1.0f + (float)man / 8.0f) * (float)(1 << ex) / 128.0f;
+        g_ue4m3_half[v] = f * 0.5f;
+    }
+}
+
+static const int8_t fp4_doubled_abs[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
+
+ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, {
+    const __m256i q = load32(b + 4), m4 = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    /* [sub 0 | sub 2] and [sub 1 | sub 3] per 128-bit lane, then lanes in order 0 1 2 3 */
+    const __m512i n = _mm512_shuffle_i64x2(pair(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)),
+                                           pair(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)),
+                                           _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512i w = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)fp4_doubled_abs)), n);
+    const __mmask64 neg = _mm512_cmpge_epu8_mask(n, _mm512_set1_epi8(8));
+    const __m128 s4 = _mm_setr_ps(g_ue4m3_half[b[0]], g_ue4m3_half[b[1]], g_ue4m3_half[b[2]], g_ue4m3_half[b[3]]);
+    const __m512 wsc = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                             _mm512_castps128_ps512(s4));
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x32 *x = (const bp_q8x32 *)(const void *)(xq + (size_t)jj * xs) + 2 * i;
+        __m512i xv = pair(load32(x[0].q), load32(x[1].q));
+        xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+        const __m512 p = _mm512_mul_ps(wsc, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv)));
+        const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(x[0].d), _mm256_set1_ps(x[1].d), 1);
+        acc[jj] = _mm512_fmadd_ps(dx, p, acc[jj]);
+    }
+})
+
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     (void)ops;
     return false;
