@@ -1,6 +1,7 @@
 /* AVX-512 decode and small-batch kernels for the float kinds (F32, F16, BF16): a register tile
- * of R = 8 rows by up to NJ = 3 inputs (4 inputs run as 2 + 2: a 6 x 4 tile measured slower,
- * its row count does not divide the 4-row chunks the pool hands out). Per 16 columns: NJ activation loads, then per row one
+ * of R = 8 rows by up to 3 inputs, or 4 x 4 for a batch of 4 (one pass over the weights: 2 + 2
+ * read them twice and ran F32 at 0.66x ggml). Wider input tiles (2 x 8) and column blocking
+ * both measured slower on the dev machine (short weight streams defeat the prefetcher). Per 16 columns: NJ activation loads, then per row one
  * weight load (converted to f32: vcvtph2ps for F16, a 16-bit shift for BF16) and NJ FMAs, so an
  * activation load serves 8 rows and a weight load NJ inputs (the AVX2 kernels loaded both per
  * FMA, and ran once per input). The accumulators hide the FMA latency; the float kinds keep
@@ -16,7 +17,7 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-enum { R = 8, MAX_NJ = 3 };
+enum { R = 8, MAX_NJ = 4 };
 
 static ALWAYS_INLINE __m512 ld_f32(const uint8_t *p, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, (const float *)(const void *)p);
@@ -35,40 +36,42 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         const float *x = job->x + j0 * n;                                                                  \
         const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                           \
         const size_t rb = job->row_bytes;                                                                 \
-        __m512 acc[R][MAX_NJ];                                                                             \
+        __m512 acc[24]; /* NR * NJ <= 24, flat: GCC keeps it in registers */                              \
         _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                                                       \
-            _Pragma("GCC unroll 3") for (int j = 0; j < NJ; j++) acc[i][j] = _mm512_setzero_ps();                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_setzero_ps();                                  \
         int64_t c = 0;                                                                                     \
         for (; c + 16 <= n; c += 16) {                                                                     \
             __m512 xv[MAX_NJ];                                                                             \
-            _Pragma("GCC unroll 3") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);                           \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                                                 \
                 __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), 0xffff);                          \
-                _Pragma("GCC unroll 3") for (int j = 0; j < NJ; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);            \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);            \
             }                                                                                              \
         }                                                                                                  \
         if (c < n) {                                                                                       \
             const __mmask16 m = (__mmask16)((1u << (n - c)) - 1);                                          \
             __m512 xv[MAX_NJ];                                                                             \
-            _Pragma("GCC unroll 3") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * n + c);                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * n + c);                  \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                                                 \
                 __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), m);                               \
-                _Pragma("GCC unroll 3") for (int j = 0; j < NJ; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);            \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);            \
             }                                                                                              \
         }                                                                                                  \
         _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                                                       \
-            _Pragma("GCC unroll 3") for (int j = 0; j < NJ; j++) job->y[(j0 + j) * job->rows + r + i] = _mm512_reduce_add_ps(acc[i][j]); \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) job->y[(j0 + j) * job->rows + r + i] = _mm512_reduce_add_ps(acc[i * NJ + j]); \
     }                                                                                                      \
     static ALWAYS_INLINE void NAME##_rows(const bp_cpu_job *job, int64_t r0, int64_t r1, const int NJ,     \
                                           int64_t j0) {                                                    \
+        const int RT = NJ == 4 ? 4 : R; /* 4 x 4 or 8 x 1-3 */                                             \
         int64_t r = r0;                                                                                    \
-        for (; r + R <= r1; r += R) NAME##_tile(job, r, R, NJ, j0);                                        \
+        for (; r + RT <= r1; r += RT) NAME##_tile(job, r, RT, NJ, j0);                                     \
         for (; r < r1; r++) NAME##_tile(job, r, 1, NJ, j0);                                                \
     }                                                                                                      \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
             int64_t left = job->batch - j0;                                                                \
-            if (left >= 3 && left != 4) NAME##_rows(job, r0, r1, 3, j0), j0 += 3;                          \
+            if (left == 4) NAME##_rows(job, r0, r1, 4, j0), j0 += 4;                                       \
+            else if (left >= 3) NAME##_rows(job, r0, r1, 3, j0), j0 += 3;                                  \
             else if (left >= 2) NAME##_rows(job, r0, r1, 2, j0), j0 += 2;                                  \
             else NAME##_rows(job, r0, r1, 1, j0), j0 += 1;                                                 \
         }                                                                                                  \
