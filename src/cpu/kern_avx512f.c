@@ -60,21 +60,24 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                                                       \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) job->y[(j0 + j) * job->rows + r + i] = _mm512_reduce_add_ps(acc[i * NJ + j]); \
     }                                                                                                      \
-    static ALWAYS_INLINE void NAME##_rows(const bp_cpu_job *job, int64_t r0, int64_t r1, const int NJ,     \
-                                          int64_t j0) {                                                    \
-        const int RT = NJ == 4 ? 4 : R; /* 4 x 4 or 8 x 1-3 */                                             \
-        int64_t r = r0;                                                                                    \
-        for (; r + RT <= r1; r += RT) NAME##_tile(job, r, RT, NJ, j0);                                     \
-        for (; r < r1; r++) NAME##_tile(job, r, 1, NJ, j0);                                                \
+    /* Rows outer, inputs inner: a tile's rows (8 x 16 KB of F16 at 4096 columns) are re-read      \
+     * from L1/L2 for each group of inputs, and the weights stream from memory once per call. */   \
+    static ALWAYS_INLINE void NAME##_cols(const bp_cpu_job *job, int64_t r, const int NR) {                \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
+            const int64_t left = job->batch - j0;                                                          \
+            if (left == 4 && NR <= 4) NAME##_tile(job, r, NR, 4, j0), j0 += 4;                             \
+            else if (left >= 3 && left != 4) NAME##_tile(job, r, NR, 3, j0), j0 += 3;                      \
+            else if (left >= 2) NAME##_tile(job, r, NR, 2, j0), j0 += 2;                                   \
+            else NAME##_tile(job, r, NR, 1, j0), j0 += 1;                                                  \
+        }                                                                                                  \
     }                                                                                                      \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
-        for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
-            int64_t left = job->batch - j0;                                                                \
-            if (left == 4) NAME##_rows(job, r0, r1, 4, j0), j0 += 4;                                       \
-            else if (left >= 3) NAME##_rows(job, r0, r1, 3, j0), j0 += 3;                                  \
-            else if (left >= 2) NAME##_rows(job, r0, r1, 2, j0), j0 += 2;                                  \
-            else NAME##_rows(job, r0, r1, 1, j0), j0 += 1;                                                 \
-        }                                                                                                  \
+        int64_t r = r0;                                                                                    \
+        if (job->batch == 4)                                                                               \
+            for (; r + 4 <= r1; r += 4) NAME##_cols(job, r, 4);                                            \
+        else                                                                                               \
+            for (; r + R <= r1; r += R) NAME##_cols(job, r, R);                                            \
+        for (; r < r1; r++) NAME##_cols(job, r, 1);                                                        \
     }
 
 FLOAT_KERNEL(vec_f32, ld_f32, 4)
