@@ -11,6 +11,7 @@
  *                   IQ4_NL MXFP4)
  *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
+ *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
  *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
@@ -94,6 +95,7 @@ static void init_once(void) {
             bp_cpu_avx2q_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2iq_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2dq_init(&g_ops[BP_CPU_ISA_AVX2]);
+            bp_cpu_avx2dqk_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2p_init(&g_ops[BP_CPU_ISA_AVX2]);
         }
     }

@@ -134,6 +134,7 @@ bool bp_cpu_avx2_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2q_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512p_init(bp_cpu_ops *ops);

@@ -25,8 +25,10 @@ enum { MAX_NJ = 8 };
 
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
-/* Per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per block (b, i). */
-#define ROW_KERNEL(NAME, BYTES, ELEMS, ...)                                                               \
+/* Per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per block (b, i). Up to
+ * MAXNJ inputs per pass: 8 where decoding a group costs more than serving an input (the grid
+ * and 1-bit kinds: +10-25% at t = 8-16 over 4 on the dev machine, 1000 x 4096), 4 for TQ2_0. */
+#define ROW_KERNEL(NAME, BYTES, ELEMS, MAXNJ, ...)                                                        \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
         const int64_t nb = job->cols / (ELEMS);                                                           \
         const size_t xs = job->xq_stride;                                                                 \
@@ -42,7 +44,7 @@ enum { MAX_NJ = 8 };
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
             const int64_t left = job->batch - j0;                                                         \
-            const int nj = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;                             \
+            const int nj = left >= 8 && (MAXNJ) >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;             \
             for (int64_t r = r0; r < r1; r++) {                                                           \
                 if (nj == 8) NAME##_row(job, r, 8, j0);                                                   \
                 else if (nj == 4) NAME##_row(job, r, 4, j0);                                              \
@@ -193,7 +195,7 @@ static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsig
 #define KP_MEM(P) ((__mmask64)smask[P])
 #define KP_NONE(P) ((__mmask64)0)
 #define SCP_2(P) _mm512_permutexvar_epi16(idx2(2 * (P), 2 * (P) + 1), scw)
-ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_BLOCK_ELEMS_IQ2_XXS, {
+ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_BLOCK_ELEMS_IQ2_XXS, 8, {
     BLOCK_START
     /* the 8 aux words are the high dwords of the block's 8 qwords at 2 */
     const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512((const void *)(b + 2)), 32));
@@ -218,7 +220,7 @@ static ALWAYS_INLINE __m512i nibble_scales(const uint8_t *p) {
     return zext(_mm256_or_si256(_mm256_slli_epi16(w, 1), _mm256_set1_epi16(1)));
 }
 #define SCP_4(P) _mm512_permutexvar_epi16(idx4(4 * (P)), scw)
-ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, {
+ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, 8, {
     BLOCK_START
     /* 32 u16: 9-bit grid index, 7-bit sign field */
     const __m512i v = _mm512_loadu_si512((const void *)(b + 2));
@@ -237,7 +239,7 @@ ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, {
                      qs[2] | ((qh << 4) & 0x300u), qs[3] | ((qh << 2) & 0x300u));                         \
     }
 #define KP_IQ2_S(P) ((__mmask64)bp_load_u64(b + 34 + 8 * (P)))
-ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_BLOCK_ELEMS_IQ2_S, {
+ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_BLOCK_ELEMS_IQ2_S, 8, {
     BLOCK_START
     const __m512i scw = nibble_scales(b + 74);
     GROUP_PAIRS_V(G_IQ2_S, KP_IQ2_S, SCP_4)
@@ -245,7 +247,7 @@ ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_BLOCK_ELEMS_IQ2_S, {
 })
 
 #define G_IQ3_XXS(IB, G) G = grid32x8(bp_iq3xxs_grid, b + 2 + 8 * (IB), 0);
-ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, {
+ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, 8, {
     BLOCK_START
     const __m256i aux = load32(b + 66);
     uint64_t smask[4];
@@ -263,7 +265,7 @@ ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, {
                              (int)bp_iq3s_grid[ix[1]], (int)bp_iq3s_grid[ix[0]]);                           \
     }
 #define KP_IQ3_S(P) ((__mmask64)bp_load_u64(b + 74 + 8 * (P)))
-ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_BLOCK_ELEMS_IQ3_S, {
+ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_BLOCK_ELEMS_IQ3_S, 8, {
     BLOCK_START
     /* 64 9-bit grid indices: the low bytes at 2, the 9th bits in order in the 8 bytes at 66 */
     const uint64_t hi = bp_load_u64(b + 66);
@@ -305,7 +307,7 @@ static void init_iq1(void) {
         G = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),                   \
                      q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));                     \
     }
-ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, {
+ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 8, {
     BLOCK_START
     /* u16 ib at 34: four 3-bit high index parts, 3-bit scale at 12, delta sign at 15 */
     const __m128i qh8 = _mm_loadu_si128((const __m128i *)(b + 34));
@@ -323,7 +325,7 @@ ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, {
 #define G_IQ1_M(IB, G) G = grid64x4(g_iq1_g8, idx[4 * (IB)], idx[4 * (IB) + 1], idx[4 * (IB) + 2], idx[4 * (IB) + 3]);
 /* Pair P's delta bytes: 2 for each 8-weight segment whose delta is +1 (bit clear), else 0. */
 #define GP_IQ1_M(P) _mm512_maskz_mov_epi64((__mmask8)(dplus >> (8 * (P))), _mm512_set1_epi8(2))
-ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, {
+ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, 8, {
     BLOCK_START
     /* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them */
     const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
@@ -357,7 +359,7 @@ static ALWAYS_INLINE __m512i cnt2(int a, int b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
 }
 
-ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, {
+ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, 4, {
     __m512i w[4];
     for (int k = 0; k < 4; k++)
         w[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(b + 32 * (k / 2))),
@@ -385,7 +387,7 @@ static ALWAYS_INLINE __m256i trit_of(__m256i q) {
 static ALWAYS_INLINE __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
 static ALWAYS_INLINE __m128i times3x(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
 
-ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, {
+ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, 8, {
     __m256i t[8];
     __m256i q = load32(b);
     for (int k = 0; k < 5; k++) {
@@ -415,7 +417,7 @@ ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, {
 /* ---- Q1_0: 18 bytes, d | 128 sign bits, against q8x32: dot = 2 (sum of x where set) - sum(x) */
 /* The four groups' products are summed in a tree before one add into the accumulator: four
  * chained FMAs per block (4 cycles each) had left a single input's decode latency-bound. */
-ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_BLOCK_ELEMS_Q1_0, {
+ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_BLOCK_ELEMS_Q1_0, 8, {
     const float d2 = 2 * f16(b);
     const __m256i ones = _mm256_set1_epi8(1);
     _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
@@ -448,7 +450,7 @@ static void init_ue4m3(void) {
 
 static const int8_t fp4_doubled_abs[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
 
-ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, {
+ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
     const __m256i q = load32(b + 4), m4 = _mm256_set1_epi8(15);
     const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     /* [sub 0 | sub 2] and [sub 1 | sub 3] per 128-bit lane, then lanes in order 0 1 2 3 */
@@ -512,7 +514,7 @@ static void init_ue4m3(void) {
 
 static const int8_t fp4_doubled_abs[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
 
-ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, {
+ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
     const __m256i q = load32(b + 4), m4 = _mm256_set1_epi8(15);
     const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     /* [sub 0 | sub 2] and [sub 1 | sub 3] per 128-bit lane, then lanes in order 0 1 2 3 */

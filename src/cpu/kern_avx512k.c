@@ -8,15 +8,16 @@
  * weights with a scalar scale broadcast per group; on the dev machine (Zen 5) these read
  * ~2x the bytes per cycle hot.
  *
- * Small batches: each kernel computes up to 8 inputs per pass over a row (multi = true), so the
- * weights are read from memory once and unpacked once per 8 inputs; the accumulators of 8
- * inputs fit in the 32 zmm registers. */
+ * Small batches: each kernel computes up to 4 inputs per pass over a row (multi = true), so the
+ * weights are read from memory once per call and unpacked once per 4 inputs. 8 per pass fit the
+ * registers too, but ran Q4_K / Q6_K at t = 8 at 0.4-0.6x the speed of two passes of 4 once the
+ * rows no longer fit L2 (1000 x 4096 on the dev machine). */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2_util.h"
 
-enum { MAX_NJ = 8 };
+enum { MAX_NJ = 4 };
 
 /* vpermw indices: lanes 0-15 take word a, 16-31 word b (two 32-weight groups per zmm)... */
 static ALWAYS_INLINE __m512i idx2(int a, int b) {
@@ -65,10 +66,9 @@ static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                             \
             const int64_t left = job->batch - j0;                                                            \
-            const int nj = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
+            const int nj = left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
             for (int64_t r = r0; r < r1; r++) {                                                              \
-                if (nj == 8) NAME##_row(job, r, 8, j0);                                                      \
-                else if (nj == 4) NAME##_row(job, r, 4, j0);                                                 \
+                if (nj == 4) NAME##_row(job, r, 4, j0);                                                      \
                 else if (nj == 2) NAME##_row(job, r, 2, j0);                                                 \
                 else NAME##_row(job, r, 1, j0);                                                              \
             }                                                                                                \
@@ -278,14 +278,14 @@ bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
  * inputs) overtakes. Measured on the dev machine (Zen 5, 256 x 4096, one core, hot), GFLOP/s
  * these / the GEMM at t = 32: Q2_K 231/216, Q3_K 226/217, Q4_K 211/168, Q5_K 208/139, Q6_K
  * 200/216, IQ4_XS 230/116; at t = 16 these win for every kind. */
-#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 8 inputs per pass)", MAXB, NULL, true}
+#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass)", MAXB, NULL, true}
     SET(Q2_K, vec_q2_k, 32);
     SET(Q3_K, vec_q3_k, 32);
     SET(Q4_K, vec_q4_k, 32);
     SET(Q5_K, vec_q5_k, 32);
     SET(Q6_K, vec_q6_k, 16);
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
-    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 8 inputs per pass)", 32, NULL, true};
+    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass)", 32, NULL, true};
 #undef SET
     return true;
 }

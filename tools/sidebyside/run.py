@@ -71,17 +71,28 @@ def all_kinds(bp):
 
 
 def run_ggml(args, kind):
-    cmd = [os.path.join(OUT, "bin", "ggml_mm"), "--kind", kind, "--rows", str(args.rows), "--cols", str(args.cols),
-           "--batch", ",".join(map(str, args.batch)), "--threads", str(args.threads),
-           "--cold-mib", str(args.cold_mib)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    """ggml's figure per batch: the better of its runs under each --ggml-env setting (its OpenMP
+    threads spin at barriers; under load from other processes the passive wait policy can be
+    several times faster, on a quiet machine the default is), so the table is ggml at its best."""
     res = {}
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            r = json.loads(line)
-            res[r["batch"]] = r
-    if p.returncode and not res:
-        print(f"run.py: ggml {kind}: {p.stderr.strip()[-300:]}", file=sys.stderr)
+    for setting in args.ggml_env:
+        env = dict(os.environ)
+        for kv in setting.split():
+            k, _, v = kv.partition("=")
+            env[k] = v
+        cmd = [os.path.join(OUT, "bin", "ggml_mm"), "--kind", kind, "--rows", str(args.rows), "--cols",
+               str(args.cols), "--batch", ",".join(map(str, args.batch)), "--threads", str(args.threads),
+               "--cold-mib", str(args.cold_mib)]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        got = 0
+        for line in p.stdout.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                got += 1
+                if r["batch"] not in res or r["median_us"] < res[r["batch"]]["median_us"]:
+                    res[r["batch"]] = r
+        if p.returncode and not got:
+            print(f"run.py: ggml {kind}: {p.stderr.strip()[-300:]}", file=sys.stderr)
     return res
 
 
@@ -110,9 +121,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cold-mib", type=int, default=256)
     ap.add_argument("--backplane", default=os.path.join(REPO, "build", "backplane"))
+    ap.add_argument("--ggml-env", action="append", default=None,
+                    help="environment for a ggml run, e.g. 'OMP_WAIT_POLICY=PASSIVE' (repeatable; each "
+                         "cell takes ggml's best; default: as is, and OMP_WAIT_POLICY=PASSIVE)")
+    ap.add_argument("--wide", action="store_true", help="one row per kind, a column per batch")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     args.batch = [int(b) for b in args.batch.split(",")]
+    if args.ggml_env is None:
+        args.ggml_env = ["", "OMP_WAIT_POLICY=PASSIVE"]
     env = load_env()
     kinds = all_kinds(args.backplane) if args.kinds == "all" else args.kinds.split(",")
 
@@ -150,6 +167,7 @@ def main():
             "cold_mib": args.cold_mib, "read_bandwidth_gbps": bw,
             "read_bandwidth_range": [min(bws), max(bws)] if bws else None, "ggml": env.get("GGML_LABEL", "?"),
             "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime(t0)), "minutes": (time.time() - t0) / 60,
+            "ggml_env": args.ggml_env,
             "load_avg_start": load0[0], "load_avg_end": os.getloadavg()[0]}
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=1))
@@ -161,7 +179,24 @@ def main():
     if bw:
         print(f"read bandwidth in the same run: {bw:.1f} GB/s (median of {len(bws)}, "
               f"{min(bws):.1f}-{max(bws):.1f}); decode reads cold weights ({args.cold_mib} MiB of copies)")
+    print(f"ggml: best of its runs under {' / '.join(repr(e) if e else 'the default environment' for e in args.ggml_env)}")
     print()
+    if args.wide:
+        cols = ["decode GB/s ggml / ours (ratio, of BW)" if b == 1 else f"t={b} GFLOP/s ggml / ours (ratio)"
+                for b in args.batch]
+        print("| kind | " + " | ".join(cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        by = {(r["kind"], r["batch"]): r for r in rows}
+        for kind in kinds:
+            cells = []
+            for b in args.batch:
+                r = by[(kind, b)]
+                cell = f"{f(r['ggml'])} / {f(r['backplane'])} ({f(r['ratio'], 2)}"
+                if r["of_bw"] is not None:
+                    cell += f", {100 * r['of_bw']:.0f}%"
+                cells.append(cell + ")")
+            print(f"| {kind} | " + " | ".join(cells) + " |")
+        return
     print("| kind | test | ggml | backplane | backplane / ggml | backplane of read BW |")
     print("|---|---|---:|---:|---:|---:|")
     for r in rows:
