@@ -7,7 +7,7 @@
  *   kern_scalar.c   any machine: reference dequantizer + float dot (the fallback of every path)
  *   kern_avx2.c     float decode (F32/F16/BF16), generic decode, f32 panel GEMM, quantizers
  *   kern_avx2q.c    integer-dot decode: 32-element kinds and k-quants
- *   kern_avx2p.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
+ *   kern_avx2p.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q1_0
  *                   IQ4_NL MXFP4)
  *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
@@ -16,7 +16,7 @@
  *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
- *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, Q1_0: decode a group once, up to 8 inputs */
+ *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, NVFP4: decode a group once, up to 8 inputs */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

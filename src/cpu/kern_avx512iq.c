@@ -1,5 +1,6 @@
 /* AVX-512 (VL, BW, VNNI) decode and small-batch kernels for the compute-bound low-bit kinds:
- * the grid kinds (IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S), IQ1_S, IQ1_M, TQ1_0, TQ2_0, Q1_0, NVFP4.
+ * the grid kinds (IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S), IQ1_S, IQ1_M, TQ1_0, TQ2_0, NVFP4 (Q1_0
+ * runs the repacked kernels of kern_packed.inc).
  *
  * At 2 threads these kinds are limited by instructions per weight, not memory, so each kernel
  * decodes a 32-weight group ONCE into unsigned bytes g, a 32-bit negate mask k and int16 group
@@ -414,25 +415,6 @@ ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, 8, {
     }
 })
 
-/* ---- Q1_0: 18 bytes, d | 128 sign bits, against q8x32: dot = 2 (sum of x where set) - sum(x) */
-/* The four groups' products are summed in a tree before one add into the accumulator: four
- * chained FMAs per block (4 cycles each) had left a single input's decode latency-bound. */
-ROW_KERNEL(vec_q1_0, BP_BLOCK_BYTES_Q1_0, BP_BLOCK_ELEMS_Q1_0, 8, {
-    const float d2 = 2 * f16(b);
-    const __m256i ones = _mm256_set1_epi8(1);
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
-        const bp_q8x32 *x = (const bp_q8x32 *)(const void *)(xq + (size_t)jj * xs) + 4 * i;
-        __m256 t[4];
-        for (int s = 0; s < 4; s++) {
-            const __mmask32 k = (__mmask32)bp_load_u32(b + 2 + 4 * s);
-            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_maskz_mov_epi8(k, load32(x[s].q)));
-            t[s] = _mm256_mul_ps(_mm256_set1_ps(d2 * x[s].d), _mm256_cvtepi32_ps(p));
-        }
-        acc[jj] = _mm512_add_ps(acc[jj], _mm512_zextps256_ps512(_mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3]))));
-        offs[jj] -= 0.5f * d2 * (x[0].ds + x[1].ds + x[2].ds + x[3].ds);
-    }
-})
-
 /* ---- NVFP4: 36 bytes, four UE4M3 scales (one per 16) | qs[32]; sub-block s: element j < 8 is
  * the low nibble of qs[8s + j], j >= 8 the high one. The 64 weights unpack into one zmm in
  * element order; |value| from a table, the sign (nibble >= 8) moved onto the activations. ---- */
@@ -478,7 +460,7 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
 /* max_batch: these decode each group once per 8 inputs, the panel GEMM dequantizes and
  * requantizes each panel once per call. GFLOP/s these / the GEMM at t = 32 on the dev machine
  * (Zen 5, 256 x 4096, one core, hot): IQ1_S 178/116, IQ1_M 153/69, TQ1_0 199/59, TQ2_0
- * 263/225, but IQ2_XXS 172/205, IQ2_S 170/210, IQ3_XXS 134/206, IQ3_S 130/197, Q1_0 111/216
+ * 263/225, but IQ2_XXS 172/205, IQ2_S 170/210, IQ3_XXS 134/206, IQ3_S 130/197
  * (IQ2_XS ties); at t = 16 these win for every kind. */
 #define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass)", MAXB, NULL, true}
     SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 16);
@@ -490,7 +472,6 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 32);
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
     SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 32);
-    SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0", 16);
     SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0", 32);
 #undef SET
     return true;
