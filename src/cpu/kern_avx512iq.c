@@ -377,41 +377,37 @@ ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, 4, {
     }
 })
 
-/* ---- TQ1_0: base-3 trits (kern_avx2iq.c has the layout); 8 groups decoded once, then all
- * inputs against them with vpdpbusd (unscaled). ---------------------------------------------- */
-static ALWAYS_INLINE __m256i trit_of(__m256i q) {
-    __m256i s = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
-    __m256i c1 = _mm256_cmpgt_epi8(s, _mm256_set1_epi8(85 - 128));
-    __m256i c2 = _mm256_cmpgt_epi8(s, _mm256_set1_epi8(170 - 128));
-    return _mm256_abs_epi8(_mm256_add_epi8(c1, c2));
-}
+/* ---- TQ1_0: base-3 trits (kern_avx2iq.c has the layout). Trit k of byte q is [3^k q mod 256
+ * >= 86] + [... >= 171] (unsigned byte compares into masks); the byte multiples by 3 wrap by
+ * themselves. Two 32-trit groups per zmm, whose elements are 64 consecutive activations:
+ * (q, 3q) -> 0..63, (9q, 27q) -> 64..127, (81q, [q1, 3q1]) -> 128..191 and ([9q1, 27q1],
+ * [81q1, qh tail]) -> 192..255, q the 32 bytes at 0, q1 the 16 at 32. Then vpdpbusd per input. */
 static ALWAYS_INLINE __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
 static ALWAYS_INLINE __m128i times3x(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
+static ALWAYS_INLINE __m512i trits(__m512i q) {
+    const __m512i one = _mm512_set1_epi8(1);
+    const __m512i t = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(q, _mm512_set1_epi8((char)86)), one);
+    return _mm512_mask_add_epi8(t, _mm512_cmpge_epu8_mask(q, _mm512_set1_epi8((char)171)), t, one);
+}
 
 ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, 8, {
-    __m256i t[8];
-    __m256i q = load32(b);
-    for (int k = 0; k < 5; k++) {
-        t[k] = trit_of(q);
-        q = times3(q);
-    }
+    const __m256i q = load32(b), q3 = times3(q), q9 = times3(q3), q27 = times3(q9), q81 = times3(q27);
     const __m128i q1 = _mm_loadu_si128((const __m128i *)(b + 32));
-    __m256i v = _mm256_set_m128i(times3x(q1), q1);
-    t[5] = trit_of(v);
-    v = times3(times3(v));
-    t[6] = trit_of(v);
-    const __m128i q81 = times3x(_mm256_extracti128_si256(v, 1));
+    const __m256i v = _mm256_set_m128i(times3x(q1), q1), v9 = times3(times3(v));
+    const __m128i q1_81 = times3x(_mm256_extracti128_si256(v9, 1));
     const __m128i h0 = _mm_set1_epi32((int)bp_load_u32(b + 48));
     const __m128i h1 = times3x(h0), h2 = times3x(h1), h3 = times3x(h2);
     const __m128i tail = _mm_blend_epi32(_mm_blend_epi32(h0, h1, 2), _mm_blend_epi32(h2, h3, 8), 12);
-    t[7] = trit_of(_mm256_set_m128i(tail, q81));
+    const __m512i t[4] = {trits(pair(q, q3)), trits(pair(q9, q27)), trits(pair(q81, v)),
+                          trits(pair(v9, _mm256_set_m128i(tail, q1_81)))};
     const float d = f16(b + 52);
     _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        __m256i s = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                     _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1)));
-        for (int k = 0; k < 8; k++) s = _mm256_dpbusd_epi32(s, t[k], load32(x->q + 32 * k));
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(zext(s)), acc[jj]);
+        /* stored 0, 1, 2 for -1, 0, 1: minus the activation sum */
+        __m512i s = zext(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                          _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1))));
+        for (int k = 0; k < 4; k++) s = _mm512_dpbusd_epi32(s, t[k], _mm512_loadu_si512((const void *)(x->q + 64 * k)));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
     }
 })
 
