@@ -29,6 +29,10 @@ typedef enum bp_status {
     BP_E_DEVICE = 7,      /* a device or driver error */
     BP_E_UNSUPPORTED = 8, /* not built in, or not available on this machine */
     BP_E_NOT_FOUND = 9,   /* a named thing (tensor, key, backend) does not exist */
+    BP_E_DEVICE_LOST = 10, /* the device is unusable for the rest of the process (a sticky CUDA
+                              error, VK_ERROR_DEVICE_LOST); its backend is disabled */
+    BP_E_FALLBACK = 11,   /* strict mode: the op would have fallen back from the backend its
+                             route names; the message names op, kind, shape, backend, cause */
 } bp_status;
 
 /* Short name of a status ("BP_E_SHAPE"). Never NULL. */
@@ -126,6 +130,58 @@ bool bp_exact_mode(void);
 void bp_set_exact_mode(bool on);
 /* Print how many ops fell back, from where, and why, since the process started. */
 void bp_fallback_report(FILE *out);
+
+/* ---- backends: what is here, where an op will run, preference, strict mode -------------- */
+/* Backends in dispatch order (src/seam/backends.def), the CPU last. Asking may run a backend's
+ * device probe (once per process). The strings stay valid until the process ends. */
+typedef struct bp_backend_info {
+    const char *name;        /* "cuda", "metal", "vulkan", "opencl", "cpu" */
+    const char *display;     /* "CUDA", ..., "CPU" */
+    bool compiled;           /* built into this library */
+    bool enabled;            /* runs ops in this process */
+    const char *reason;      /* why: "BACKPLANE_VULKAN=0 forces it off", "llvmpipe (...) is a CPU
+                                implementation of Vulkan; ...", "probe found NVIDIA H200 ..." */
+    const char *device;      /* the device's name; "" when no device was opened; the CPU's ISA */
+    bool cpu_implementation; /* the device is a CPU implementation of the API (lavapipe, PoCL) */
+    const char *unverified;  /* NULL, or why its kernels are not proven ("UNRUN ON HARDWARE") */
+} bp_backend_info;
+int bp_backend_count(void);
+/* Row i (0 .. bp_backend_count() - 1); BP_E_INVAL out of range. */
+bp_status bp_backend_info_at(int i, bp_backend_info *out);
+
+/* Where an op of kind k on a rows x cols weight with batch `batch` (1: a decode matvec) runs
+ * now -- the rule bp_matvec / bp_gemm apply (enabled, claims, BACKPLANE_<B>_MIN_WORK, the cost
+ * model, the preference). A launch error at run time still falls back (or fails in strict
+ * mode). */
+typedef struct bp_route_info {
+    char backend[16];  /* "vulkan", "cpu" */
+    char display[16];  /* "Vulkan", "CPU" */
+    char path[128];    /* what runs: "Vulkan Q4_K gemm", "Vulkan per-position matvec", "CPU avx512 Q4_K" */
+    bool per_position; /* a prefill as t matvecs (the backend has no GEMM for the kind) */
+    char why[768];     /* why each backend before it passed: "cuda: not compiled ...; vulkan: ..." */
+} bp_route_info;
+bp_status bp_route(bp_kind k, int64_t rows, int64_t cols, int64_t batch, bp_route_info *out);
+
+/* Prefer or force one backend for the whole process ("cuda", "metal", "vulkan", "opencl",
+ * "cpu"; NULL clears). BP_PREFER: it is tried first, then the usual order; when it cannot run
+ * (not built, disabled, no device) the call still succeeds and prints one line on stderr,
+ * "[CUDA: <why>; using CPU]". "cpu" runs every op on the CPU. BP_FORCE: only that backend (and
+ * the CPU for kinds it does not claim); it takes every shape; forcing a backend that is not
+ * built or not enabled is an error (BP_E_UNSUPPORTED) naming why, and changes nothing.
+ * Default: BACKPLANE_BACKEND=cuda|vulkan|opencl|metal|cpu as a preference, read at first use.
+ * Device choice per backend: BACKPLANE_CUDA_DEVICE (index), BACKPLANE_VULKAN_DEVICE and
+ * BACKPLANE_OPENCL_DEVICE (index or name substring), read when the device is opened. */
+typedef enum bp_backend_pref { BP_PREFER = 0, BP_FORCE = 1 } bp_backend_pref;
+bp_status bp_set_backend_preference(const char *name, bp_backend_pref mode);
+/* The preference in effect (NULL when none); *mode (may be NULL) gets its mode. */
+const char *bp_backend_preference(bp_backend_pref *mode);
+
+/* Strict mode: every fallback becomes an error. An op whose backend fails (a launch error, a
+ * lost device) returns BP_E_FALLBACK naming op, kind, shape, backend and cause, and nothing
+ * runs on the CPU in its place. Default from BACKPLANE_STRICT=1|true|on, read once at first
+ * use; the setter overrides it for the whole process. */
+bool bp_strict_mode(void);
+void bp_set_strict(bool on);
 
 /* ---- half precision helpers ------------------------------------------------------------- */
 

@@ -20,13 +20,15 @@ floats() { od -An -v -f -w4 "$1" | tr -d ' '; }
 xmax=$(floats $dir/kinds_x.f32 | awk '{ a = $1 < 0 ? -$1 : $1; if (a > m) m = a } END { printf "%.9g", m }')
 
 for kind in $(cat $dir/kinds_list.txt); do
-    # seam: whatever the seam picks here (lavapipe when Vulkan is built); cpu: the optimized CPU
-    # kernels (int8 activations); cpu-ref: the reference kernel.
+    # seam: whatever the seam picks with the CPU implementations forced on (lavapipe when Vulkan
+    # is built: unforced they are off and the seam would pick the CPU, as `cpu` does); cpu: the
+    # optimized CPU kernels (int8 activations); cpu-ref: the reference kernel.
     for backend in seam cpu cpu-ref; do
-        args=(); tol=2e-5; q8=1
+        args=(); tol=2e-5; q8=1; force=()
+        if [ "$backend" = seam ]; then force=(BACKPLANE_VULKAN=1 BACKPLANE_OPENCL=1); fi
         if [ "$backend" = cpu ]; then args=(--backend cpu); fi
         if [ "$backend" = cpu-ref ]; then args=(--backend cpu-ref); tol=1e-6; q8=0; fi
-        if ! "$cli" matvec $dir/kinds.gguf "$kind" --input $dir/kinds_x.f32 --output "$tmp/y" "${args[@]}" 2>"$tmp/err"; then
+        if ! env "${force[@]}" "$cli" matvec $dir/kinds.gguf "$kind" --input $dir/kinds_x.f32 --output "$tmp/y" "${args[@]}" 2>"$tmp/err"; then
             echo "FAIL: matvec $kind ($backend) exited non-zero: $(cat "$tmp/err")"; fail=1; continue
         fi
         grep -q "ran on: " "$tmp/err" || { echo "FAIL: matvec $kind ($backend) did not say which path ran"; fail=1; }

@@ -4,9 +4,13 @@
  *
  * Without a GPU (or without CUDA compiled in) it says so LOUDLY on stderr via BP_SKIP, and
  * still checks what needs no device: the probe's reason carries the cudart error code, the
- * capability table claims exactly the kernels the registry can launch, and the library falls
- * back to the CPU for every kind. The kernels' arithmetic is tested device-free by
- * test_cuda_host_math.
+ * capability table claims exactly the kernels the registry can launch, the sticky-error
+ * classification, and the library falls back to the CPU for every kind. The kernels'
+ * arithmetic is tested device-free by test_cuda_host_math, the prefill guards (f16 overflow,
+ * grid slices) by test_cuda_host_guards.
+ *
+ * BACKPLANE_REQUIRE_GPU=1 (tools/gpu_check.sh sets it) turns "no GPU" into a FAILURE: on the
+ * machine that exists to run these kernels, a skip must not read as a pass.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -199,6 +203,47 @@ out:
 }
 #endif
 
+#if defined(BP_HAVE_CUDA)
+/* Sticky errors disable the backend for the process; the others are one op's failure. */
+static void check_sticky(void) {
+    static const int sticky[] = {700, 702, 710, 714, 715, 716, 717, 718, 719, 214};
+    static const int not_sticky[] = {1, 2, 98, 101, 209, 701, 720, 999};
+    for (size_t i = 0; i < sizeof sticky / sizeof *sticky; i++)
+        CHECK(bp_cu_error_is_sticky(sticky[i]), "cudaError %d (%s) is sticky", sticky[i],
+              cudaGetErrorName((cudaError_t)sticky[i]));
+    for (size_t i = 0; i < sizeof not_sticky / sizeof *not_sticky; i++)
+        CHECK(!bp_cu_error_is_sticky(not_sticky[i]), "cudaError %d (%s) is not sticky", not_sticky[i],
+              cudaGetErrorName((cudaError_t)not_sticky[i]));
+    CHECK(bp_cu_status(cudaErrorIllegalAddress, "test") == BP_E_DEVICE_LOST && strstr(bp_last_error(), "sticky"),
+          "a sticky error is BP_E_DEVICE_LOST: %s", bp_last_error());
+    CHECK(bp_cu_status(cudaErrorLaunchOutOfResources, "test") == BP_E_DEVICE, "a launch-resources error is not");
+}
+
+/* f16 overflow on the tensor-core GEMM: activations of 1e5 (above 65504) must give the exact
+ * f32 answer, not inf/NaN reported as success. */
+static void check_f16_overflow(uint64_t *st) {
+    const int64_t rows = 70, cols = 256, t = 9;
+    size_t bytes = 0;
+    uint8_t *wd = make_weight(BP_KIND_Q4_K, rows, cols, &bytes, st);
+    float *x = malloc(sizeof(float) * (size_t)(t * cols)), *y = malloc(sizeof(float) * (size_t)(t * rows)),
+          *ref = malloc(sizeof(float) * (size_t)(t * rows));
+    bp_weight *w = NULL;
+    if (wd && x && y && ref) {
+        for (int64_t i = 0; i < t * cols; i++) x[i] = 1e5f * bp_test_randf(st);
+        CHECK_OK(bp_ref_gemm(BP_KIND_Q4_K, wd, bytes, rows, cols, x, t, ref));
+        CHECK_OK(bp_weight_create(BP_KIND_Q4_K, wd, bytes, rows, cols, &w));
+        bp_set_exact_mode(false);
+        CHECK_OK(bp_gemm_on(w, "cuda", x, t, y));
+        CHECK(bp_test_all_finite(y, (size_t)(t * rows)), "f16 overflow: the result is finite");
+        const double e = bp_test_nmse(y, ref, (size_t)(t * rows));
+        CHECK(e <= 1e-8, "f16 overflow reran on the exact kernel: NMSE %.3g", e);
+        fprintf(stderr, "  f16-overflow gemm NMSE %.2e (rerun on gemm_exact)\n", e);
+    }
+    bp_weight_free(w);
+    free(wd), free(x), free(y), free(ref);
+}
+#endif
+
 /* Forced onto CUDA where it cannot run, the library names why instead of silently running
  * elsewhere. */
 static void check_forced_fails(void) {
@@ -209,17 +254,23 @@ static void check_forced_fails(void) {
 }
 
 int main(void) {
+    const char *req = getenv("BACKPLANE_REQUIRE_GPU");
+    const bool require = req && !strcmp(req, "1");
     check_claims();
 #if !defined(BP_HAVE_CUDA)
-    BP_SKIP("CUDA backend not compiled in (configure with nvcc on PATH, BP_CUDA=AUTO/ON): no CUDA kernels to run");
+    if (require) CHECK(0, "BACKPLANE_REQUIRE_GPU=1 but the CUDA backend is not compiled in");
+    else BP_SKIP("CUDA backend not compiled in (configure with nvcc on PATH, BP_CUDA=AUTO/ON): no CUDA kernels to run");
     check_forced_fails();
     return bp_test_finish();
 #else
+    check_sticky();
     char why[256];
     if (!bp_cu_probe(why, sizeof why)) {
-        BP_SKIP("no CUDA device (%s) -- GPU kernels and device interface NOT tested; host math is in "
-                "test_cuda_host_math",
-                why);
+        if (require) CHECK(0, "BACKPLANE_REQUIRE_GPU=1 but no usable GPU: %s", why);
+        else
+            BP_SKIP("no CUDA device (%s) -- GPU kernels and device interface NOT tested; host math is in "
+                    "test_cuda_host_math",
+                    why);
         CHECK(strstr(why, "cudaGetDeviceCount ->") || strstr(why, "sm_"), "probe reason lacks the cudart error: %s",
               why);
         check_forced_fails();
@@ -230,9 +281,19 @@ int main(void) {
     bp_stream *s;
     CHECK_OK(bp_cu_device(&dev, &s));
     uint64_t st = 0x1234567ull;
+    /* BP_TEST_KINDS=Q4_K,F16,...: only those (tools/gpu_check.sh's compute-sanitizer step,
+     * where every launch is 10-100x slower). */
+    const char *only = getenv("BP_TEST_KINDS");
     for (int i = 0; i < bp_kind_table_size(); i++) {
         const bp_kind_info *ki = bp_kind_at(i);
         if (ki->role != BP_ROLE_W) continue;
+        if (only && *only) {
+            char pat[24];
+            snprintf(pat, sizeof pat, ",%s,", ki->name);
+            char list[256];
+            snprintf(list, sizeof list, ",%s,", only);
+            if (!strstr(list, pat)) continue;
+        }
         /* Odd sizes on purpose: rows not a multiple of the 4 rows / 64-row tiles, a partial
          * last span of 32 chunks, float kinds with cols not a multiple of 32, t not of 64. */
         const int64_t rows = 257, t = 67;
@@ -250,6 +311,17 @@ int main(void) {
         CHECK(e <= 1e-8, "%s exact gemm t=%lld on CUDA: NMSE %.3g > 1e-8 (%s)", ki->name, (long long)t, e, path);
         fprintf(stderr, "  %-8s exact  NMSE %.2e\n", ki->name, e);
     }
+    check_f16_overflow(&st);
+    /* BACKPLANE_CUDA_DEVICE: an index past the devices, or not an index, is the probe's reason
+     * (the probe reads it each call; the open device stays the one chosen at first use). */
+    char why2[256];
+    setenv("BACKPLANE_CUDA_DEVICE", "99", 1);
+    CHECK(!bp_cu_probe(why2, sizeof why2) && strstr(why2, "BACKPLANE_CUDA_DEVICE=99"), "device 99: %s", why2);
+    setenv("BACKPLANE_CUDA_DEVICE", "first", 1);
+    CHECK(!bp_cu_probe(why2, sizeof why2) && strstr(why2, "not a device index"), "device 'first': %s", why2);
+    setenv("BACKPLANE_CUDA_DEVICE", "0", 1);
+    CHECK(bp_cu_probe(why2, sizeof why2) && strstr(why2, "device 0:"), "device 0: %s", why2);
+    unsetenv("BACKPLANE_CUDA_DEVICE");
     if (dev) check_device_interface(dev, s);
     return bp_test_finish();
 #endif

@@ -31,7 +31,8 @@ static void check_case(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_
     if (bp_test_dispatch_case(&bp_dispatch_opencl, k, rows, cols, t, tol, rng)) cases_run++;
 }
 
-/* Through the public API and the seam, forced onto OpenCL, reporting the path that ran. */
+/* Through the public API and the seam. Unforced, PoCL's CPU device is not enabled (the reason
+ * says how to force it); with BACKPLANE_OPENCL=1 the forced calls run on OpenCL and report it. */
 static void check_public_api(uint64_t *rng) {
     size_t bytes;
     uint8_t *wd = bp_test_make_weight(BP_KIND_Q4_K, 9, 512, rng, &bytes);
@@ -40,6 +41,18 @@ static void check_public_api(uint64_t *rng) {
     float x[2 * 512], ref[18], got[18];
     for (int i = 0; i < 1024; i++) x[i] = bp_test_randf(rng);
     CHECK_OK(bp_ref_gemm(BP_KIND_Q4_K, wd, bytes, 9, 512, x, 2, ref));
+    const bool cpu_impl = (bp_cl_ctx_of(bp_cl_device(NULL, 0))->type & CL_DEVICE_TYPE_CPU) != 0;
+    unsetenv("BACKPLANE_OPENCL");
+    bp_seam_test_reset_enabled();
+    const char *reason = "";
+    const bool on = bp_backend_enabled(BP_BACKEND_OPENCL, &reason);
+    CHECK(on == !cpu_impl, "unforced, OpenCL on a %s device is %s: %s", cpu_impl ? "CPU" : "GPU",
+          on ? "enabled" : "disabled", reason);
+    if (cpu_impl)
+        CHECK(strstr(reason, "is a CPU implementation of OpenCL") && strstr(reason, "BACKPLANE_OPENCL=1"), "reason: %s",
+              reason);
+    setenv("BACKPLANE_OPENCL", "1", 1);
+    bp_seam_test_reset_enabled();
     CHECK_OK(bp_matvec_on(w, "opencl", x, got));
     CHECK(bp_test_nmse(got, ref, 9) <= NMSE_MAX, "bp_matvec_on opencl: NMSE %g", bp_test_nmse(got, ref, 9));
     CHECK(strstr(bp_weight_last_path(w), "OpenCL") != NULL, "bp_matvec_on path '%s'", bp_weight_last_path(w));

@@ -23,8 +23,9 @@ static void check_case(bp_kind k, int64_t rows, int64_t cols, int64_t t, uint64_
     bp_test_dispatch_case(&bp_dispatch_vulkan, k, rows, cols, t, NMSE_MAX, rng);
 }
 
-/* Through the public API and the seam: forced onto Vulkan, and the seam's own choice, both
- * reporting the path that ran. */
+/* Through the public API and the seam. Unforced, a CPU implementation (lavapipe) is not enabled
+ * and the seam runs the CPU; with BACKPLANE_VULKAN=1 both the forced call and the seam's own
+ * choice run on Vulkan, reporting the path that ran. */
 static void check_public_api(uint64_t *rng) {
     size_t bytes;
     uint8_t *wd = bp_test_make_weight(BP_KIND_Q4_K, 9, 512, rng, &bytes);
@@ -33,18 +34,34 @@ static void check_public_api(uint64_t *rng) {
     float x[2 * 512], ref[18], got[18];
     for (int i = 0; i < 1024; i++) x[i] = bp_test_randf(rng);
     CHECK_OK(bp_ref_gemm(BP_KIND_Q4_K, wd, bytes, 9, 512, x, 2, ref));
+    const bool cpu_impl = bp_vk_ctx_of(bp_vk_device(NULL, 0))->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    unsetenv("BACKPLANE_VULKAN");
+    bp_seam_test_reset_enabled();
+    const char *reason = "";
+    const bool on = bp_backend_enabled(BP_BACKEND_VULKAN, &reason);
+    CHECK(on == !cpu_impl, "unforced, Vulkan on a %s is %s: %s", cpu_impl ? "CPU implementation" : "GPU",
+          on ? "enabled" : "disabled", reason);
+    if (cpu_impl) {
+        CHECK(strstr(reason, "is a CPU implementation of Vulkan") && strstr(reason, "BACKPLANE_VULKAN=1"), "reason: %s",
+              reason);
+        CHECK_OK(bp_gemm(w, x, 2, got));
+        CHECK(!strncmp(bp_weight_last_path(w), "CPU", 3), "unforced lavapipe: the seam runs the CPU (%s)",
+              bp_weight_last_path(w));
+        CHECK(bp_matvec_on(w, "vulkan", x, got) == BP_E_UNSUPPORTED && strstr(bp_last_error(), "BACKPLANE_VULKAN=1"),
+              "forced call on a disabled CPU implementation says how to enable it: %s", bp_last_error());
+    }
+    setenv("BACKPLANE_VULKAN", "1", 1);
+    bp_seam_test_reset_enabled();
     CHECK_OK(bp_matvec_on(w, "vulkan", x, got));
     CHECK(bp_test_nmse(got, ref, 9) <= NMSE_MAX, "bp_matvec_on vulkan: NMSE %g", bp_test_nmse(got, ref, 9));
     CHECK(strstr(bp_weight_last_path(w), "Vulkan") != NULL, "bp_matvec_on path '%s'", bp_weight_last_path(w));
     CHECK_OK(bp_gemm_on(w, "vulkan", x, 2, got));
     CHECK(bp_test_nmse(got, ref, 18) <= NMSE_MAX, "bp_gemm_on vulkan: NMSE %g", bp_test_nmse(got, ref, 18));
-    const char *env = getenv("BACKPLANE_VULKAN");
-    if (!env || !*env) { /* the seam's choice: Vulkan precedes the CPU (no CUDA/Metal here) */
-        CHECK_OK(bp_gemm(w, x, 2, got));
-        CHECK(bp_test_nmse(got, ref, 18) <= NMSE_MAX, "bp_gemm: NMSE %g", bp_test_nmse(got, ref, 18));
-        CHECK(strstr(bp_weight_last_path(w), "Vulkan") || strstr(bp_weight_last_path(w), "CUDA"),
-              "bp_gemm ran '%s', not the GPU backend", bp_weight_last_path(w));
-    }
+    /* The seam's choice, forced on: Vulkan precedes the CPU (no CUDA/Metal device here). */
+    CHECK_OK(bp_gemm(w, x, 2, got));
+    CHECK(bp_test_nmse(got, ref, 18) <= NMSE_MAX, "bp_gemm: NMSE %g", bp_test_nmse(got, ref, 18));
+    CHECK(strstr(bp_weight_last_path(w), "Vulkan") || strstr(bp_weight_last_path(w), "CUDA"),
+          "bp_gemm ran '%s', not the GPU backend", bp_weight_last_path(w));
     bp_weight_free(w);
     free(wd);
 }

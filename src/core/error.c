@@ -31,6 +31,8 @@ const char *bp_status_name(bp_status s) {
     case BP_E_DEVICE: return "BP_E_DEVICE";
     case BP_E_UNSUPPORTED: return "BP_E_UNSUPPORTED";
     case BP_E_NOT_FOUND: return "BP_E_NOT_FOUND";
+    case BP_E_DEVICE_LOST: return "BP_E_DEVICE_LOST";
+    case BP_E_FALLBACK: return "BP_E_FALLBACK";
     }
     return "BP_E_UNKNOWN";
 }

@@ -5,10 +5,12 @@
  * is compiled in), and the kernels' per-kind arithmetic is checked against the CPU reference on
  * the host (tests/test_cuda_host_math.c). No kernel has yet run on a GPU: the build machine has
  * none. `unverified` stays true -- and probe prints the claims as UNVERIFIED -- until
- * tools/gpu_check.sh has passed on a GPU (sm_90+) and its figures are in the issue note.
+ * tools/gpu_check.sh has passed on a GPU (the build runs on sm_75 and newer: sm_80 and sm_90
+ * SASS, compute_75 PTX; src/cuda/backend.cmake) and its figures are in the issue note.
  *
- * GEMM: tensor cores (wmma f16 in, f32 accumulate) for every quantized kind and F16; a plain
- * f32 tiled kernel for F32 and BF16 (f16 would not keep their range). */
+ * GEMM: tensor cores (wmma f16 in, f32 accumulate) for every quantized kind and F16, rerun on
+ * the f32 kernel when a value overflows f16; a plain f32 tiled kernel for F32 and BF16 (f16
+ * would not keep their range) and for every kind in exact mode. */
 #include "seam/seam.h"
 
 static const struct {

@@ -23,6 +23,9 @@
 bp_status bp_cu_status(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return BP_OK;
     (void)cudaGetLastError(); /* clear a non-sticky error so it is reported once */
+    if (bp_cu_error_is_sticky((int)e))
+        return bp_fail(BP_E_DEVICE_LOST, "%s: %s (%d): %s (sticky: the CUDA context is unusable for the rest of the process)",
+                       what, cudaGetErrorName(e), (int)e, cudaGetErrorString(e));
     return bp_fail(e == cudaErrorMemoryAllocation ? BP_E_NOMEM : BP_E_DEVICE, "%s: %s (%d): %s", what,
                    cudaGetErrorName(e), (int)e, cudaGetErrorString(e));
 }
@@ -171,8 +174,8 @@ static bp_status cu_memset_async(bp_device *dev, bp_stream *s, void *dst, size_t
 /* ---- kernels: the registry the .cu files export ------------------------------------------ */
 
 const bp_cu_kernel_entry *bp_cu_kernel_find(const char *name) {
-    const bp_cu_kernel_entry *tables[2] = {bp_cu_matvec_kernels, bp_cu_gemm_kernels};
-    for (int t = 0; t < 2; t++)
+    const bp_cu_kernel_entry *tables[3] = {bp_cu_matvec_kernels, bp_cu_gemm_kernels, bp_cu_gemm_exact_kernels};
+    for (int t = 0; t < 3; t++)
         for (const bp_cu_kernel_entry *e = tables[t]; e->name; e++)
             if (strcmp(e->name, name) == 0) return e;
     return NULL;

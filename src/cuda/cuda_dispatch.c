@@ -6,7 +6,9 @@
  * and text and the seam moves on to the next backend.
  *
  * One lock serializes every CUDA op of the process: the op cache's scratch slots are not for
- * concurrent users, and a weight's first upload must happen once.
+ * concurrent users, and a weight's first upload must happen once. BACKPLANE_CUDA_DEVICE picks
+ * the device by index; every thread that launches selects it (cudaSetDevice is per thread).
+ * A sticky error (illegal address, launch failure, ...) disables the backend for the process.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,6 +18,27 @@
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
 #include "kinds/kinds_internal.h"
+#include "seam/seam_internal.h"
+
+#ifndef BP_CUDA_MIN_CC
+#define BP_CUDA_MIN_CC 75 /* set by src/cuda/backend.cmake from the build's targets */
+#endif
+#ifndef BP_CUDA_TARGETS
+#define BP_CUDA_TARGETS "compute_75 PTX + sm_80 SASS + sm_90 SASS"
+#endif
+
+/* BACKPLANE_CUDA_DEVICE: the device index (default 0); -1 with why written when it is not one. */
+static int device_index(char *why, size_t why_len) {
+    const char *v = getenv("BACKPLANE_CUDA_DEVICE");
+    if (!v || !*v) return 0;
+    char *end;
+    long i = strtol(v, &end, 10);
+    if (*end || i < 0 || i > 1024) {
+        snprintf(why, why_len, "BACKPLANE_CUDA_DEVICE=%s is not a device index (0, 1, ...)", v);
+        return -1;
+    }
+    return (int)i;
+}
 
 bool bp_cu_probe(char *why, size_t why_len) {
     int n = 0; /* cudaGetDeviceCount leaves it unchanged on failure (TOOLCHAINS.md) */
@@ -30,42 +53,86 @@ bool bp_cu_probe(char *why, size_t why_len) {
         snprintf(why, why_len, "CUDA unavailable: cudaGetDeviceCount -> 0 devices");
         return false;
     }
+    const int dev = device_index(why, why_len);
+    if (dev < 0) return false;
+    if (dev >= n) {
+        snprintf(why, why_len, "CUDA unavailable: BACKPLANE_CUDA_DEVICE=%d but there %s %d CUDA device%s", dev,
+                 n == 1 ? "is" : "are", n, n == 1 ? "" : "s");
+        return false;
+    }
     struct cudaDeviceProp p;
-    e = cudaGetDeviceProperties(&p, 0);
+    e = cudaGetDeviceProperties(&p, dev);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        snprintf(why, why_len, "CUDA unavailable: cudaGetDeviceProperties(0) -> %d %s", (int)e, cudaGetErrorName(e));
+        snprintf(why, why_len, "CUDA unavailable: cudaGetDeviceProperties(%d) -> %d %s", dev, (int)e,
+                 cudaGetErrorName(e));
         return false;
     }
-    /* The build carries sm_90 SASS and compute_90 PTX: nothing older can load it. */
-    if (p.major < 9) {
-        snprintf(why, why_len, "CUDA unavailable: %s is sm_%d%d; this build has sm_90 code and compute_90 PTX only",
-                 p.name, p.major, p.minor);
+    /* The build runs on compute capability >= BP_CUDA_MIN_CC (SASS where built, the PTX JIT-
+     * compiled elsewhere; src/cuda/backend.cmake lists which GPUs that covers). */
+    if (p.major * 10 + p.minor < BP_CUDA_MIN_CC) {
+        snprintf(why, why_len, "CUDA unavailable: device %d, %s, is sm_%d%d; this build has %s (compute capability >= %d.%d)",
+                 dev, p.name, p.major, p.minor, BP_CUDA_TARGETS, BP_CUDA_MIN_CC / 10, BP_CUDA_MIN_CC % 10);
         return false;
     }
-    snprintf(why, why_len, "%s (sm_%d%d, %d SMs, %.0f GiB); CUDA kernels UNRUN ON HARDWARE before tools/gpu_check.sh",
-             p.name, p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
+    snprintf(why, why_len, "device %d: %s (sm_%d%d, %d SMs, %.0f GiB); CUDA kernels UNRUN ON HARDWARE before tools/gpu_check.sh",
+             dev, p.name, p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024));
     return true;
+}
+
+bool bp_cu_error_is_sticky(int code) {
+    /* The errors after which the CUDA context is corrupt and every later call of the process
+     * fails with the same code (cudaErrorLaunchOutOfResources, 701, and the like are not). */
+    switch ((cudaError_t)code) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed: return true;
+    default: return false;
+    }
 }
 
 static pthread_mutex_t cu_lock = PTHREAD_MUTEX_INITIALIZER;
 static bp_device *cu_dev;
 static bp_stream *cu_stream;
+static int cu_ordinal;
 static bool cu_tried;
 static char cu_open_error[256];
+/* Set after a sticky error (bp_cu_error_is_sticky): the context is dead for the process, so
+ * every later op fails fast with this cause (and the seam, seeing BP_LAUNCH_LOST, disables the
+ * backend) instead of each kind failing with a misplaced blame. */
+static char cu_lost[300];
+
+/* cudaSetDevice is per thread: every thread that calls cudart for this device selects it first
+ * (cheap when already current). */
+static bp_status select_device(void) {
+    cudaError_t e = cudaSetDevice(cu_ordinal);
+    return e == cudaSuccess ? BP_OK : bp_cu_status(e, "cudaSetDevice");
+}
 
 static bp_status open_locked(void) {
-    if (cu_dev) return BP_OK;
+    if (cu_dev) return select_device();
     if (cu_tried) return bp_fail(BP_E_UNSUPPORTED, "%s", cu_open_error);
     cu_tried = true;
-    char why[256];
+    char why[256], name[32];
     bp_status s;
     if (!bp_cu_probe(why, sizeof why)) {
         s = bp_fail(BP_E_UNSUPPORTED, "%s", why);
-    } else if ((s = bp_device_open(&bp_cu_device_methods, NULL, "cuda:0", &cu_dev)) == BP_OK &&
-               (s = bp_dev_stream_create(cu_dev, &cu_stream)) != BP_OK) {
-        bp_device_close(cu_dev);
-        cu_dev = NULL;
+    } else {
+        cu_ordinal = device_index(why, sizeof why);
+        snprintf(name, sizeof name, "cuda:%d", cu_ordinal);
+        if ((s = select_device()) == BP_OK && (s = bp_device_open(&bp_cu_device_methods, NULL, name, &cu_dev)) == BP_OK &&
+            (s = bp_dev_stream_create(cu_dev, &cu_stream)) != BP_OK) {
+            bp_device_close(cu_dev);
+            cu_dev = NULL;
+        }
     }
     if (s) snprintf(cu_open_error, sizeof cu_open_error, "%s", bp_last_error());
     return s;
@@ -100,6 +167,7 @@ typedef struct cu_weight {
 static void cu_weight_free(void *p) {
     cu_weight *cw = p;
     pthread_mutex_lock(&cu_lock);
+    (void)select_device(); /* a weight may be freed on a thread that never ran an op */
     bp_dev_free(cw->dev, cw->buf);
     pthread_mutex_unlock(&cu_lock);
     free(cw);
@@ -145,7 +213,28 @@ static bp_status launch(const char *name, const bp_launch_dims *dims, void **par
 
 /* Exact mode (bp_exact_mode: BACKPLANE_EXACT or bp_set_exact_mode) keeps prefill off the f16
  * tensor cores (weights and activations rounded to f16, activations above 65504 overflow) and
- * on the f32 kernels. The decode kernels are unaffected (q8 activations, f32 accumulation). */
+ * on the f32 kernels. The decode kernels are unaffected (q8 activations, f32 accumulation).
+ * Outside exact mode an f16 overflow is detected by the tensor-core kernel (*ovf) and the op
+ * reruns on the exact kernel: the f16 path never returns inf/NaN as success. */
+
+/* The GEMM in slices of at most BP_CU_GEMM_MAX_T tokens (gridDim.y <= 65535); *ovf (device) is
+ * set by a tensor-core kernel on f16 overflow. */
+static bp_status gemm_launches(const char *name, const void *wp, size_t pitch, int rows, int cols, void *xb, int t,
+                               void *yb, void *ovf) {
+    const int slices = bp_cu_gemm_slices(t, BP_CU_GEMM_MAX_T);
+    for (int i = 0; i < slices; i++) {
+        int t0 = i * BP_CU_GEMM_MAX_T, tt = t - t0 < BP_CU_GEMM_MAX_T ? t - t0 : BP_CU_GEMM_MAX_T;
+        void *xs = (char *)xb + (size_t)t0 * (size_t)cols * sizeof(float);
+        void *ys = (char *)yb + (size_t)t0 * (size_t)rows * sizeof(float);
+        bp_launch_dims gd = {{(uint32_t)((rows + BP_CU_GEMM_TILE - 1) / BP_CU_GEMM_TILE),
+                              (uint32_t)((tt + BP_CU_GEMM_TILE - 1) / BP_CU_GEMM_TILE), 1},
+                             {BP_CU_GEMM_THREADS, 1, 1}, 0};
+        void *gp[] = {(void *)&wp, &pitch, &rows, &cols, &xs, &tt, &ys, &ovf};
+        bp_status s = launch(name, &gd, gp, 8);
+        if (s) return s;
+    }
+    return BP_OK;
+}
 
 /* Y[t][rows] = X[t][cols] W^T; t == 1 runs the decode kernels. Called under cu_lock. */
 static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
@@ -161,7 +250,7 @@ static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
     const bool quant = kt->info.block_elems > 1;
     int nch = cols / 32;
     size_t xbytes = (size_t)t * (size_t)cols * sizeof(float), ybytes = (size_t)t * (size_t)rows * sizeof(float);
-    void *xb, *yb, *xqb = NULL;
+    void *xb, *yb, *xqb = NULL, *ovf = NULL;
     if ((s = bp_dev_scratch(cu_dev, 0, xbytes, &xb)) || (s = bp_dev_scratch(cu_dev, 2, ybytes, &yb))) return s;
     if ((s = bp_dev_h2d_on(cu_dev, cu_stream, xb, 0, x, xbytes))) return s;
     char name[48];
@@ -179,12 +268,21 @@ static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
         snprintf(name, sizeof name, "matvec_%s", kt->info.name);
         if ((s = launch(name, &md, mp, 7))) return s;
     } else {
-        bp_launch_dims gd = {{(uint32_t)((rows + BP_CU_GEMM_TILE - 1) / BP_CU_GEMM_TILE),
-                              (uint32_t)((tt + BP_CU_GEMM_TILE - 1) / BP_CU_GEMM_TILE), 1},
-                             {BP_CU_GEMM_THREADS, 1, 1}, 0};
-        void *gp[] = {&wp, &pitch, &rows, &cols, &xb, &tt, &yb};
-        snprintf(name, sizeof name, bp_exact_mode() ? "gemm_exact_%s" : "gemm_%s", kt->info.name);
-        if ((s = launch(name, &gd, gp, 7))) return s;
+        const bool exact = bp_exact_mode();
+        unsigned flag = 0;
+        if ((s = bp_dev_scratch(cu_dev, 3, sizeof(unsigned), &ovf)) ||
+            (s = bp_dev_memset_on(cu_dev, cu_stream, ovf, 0, 0, sizeof(unsigned))))
+            return s;
+        snprintf(name, sizeof name, exact ? "gemm_exact_%s" : "gemm_%s", kt->info.name);
+        if ((s = gemm_launches(name, wp, pitch, rows, cols, xb, tt, yb, ovf))) return s;
+        /* The flag comes back with the result: one sync in the common case. */
+        if ((s = bp_dev_d2h_on(cu_dev, cu_stream, &flag, ovf, 0, sizeof flag)) ||
+            (s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes)) || (s = bp_dev_stream_sync(cu_dev, cu_stream)))
+            return s;
+        if (exact || !flag) return BP_OK;
+        /* f16 overflowed somewhere: the exact kernel gives the right numbers. */
+        snprintf(name, sizeof name, "gemm_exact_%s", kt->info.name);
+        if ((s = gemm_launches(name, wp, pitch, rows, cols, xb, tt, yb, ovf))) return s;
     }
     if ((s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes))) return s;
     return bp_dev_stream_sync(cu_dev, cu_stream);
@@ -193,12 +291,19 @@ static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
 static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
     if (!cu_has_launch(w->kind)) return BP_LAUNCH_NO_KERNEL;
     pthread_mutex_lock(&cu_lock);
+    if (cu_lost[0]) {
+        snprintf(err, err_len, "%s", cu_lost);
+        pthread_mutex_unlock(&cu_lock);
+        return BP_LAUNCH_LOST;
+    }
     bp_status s = run_locked(w, x, t, y);
     if (s && cu_dev) bp_dev_graph_abort(cu_dev, cu_stream); /* never leave the stream capturing */
+    if (s == BP_E_DEVICE_LOST)
+        snprintf(cu_lost, sizeof cu_lost, "CUDA context lost after a sticky error: %.240s", bp_last_error());
     pthread_mutex_unlock(&cu_lock);
     if (s == BP_OK) return BP_LAUNCH_OK;
-    snprintf(err, err_len, "%s", bp_last_error());
-    return BP_LAUNCH_ERROR;
+    snprintf(err, err_len, "%s", s == BP_E_DEVICE_LOST ? cu_lost : bp_last_error());
+    return bp_launch_of_status(s);
 }
 
 static bp_launch cu_matvec(bp_weight *w, const float *x, float *y, char *err, size_t err_len) {
@@ -209,10 +314,36 @@ static bp_launch cu_gemm(bp_weight *w, const float *x, int64_t t, float *y, char
     return run(w, x, t, y, err, err_len);
 }
 
+/* An accelerator; its cost model (src/seam/cost.c) with the memory bandwidth the device's
+ * attributes give (clock x bus width x 2 for DDR, x 0.8 achievable), where cudart reports them. */
+static bool cu_describe(bp_device_desc *out) {
+    pthread_mutex_lock(&cu_lock);
+    bp_status s = open_locked();
+    int ord = cu_ordinal;
+    pthread_mutex_unlock(&cu_lock);
+    if (s) return false;
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, ord) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    out->cls = BP_DEVICE_ACCELERATOR;
+    snprintf(out->name, sizeof out->name, "%.64s (sm_%d%d, %d SMs)", p.name, p.major, p.minor, p.multiProcessorCount);
+    bp_cost_default("cuda", BP_DEVICE_ACCELERATOR, p.integrated != 0, &out->cost);
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, ord) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, ord) == cudaSuccess && khz > 0 && bits > 0)
+        out->cost.mem_gbps = 0.8 * 2.0 * (double)khz * 1e3 * (double)bits / 8.0 / 1e9;
+    else
+        (void)cudaGetLastError();
+    return true;
+}
+
 const bp_backend_dispatch bp_dispatch_cuda = {
     .probe = bp_cu_probe,
     .has_launch = cu_has_launch,
     .wants = NULL,
     .matvec = cu_matvec,
     .gemm = cu_gemm,
+    .describe = cu_describe,
 };

@@ -13,8 +13,12 @@
 
 /* The device interface over cudart (cuda_device.c). */
 extern const bp_device_methods bp_cu_device_methods;
-/* Turn a cudart error into a bp_fail status naming `what`; BP_OK for cudaSuccess. */
+/* Turn a cudart error into a bp_fail status naming `what`; BP_OK for cudaSuccess;
+ * BP_E_DEVICE_LOST for a sticky error (the message says the context is lost). */
 bp_status bp_cu_status(cudaError_t e, const char *what);
+/* Whether a cudart error code is sticky: the context is corrupt and every later call of the
+ * process fails (illegal address, launch failure, ...). Device-free. */
+bool bp_cu_error_is_sticky(int code);
 /* The kernel registry row called name ("matvec_Q4_K"), or NULL. Device-free. */
 const bp_cu_kernel_entry *bp_cu_kernel_find(const char *name);
 

@@ -11,7 +11,10 @@
  *
  * with m == 0 for kinds without a min (BP_CU_HAS_MIN_<K> == 0). The form is chosen so that
  * (1) the float dequant d*q (+ m) performs the same IEEE operations, in the same order, as the
- * reference dequantizer, hence is bit-exact with it; (2) the decode dot runs on dp4a:
+ * reference dequantizer, hence is bit-exact with it -- where the compiler does not contract
+ * d*q + m into a fused multiply-add: the host build (test_cuda_host_math) and exact mode's
+ * kernels (cuda_gemm_exact.cu, compiled with --fmad=false) do not; the tensor-core GEMM rounds
+ * the result to f16 anyway and may contract; (2) the decode dot runs on dp4a:
  *     dot(chunk, x) = xd * (d0*S0 + d1*S1) + xd * (m0*X0 + m1*X1)
  * with x quantized to q8 per chunk (xd, xq), S_h = sum q*xq and X_h = sum xq over half h.
  * IQ1_S/IQ1_M fit it by scaling: dl*(g +- 1/8) == (dl/8)*(8g +- 1) exactly.

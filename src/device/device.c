@@ -1,8 +1,10 @@
 /* The common device code: open/close, the wrappers every backend calls (defaults for the
  * optional members, range checks against the ledger, capture checks), the op cache. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "device/device_internal.h"
 
@@ -56,6 +58,7 @@ void bp_device_close(bp_device *dev) {
         if (c->scratch[i]) bp_dev_free(dev, c->scratch[i]);
     for (int i = 0; i < c->nk; i++)
         if (dev->m->kernel_release) dev->m->kernel_release(dev, c->kcache[i].k);
+    bp_free(c->kcache);
     /* What is still live now is a leak of whoever allocated it: name each one. */
     bp_ledger_sweep(dev, stderr);
     if (dev->m->close) dev->m->close(dev);
@@ -392,10 +395,17 @@ bp_status bp_dev_kernel(bp_device *dev, const char *name, bp_kernel **out) {
             *out = winner;
             return BP_OK;
         }
-    if (c->nk == BP_DEV_KCACHE) {
-        pthread_mutex_unlock(&c->lock);
-        if (dev->m->kernel_release) dev->m->kernel_release(dev, k);
-        return bp_fail(BP_E_NOMEM, "%s: op cache full (%d kernels) at '%s'", dev->name, BP_DEV_KCACHE, name);
+    if (c->nk == c->cap_k) {
+        int cap = c->cap_k ? 2 * c->cap_k : BP_DEV_KCACHE;
+        bp_dev_kentry *grown = bp_realloc(c->kcache, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&c->lock);
+            if (dev->m->kernel_release) dev->m->kernel_release(dev, k);
+            return bp_fail(BP_E_NOMEM, "%s: no memory to grow the op cache past %d kernels at '%s'", dev->name, c->nk,
+                           name);
+        }
+        c->kcache = grown;
+        c->cap_k = cap;
     }
     snprintf(c->kcache[c->nk].name, sizeof c->kcache[c->nk].name, "%s", name);
     c->kcache[c->nk++].k = k;
@@ -573,6 +583,16 @@ bool bp_dev_stream_is_capturing(bp_device *dev, bp_stream *s) {
 }
 
 /* ---- properties, pinned memory, arenas ----------------------------------------------------- */
+
+bool bp_dev_name_contains(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        if (i == n) return true;
+    }
+    return n == 0;
+}
 
 bp_status bp_dev_mem_info(bp_device *dev, size_t *total, size_t *free_bytes) {
     DEV_CHECK("bp_dev_mem_info");

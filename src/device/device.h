@@ -326,6 +326,9 @@ void bp_dev_graph_destroy(bp_device *dev, bp_graph *g);
 void bp_dev_graph_abort(bp_device *dev, bp_stream *s);
 bool bp_dev_stream_is_capturing(bp_device *dev, bp_stream *s);
 
+/* Case-insensitive substring test: BACKPLANE_VULKAN_DEVICE / BACKPLANE_OPENCL_DEVICE pick a
+ * device whose name contains the value. An empty needle matches. */
+bool bp_dev_name_contains(const char *name, const char *needle);
 bp_status bp_dev_mem_info(bp_device *dev, size_t *total, size_t *free_bytes);
 int bp_dev_compute_units(bp_device *dev);
 bp_status bp_dev_host_alloc_pinned(bp_device *dev, size_t bytes, void **out);

@@ -7,15 +7,22 @@
 
 #include "device/device.h"
 
+/* The op cache grows on demand (it held a fixed 64 kernels while CUDA's registry has 85: every
+ * lookup from the 65th on failed with "op cache full"); BP_DEV_KCACHE is its first size. */
 enum { BP_DEV_KCACHE = 64, BP_DEV_SCRATCH = 8, BP_DEV_CAPTURE = 8 };
+
+typedef struct bp_dev_kentry {
+    char name[64];
+    bp_kernel *k;
+} bp_dev_kentry;
 
 struct bp_device_common {
     pthread_mutex_t lock;    /* op cache, scratch, capture flags */
     size_t redzone;          /* guard bytes after each new allocation (0: off) */
     bool poison;             /* fill new allocations with BP_POISON_BYTE */
     size_t rz_faults;        /* damaged guard bands found so far */
-    struct { char name[64]; bp_kernel *k; } kcache[BP_DEV_KCACHE];
-    int nk;
+    bp_dev_kentry *kcache;   /* nk used of cap_k, grown by doubling */
+    int nk, cap_k;
     void *scratch[BP_DEV_SCRATCH];
     size_t scratch_bytes[BP_DEV_SCRATCH];
     bp_stream *capturing[BP_DEV_CAPTURE];

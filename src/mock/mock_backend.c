@@ -9,7 +9,7 @@
 
 static bp_mock_backend_config cfg;
 static bp_device *dev;
-static atomic_int probe_calls, ops;
+static atomic_int probe_calls, ops, attempts;
 
 static bool in_range(bp_kind k) { return (unsigned)k < BP_MOCK_MAX_KIND; }
 
@@ -45,6 +45,7 @@ static bool mock_wants(int64_t n_out, int64_t n_in, int64_t t) {
 
 /* One op on the device: upload W and X, launch, sync, read Y back, free everything. */
 static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
+    atomic_fetch_add(&attempts, 1);
     if (!dev) {
         snprintf(err, err_len, "mock device not open");
         return BP_LAUNCH_ERROR;
@@ -78,7 +79,7 @@ static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *er
     bp_dev_free(dev, dw);
     bp_dev_free(dev, dx);
     bp_dev_free(dev, dy);
-    if (s) return BP_LAUNCH_ERROR;
+    if (s) return bp_launch_of_status(s); /* a lost device (sticky fault) is BP_LAUNCH_LOST */
     atomic_fetch_add(&ops, 1);
     return BP_LAUNCH_OK;
 }
@@ -91,12 +92,22 @@ static bp_launch mock_gemm(bp_weight *w, const float *x, int64_t t, float *y, ch
     return run(w, x, t, y, err, err_len);
 }
 
+static bool mock_describe(bp_device_desc *out) {
+    if (!cfg.describe) return false;
+    out->cls = cfg.device_class;
+    snprintf(out->name, sizeof out->name, "%s",
+             cfg.device_class == BP_DEVICE_CPU_IMPL ? "mockpipe (a fake CPU implementation)" : "mock accelerator");
+    out->cost = cfg.cost;
+    return true;
+}
+
 static const bp_backend_dispatch mock_dispatch_with_gemm = {
     .probe = mock_probe,
     .has_launch = mock_has_launch,
     .wants = mock_wants,
     .matvec = mock_matvec,
     .gemm = mock_gemm,
+    .describe = mock_describe,
 };
 
 static const bp_backend_dispatch mock_dispatch_no_gemm = {
@@ -105,6 +116,7 @@ static const bp_backend_dispatch mock_dispatch_no_gemm = {
     .wants = mock_wants,
     .matvec = mock_matvec,
     .gemm = NULL,
+    .describe = mock_describe,
 };
 
 void bp_mock_backend_config_for(bp_mock_backend_config *c, const bp_kind *kinds, int n, bool gemm) {
@@ -130,6 +142,7 @@ bp_status bp_mock_backend_install(const bp_mock_backend_config *c, int pos) {
     cfg = *c;
     atomic_store(&probe_calls, 0);
     atomic_store(&ops, 0);
+    atomic_store(&attempts, 0);
     bp_status s = bp_mock_device_open(&dev);
     if (s) return s;
     s = bp_seam_test_install(&mock_caps, bp_mock_backend_dispatch(), pos);
@@ -153,3 +166,4 @@ void bp_mock_backend_uninstall(void) {
 bp_device *bp_mock_backend_device(void) { return dev; }
 int bp_mock_backend_probe_calls(void) { return atomic_load(&probe_calls); }
 int bp_mock_backend_ops(void) { return atomic_load(&ops); }
+int bp_mock_backend_attempts(void) { return atomic_load(&attempts); }

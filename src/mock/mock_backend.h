@@ -21,6 +21,14 @@ typedef struct bp_mock_backend_config {
     int64_t cols_multiple;          /* the "kernel" honours only cols % this == 0 (0: any);
                                        other shapes are a launch error naming the shape */
     int64_t min_work;               /* wants() declines rows*cols*t below this (0: wants all) */
+    /* A fake device for the routing rules (issue 17): with describe, the dispatch table's
+     * describe() reports this class, name and cost model (the seam then turns a CPU
+     * implementation away unless BACKPLANE_MOCK=1, and routes by the model instead of
+     * min_work); without it, describe() says "no device" and the mock is an accelerator
+     * without a model. */
+    bool describe;
+    bp_device_class device_class;
+    bp_cost_model cost;
 } bp_mock_backend_config;
 
 /* A config claiming matvec (and GEMM when gemm) for each kind in kinds[0..n), with a matching
@@ -41,5 +49,7 @@ const bp_backend_dispatch *bp_mock_backend_dispatch(void);
 int bp_mock_backend_probe_calls(void);
 /* Ops it ran to completion since install. */
 int bp_mock_backend_ops(void);
+/* Ops it attempted (launch entry points called, failures included) since install. */
+int bp_mock_backend_attempts(void);
 
 #endif

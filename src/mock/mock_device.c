@@ -40,6 +40,10 @@ typedef struct mock {
     int calls[BP_MOCK_CALL_KINDS];
     int fail_at[BP_MOCK_CALL_KINDS]; /* absolute call number that fails; 0: none */
     bp_status fail_status[BP_MOCK_CALL_KINDS];
+    int lose_at[BP_MOCK_CALL_KINDS]; /* absolute call number that loses the device; 0: none */
+    bool lost;                       /* sticky: every later call fails with BP_E_DEVICE_LOST */
+    char lost_at[16];                /* the kind of call that lost it */
+    int lookups;                     /* kernel_lookup calls (the op cache should ask once per name) */
     char ring[RING][48];
     int ring_n;
     size_t live;
@@ -68,7 +72,18 @@ static bp_status note(bp_device *dev, bp_mock_call c, const char *op, const char
     bool fail = m->fail_at[c] == no;
     bp_status s = m->fail_status[c];
     if (fail) m->fail_at[c] = 0;
+    if (m->lose_at[c] == no) {
+        m->lost = true;
+        m->lose_at[c] = 0;
+        snprintf(m->lost_at, sizeof m->lost_at, "%s", call_names[c]);
+    }
+    bool lost = m->lost;
+    char at[16];
+    memcpy(at, m->lost_at, sizeof at);
     pthread_mutex_unlock(&m->lock);
+    /* Like a CUDA context after an illegal address: the first failing call and every later one
+     * report the same sticky cause. */
+    if (lost) return bp_fail(BP_E_DEVICE_LOST, "mock: device lost (sticky error injected at a %s call)", at);
     if (fail) return bp_fail(s, "mock: injected %s failure", call_names[c]); /* no call number: one cause */
     return BP_OK;
 }
@@ -91,15 +106,21 @@ static void k_poke(void **p) {
     base[*(int64_t *)p[1]] = (unsigned char)*(int32_t *)p[2];
 }
 
+static void k_nop(void **p) { (void)p; }
+
 static const mock_kernel kernels[] = {
     {"gemm", 7, {sizeof(void *), sizeof(void *), sizeof(void *), 4, 8, 8, 8}, k_gemm},
     {"poke", 3, {sizeof(void *), 8, 4}, k_poke},
+    {"nop_", 0, {0}, k_nop}, /* any name starting with "nop_" (see mock_device.h) */
 };
 
 static bp_status m_kernel_lookup(bp_device *dev, const char *name, bp_kernel **out) {
-    (void)dev;
+    mock *m = M(dev);
+    pthread_mutex_lock(&m->lock);
+    m->lookups++;
+    pthread_mutex_unlock(&m->lock);
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
-        if (!strcmp(kernels[i].name, name)) {
+        if (!strcmp(kernels[i].name, name) || (!strcmp(kernels[i].name, "nop_") && !strncmp(name, "nop_", 4))) {
             *out = (bp_kernel *)(void *)&kernels[i];
             return BP_OK;
         }
@@ -349,6 +370,23 @@ void bp_mock_fail_nth(bp_device *dev, bp_mock_call c, int n, bp_status s) {
     m->fail_at[c] = n > 0 ? m->calls[c] + n : 0;
     m->fail_status[c] = s ? s : BP_E_DEVICE;
     pthread_mutex_unlock(&m->lock);
+}
+
+void bp_mock_lose_device(bp_device *dev, bp_mock_call c, int n) {
+    if (!dev || (unsigned)c >= BP_MOCK_CALL_KINDS) return;
+    mock *m = M(dev);
+    pthread_mutex_lock(&m->lock);
+    m->lose_at[c] = n > 0 ? m->calls[c] + n : 0;
+    pthread_mutex_unlock(&m->lock);
+}
+
+int bp_mock_lookups(bp_device *dev) {
+    if (!dev) return 0;
+    mock *m = M(dev);
+    pthread_mutex_lock(&m->lock);
+    int n = m->lookups;
+    pthread_mutex_unlock(&m->lock);
+    return n;
 }
 
 int bp_mock_calls(bp_device *dev, bp_mock_call c) {

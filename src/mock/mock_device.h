@@ -9,6 +9,8 @@
  *           the mock's memory, so results are real.
  *   "poke"  params: void *p, int64 offset, int32 value: writes one byte at p + offset with no
  *           bounds check -- a deliberately overrunning kernel for the redzone tests.
+ *   "nop_<anything>"  no parameters, does nothing: a registry of any size, for the op-cache
+ *           tests (every backend's kernel registry must fit the cache).
  * Streams are in order and run synchronously; a graph records launches while capturing and
  * replays them. */
 #ifndef BP_MOCK_DEVICE_H
@@ -31,6 +33,13 @@ bp_status bp_mock_device_open(bp_device **out);
  * "mock: injected <kind> failure" (no call number, so repeats are one cause); n = 0 disarms.
  * One armed failure per kind. */
 void bp_mock_fail_nth(bp_device *dev, bp_mock_call c, int n, bp_status s);
+/* Lose the device at the n-th call of kind c from now (n = 1: the next one): that call and every
+ * later call of every kind fail with BP_E_DEVICE_LOST, "mock: device lost (sticky error
+ * injected at a <kind> call)" -- a CUDA context after an illegal address. n = 0 disarms (a
+ * device already lost stays lost). */
+void bp_mock_lose_device(bp_device *dev, bp_mock_call c, int n);
+/* kernel_lookup calls since open (the op cache asks once per name). */
+int bp_mock_lookups(bp_device *dev);
 /* Calls of kind c since open (failed ones included). */
 int bp_mock_calls(bp_device *dev, bp_mock_call c);
 /* The i-th most recent call (0 = last) as text, "launch gemm", "h2d 4096"; "" when none. */

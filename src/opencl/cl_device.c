@@ -83,8 +83,43 @@ bp_status bp_cl_status(cl_int e, const char *what) {
 
 /* ---- context ------------------------------------------------------------------------------ */
 
-/* A GPU where there is one, else any device (PoCL's CPU device), on the first platform that
- * has a device at all. */
+/* BACKPLANE_OPENCL_DEVICE (index over all platforms' devices, or a name substring); else the
+ * first GPU, else the first device of any type. */
+static bool pick_device(bp_cl_ctx *c, cl_platform_id *plats, cl_uint np, char *why, size_t why_len) {
+    const char *sel = getenv("BACKPLANE_OPENCL_DEVICE");
+    if (sel && !*sel) sel = NULL;
+    char *end = NULL;
+    long want = sel ? strtol(sel, &end, 10) : -1;
+    const bool by_index = sel && end && !*end;
+    int flat = 0, best_rank = -1;
+    for (cl_uint p = 0; p < np; p++) {
+        cl_device_id ds[16];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, ds, &nd) != CL_SUCCESS) continue;
+        if (nd > 16) nd = 16;
+        for (cl_uint d = 0; d < nd; d++, flat++) {
+            cl_device_type ty = 0;
+            char dn[256] = "";
+            clGetDeviceInfo(ds[d], CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
+            clGetDeviceInfo(ds[d], CL_DEVICE_NAME, sizeof dn - 1, dn, NULL);
+            bool take;
+            if (sel) take = by_index ? flat == want : bp_dev_name_contains(dn, sel);
+            else take = (ty & CL_DEVICE_TYPE_GPU ? 2 : 1) > best_rank;
+            if (!take) continue;
+            c->platform = plats[p];
+            c->device = ds[d];
+            best_rank = ty & CL_DEVICE_TYPE_GPU ? 2 : 1;
+            if (sel) return true;
+        }
+    }
+    if (c->device) return true;
+    if (sel)
+        snprintf(why, why_len, "OpenCL: BACKPLANE_OPENCL_DEVICE=%s matches none of the %d OpenCL devices", sel, flat);
+    else
+        snprintf(why, why_len, "OpenCL unavailable: %u platform(s) but no device (clGetDeviceIDs)", (unsigned)np);
+    return false;
+}
+
 bool bp_cl_ctx_create(bp_cl_ctx *c, char *why, size_t why_len) {
     memset(c, 0, sizeof *c);
     cl_platform_id plats[8];
@@ -96,22 +131,11 @@ bool bp_cl_ctx_create(bp_cl_ctx *c, char *why, size_t why_len) {
         return false;
     }
     if (np > 8) np = 8;
-    cl_int last = CL_DEVICE_NOT_FOUND;
-    for (int pass = 0; pass < 2 && !c->device; pass++) {
-        for (cl_uint i = 0; i < np && !c->device; i++) {
-            cl_device_id d;
-            last = clGetDeviceIDs(plats[i], pass == 0 ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_ALL, 1, &d, NULL);
-            if (last == CL_SUCCESS) {
-                c->platform = plats[i];
-                c->device = d;
-            }
-        }
-    }
-    if (!c->device) {
-        snprintf(why, why_len, "OpenCL unavailable: %u platform(s) but clGetDeviceIDs -> %d %s", (unsigned)np,
-                 (int)last, bp_cl_error_name(last));
-        return false;
-    }
+    if (!pick_device(c, plats, np, why, why_len)) return false;
+    cl_bool unified = CL_FALSE;
+    clGetDeviceInfo(c->device, CL_DEVICE_TYPE, sizeof c->type, &c->type, NULL);
+    clGetDeviceInfo(c->device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
+    c->unified = unified == CL_TRUE;
     /* Buffers well over the strings' sizes: a too-small one makes the query fail, not truncate. */
     char dn[256] = "", pn[256] = "", ver[256] = "";
     clGetDeviceInfo(c->device, CL_DEVICE_NAME, sizeof dn - 1, dn, NULL);

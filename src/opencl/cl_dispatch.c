@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
 #include "opencl/cl_internal.h"
+#include "seam/seam_internal.h"
 
 enum { CL_SLOT_X = 0, CL_SLOT_Y = 1 };
 #define CL_MV_LS 64  /* BP_CL_MV_LS of cl_kernels.cl */
@@ -166,7 +167,7 @@ static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *er
     pthread_mutex_unlock(&cl_run_lock);
     if (s == BP_OK) return BP_LAUNCH_OK;
     snprintf(err, err_len, "%s", bp_last_error());
-    return BP_LAUNCH_ERROR;
+    return bp_launch_of_status(s);
 }
 
 static bp_launch cl_matvec(bp_weight *w, const float *x, float *y, char *err, size_t err_len) {
@@ -177,10 +178,22 @@ static bp_launch cl_gemm(bp_weight *w, const float *x, int64_t t, float *y, char
     return run(w, x, t, y, err, err_len);
 }
 
+/* The device's class (PoCL's CPU device is a CPU implementation: not enabled unless forced)
+ * and its cost model (src/seam/cost.c). */
+static bool cl_describe(bp_device_desc *out) {
+    if (!bp_cl_device(NULL, 0)) return false;
+    const bool cpu = (cl_ctx.type & CL_DEVICE_TYPE_CPU) != 0;
+    out->cls = cpu ? BP_DEVICE_CPU_IMPL : BP_DEVICE_ACCELERATOR;
+    snprintf(out->name, sizeof out->name, "%.95s", cl_ctx.name);
+    bp_cost_default("opencl", out->cls, cl_ctx.unified, &out->cost);
+    return true;
+}
+
 const bp_backend_dispatch bp_dispatch_opencl = {
     .probe = cl_probe,
     .has_launch = cl_has_launch,
     .wants = NULL,
     .matvec = cl_matvec,
     .gemm = cl_gemm,
+    .describe = cl_describe,
 };

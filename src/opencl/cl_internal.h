@@ -29,6 +29,8 @@ typedef struct bp_cl_ctx {
     double build_seconds;   /* how long that build took (the report's "first call" cost) */
     char name[192];         /* "cpu-skylake-avx512 (Portable Computing Language, OpenCL 3.0 PoCL 3.1)" */
     unsigned compute_units;
+    cl_device_type type;    /* CL_DEVICE_TYPE_GPU, _CPU (PoCL), _ACCELERATOR, ... */
+    bool unified;           /* CL_DEVICE_HOST_UNIFIED_MEMORY: an integrated GPU or a CPU */
 } bp_cl_ctx;
 
 /* The device interface over OpenCL (cl_device.c). Buffers are cl_mem handles; kernels come
@@ -42,7 +44,10 @@ const char *bp_cl_error_name(cl_int e);
 bp_status bp_cl_status(cl_int e, const char *what);
 
 /* Find a platform and device and make a context and queue; false with the cause in why
- * (clGetPlatformIDs -> -1001 CL_PLATFORM_NOT_FOUND_KHR when no ICD is installed). */
+ * (clGetPlatformIDs -> -1001 CL_PLATFORM_NOT_FOUND_KHR when no ICD is installed). The device:
+ * BACKPLANE_OPENCL_DEVICE by index (over every platform's devices, in order) or by a
+ * case-insensitive substring of its name; else the first GPU, else the first device of any
+ * type (PoCL's CPU device, which the seam then enables only when forced). */
 bool bp_cl_ctx_create(bp_cl_ctx *c, char *why, size_t why_len);
 void bp_cl_ctx_destroy(bp_cl_ctx *c);
 

@@ -98,6 +98,17 @@ void bp_seam_set_log(FILE *f) {
     pthread_mutex_unlock(&fb_lock);
 }
 
+void bp_seam_logf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&fb_lock);
+    FILE *f = fb_log ? fb_log : stderr;
+    vfprintf(f, fmt, ap);
+    fflush(f);
+    pthread_mutex_unlock(&fb_lock);
+    va_end(ap);
+}
+
 /* Count one fallback; log it when (backend, kind, op, cause) is new. */
 static void record_fallback(const char *backend, bp_kind k, const char *op, const char *cause, const char *to) {
     const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
@@ -244,16 +255,38 @@ int bp_seam_route(bp_kind k) {
     return -1;
 }
 
-/* The walk: t == 0 is a matvec. */
+/* Strict mode (bp_strict_mode): what would have been a fallback is the op's error instead, and
+ * nothing runs in its place. */
+static bp_status strict_refuse(const bp_weight *w, int64_t t, const bp_seam_slot *s, const char *cause) {
+    const bp_kind_info *ki = bp_kind_lookup((uint32_t)w->kind);
+    return bp_fail(BP_E_FALLBACK,
+                   "strict mode: %s of %s %lld x %lld (batch %lld) on %s failed: %s; not falling back "
+                   "(BACKPLANE_STRICT / bp_set_strict)",
+                   op_name(t), ki ? ki->name : "?", (long long)w->rows, (long long)w->cols, (long long)(t ? t : 1),
+                   s->caps->display_name, cause && *cause ? cause : "unspecified error");
+}
+
+/* The walk: t == 0 is a matvec. Slots are asked in bp_seam_order() with the rule of
+ * bp_seam_slot_takes (src/seam/route.c), the one `probe` and bp_route report. */
 static bp_status walk(bp_weight *w, const float *x, int64_t t, float *y) {
     pending p = {0};
     char err[200], label[96];
     const char *first_failed = NULL;
-    int n = bp_seam_slot_count();
-    for (int i = 0; i < n; i++) {
+    int order[BP_BACKEND_COUNT + 1];
+    int n = bp_seam_order(order, BP_BACKEND_COUNT + 1);
+    for (int j = 0; j < n; j++) {
+        const int i = order[j];
         const bp_seam_slot *s = bp_seam_slot_at(i);
-        if (!slot_takes(i, w->kind)) continue;
-        if (!bp_seam_slot_wants(i, w->rows, w->cols, t ? t : 1)) continue;
+        bp_seam_take take = bp_seam_slot_takes(i, w->kind, w->rows, w->cols, t, err, sizeof err);
+        if (take == BP_TAKE_LOST) {
+            /* Disabled after a device loss: every op it would have taken is a counted fallback
+             * naming that cause, not a silent change of route. */
+            if (bp_strict_mode()) return strict_refuse(w, t, s, err);
+            add_pending(&p, s->caps->name, err);
+            if (!first_failed) first_failed = s->caps->display_name;
+            continue;
+        }
+        if (take != BP_TAKE_YES) continue;
         bp_launch r = run_on_slot(i, w, x, t, y, err, sizeof err, label, sizeof label);
         if (r == BP_LAUNCH_OK) {
             flush_pending(&p, w->kind, op_name(t), s->caps->display_name);
@@ -263,7 +296,9 @@ static bp_status walk(bp_weight *w, const float *x, int64_t t, float *y) {
                 set_path(w, "%s", label);
             return BP_OK;
         }
-        if (r == BP_LAUNCH_ERROR) {
+        if (r == BP_LAUNCH_LOST) bp_seam_slot_mark_lost(i, err);
+        if (r == BP_LAUNCH_ERROR || r == BP_LAUNCH_LOST) {
+            if (bp_strict_mode()) return strict_refuse(w, t, s, err);
             add_pending(&p, s->caps->name, err);
             if (!first_failed) first_failed = s->caps->display_name;
         }
@@ -319,6 +354,11 @@ static bp_status run_forced(bp_weight *w, const char *backend, const float *x, i
     if (r == BP_LAUNCH_NO_KERNEL)
         return bp_fail(BP_E_UNSUPPORTED, "%s declined the %s %s of %lld x %lld", backend, kn, op_name(t),
                        (long long)w->rows, (long long)w->cols);
+    if (r == BP_LAUNCH_LOST) {
+        bp_seam_slot_mark_lost(i, err);
+        return bp_fail(BP_E_DEVICE_LOST, "%s %s %s failed, device lost: %s", backend, kn, op_name(t),
+                       err[0] ? err : "unspecified error");
+    }
     if (r == BP_LAUNCH_ERROR)
         return bp_fail(BP_E_DEVICE, "%s %s %s failed: %s", backend, kn, op_name(t), err[0] ? err : "unspecified error");
     set_path(w, "%s", label);

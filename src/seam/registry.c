@@ -145,18 +145,50 @@ bool bp_seam_decide(const char *env_name, const char *own_name, bool (*probe)(ch
     return ok;
 }
 
+/* The device description, asked once (under decide_lock). */
+static const bp_device_desc *desc_locked(bp_seam_slot *s) {
+    if (!s->described) {
+        int got = -1;
+        if (s->dispatch && s->dispatch->describe) {
+            bp_device_desc d;
+            memset(&d, 0, sizeof d);
+            if (s->dispatch->describe(&d)) {
+                s->desc = d;
+                got = 1;
+            }
+        }
+        /* Published after desc is written: bp_seam_slot_desc reads it without the lock. */
+        __atomic_store_n(&s->described, got, __ATOMIC_RELEASE);
+    }
+    return s->described == 1 ? &s->desc : NULL;
+}
+
 static bool slot_enabled_locked(bp_seam_slot *s) {
     if (!s->dispatch) {
         if (!s->state) {
             /* Why it is absent is the build's business (option off, SDK missing, no macOS);
              * the configure log says which. */
             snprintf(s->reason, sizeof s->reason, "not compiled into this binary");
-            __atomic_store_n(&s->state, 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->state, BP_SLOT_OFF, __ATOMIC_RELEASE);
         }
         return false;
     }
     if (!s->state) {
-        int st = bp_seam_decide(s->env_name, s->caps->name, s->dispatch->probe, s->reason, sizeof s->reason) ? 2 : 1;
+        s->forced = bp_seam_env_parse(getenv(s->env_name), s->caps->name) == BP_ENV_ON;
+        int st = bp_seam_decide(s->env_name, s->caps->name, s->dispatch->probe, s->reason, sizeof s->reason)
+                     ? BP_SLOT_ON : BP_SLOT_OFF;
+        /* A probe that found only a CPU implementation of the API (lavapipe, PoCL's CPU device)
+         * does not enable the backend: it computes on the same cores as the native CPU backend,
+         * 10-100x slower. The env still forces it (tests, verify, driver work). */
+        const bp_device_desc *d = st == BP_SLOT_ON && !s->forced ? desc_locked(s) : NULL;
+        if (d && d->cls == BP_DEVICE_CPU_IMPL) {
+            char msg[sizeof s->reason];
+            snprintf(msg, sizeof msg,
+                     "%s is a CPU implementation of %s; the native CPU backend is faster; %s=1 uses it anyway",
+                     d->name[0] ? d->name : "the only device", s->caps->display_name, s->env_name);
+            memcpy(s->reason, msg, sizeof msg);
+            st = BP_SLOT_OFF;
+        }
         /* The threshold is read with the decision: once, not per op. */
         char key[64];
         snprintf(key, sizeof key, "%s_MIN_WORK", s->env_name);
@@ -166,7 +198,7 @@ static bool slot_enabled_locked(bp_seam_slot *s) {
         s->min_work = mw && *mw && !*end && v >= 0 ? v : -1;
         __atomic_store_n(&s->state, st, __ATOMIC_RELEASE);
     }
-    return s->state == 2;
+    return s->state == BP_SLOT_ON;
 }
 
 bool bp_seam_slot_enabled(int i, const char **reason) {
@@ -176,13 +208,14 @@ bool bp_seam_slot_enabled(int i, const char **reason) {
      * published with release order after the reason and threshold are written). */
     int st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
     if (st) {
-        if (reason) *reason = s->reason;
-        return st == 2;
+        if (reason) *reason = st == BP_SLOT_LOST ? s->lost_reason : s->reason;
+        return st == BP_SLOT_ON;
     }
     pthread_mutex_lock(&decide_lock);
     bool on = slot_enabled_locked(s);
+    const bool lost = s->state == BP_SLOT_LOST;
     pthread_mutex_unlock(&decide_lock);
-    if (reason) *reason = s->reason;
+    if (reason) *reason = lost ? s->lost_reason : s->reason;
     return on;
 }
 
@@ -198,14 +231,73 @@ bool bp_backend_enabled(bp_backend_id id, const char **reason) {
     return false;
 }
 
-bool bp_seam_slot_wants(int i, int64_t n_out, int64_t n_in, int64_t t) {
+const bp_device_desc *bp_seam_slot_desc(int i) {
+    bp_seam_slot *s = bp_seam_slot_at(i);
+    if (!s || !s->dispatch) return NULL;
+    if (__atomic_load_n(&s->described, __ATOMIC_ACQUIRE)) return s->described == 1 ? &s->desc : NULL;
+    pthread_mutex_lock(&decide_lock);
+    const bp_device_desc *d = desc_locked(s);
+    pthread_mutex_unlock(&decide_lock);
+    return d;
+}
+
+void bp_seam_slot_mark_lost(int i, const char *cause) {
+    bp_seam_slot *s = bp_seam_slot_at(i);
+    if (!s) return;
+    pthread_mutex_lock(&decide_lock);
+    if (s->state == BP_SLOT_ON) {
+        /* Its own buffer: other threads may be reading `reason` without the lock right now. */
+        snprintf(s->lost_reason, sizeof s->lost_reason, "disabled for this process after a device error: %s",
+                 cause && *cause ? cause : "device lost");
+        __atomic_store_n(&s->state, BP_SLOT_LOST, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&decide_lock);
+}
+
+static bool min_work_ok(long long min_work, int64_t rows, int64_t cols, int64_t t) {
+    /* double: the product of three int64 can overflow; the threshold is coarse anyway. */
+    return (double)rows * (double)cols * (double)t >= (double)min_work;
+}
+
+bool bp_seam_slot_wants_kind(int i, bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len) {
+    char scratch[256];
+    if (!why || !why_len) why = scratch, why_len = sizeof scratch;
+    why[0] = '\0';
     bp_seam_slot *s = bp_seam_slot_at(i);
     if (!s || !s->dispatch) return false;
+    if (t < 1) t = 1;
     if (s->min_work >= 0) {
-        /* double: the product of three int64 can overflow; the threshold is coarse anyway. */
-        return (double)n_out * (double)n_in * (double)t >= (double)s->min_work;
+        if (min_work_ok(s->min_work, rows, cols, t)) return true;
+        snprintf(why, why_len, "%s_MIN_WORK=%lld: %lld x %lld x %lld is below it", s->env_name, s->min_work,
+                 (long long)rows, (long long)cols, (long long)t);
+        return false;
     }
-    return !s->dispatch->wants || s->dispatch->wants(n_out, n_in, t);
+    const bp_device_desc *d = bp_seam_slot_desc(i);
+    /* Forced on although it is a CPU implementation: the user asked to run there (it can never
+     * beat the native CPU backend, so a cost comparison would decline every shape). */
+    if (d && d->cls == BP_DEVICE_CPU_IMPL) return true;
+    if (d && (d->cost.mem_gbps > 0 || d->cost.gflops > 0)) {
+        bp_cost_model cpu;
+        bp_cost_cpu(&cpu);
+        /* Without a GEMM for the kind a prefill is t matvecs: t calls, t overheads. */
+        const bool per_position = t > 1 && !(s->caps->has_gemm(k) && s->dispatch->gemm);
+        double dev_us = per_position ? (double)t * bp_cost_us(&d->cost, k, rows, cols, 1) : bp_cost_us(&d->cost, k, rows, cols, t);
+        double cpu_us = bp_cost_us(&cpu, k, rows, cols, t);
+        if (dev_us < cpu_us) return true;
+        snprintf(why, why_len, "declines %lld x %lld x %lld: modelled %.3g us on the device vs %.3g us on the CPU",
+                 (long long)rows, (long long)cols, (long long)t, dev_us, cpu_us);
+        return false;
+    }
+    if (s->dispatch->wants && !s->dispatch->wants(rows, cols, t)) {
+        snprintf(why, why_len, "declines %lld x %lld x %lld (its own threshold)", (long long)rows, (long long)cols,
+                 (long long)t);
+        return false;
+    }
+    return true;
+}
+
+bool bp_seam_slot_wants(int i, int64_t n_out, int64_t n_in, int64_t t) {
+    return bp_seam_slot_wants_kind(i, BP_KIND_Q8_0, n_out, n_in, t, NULL, 0);
 }
 
 /* ---- the claim <=> launch rule ------------------------------------------------------------- */
@@ -271,6 +363,8 @@ void bp_seam_test_reset_enabled(void) {
         __atomic_store_n(&slots[i].state, 0, __ATOMIC_RELAXED);
         slots[i].reason[0] = '\0';
         slots[i].min_work = -1;
+        slots[i].forced = false;
+        __atomic_store_n(&slots[i].described, 0, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&decide_lock);
 }

@@ -27,7 +27,45 @@ typedef enum bp_launch {
     BP_LAUNCH_OK = 1,
     BP_LAUNCH_ERROR = 2,     /* tried and failed: the seam logs the cause once, names the
                                 fallback, counts it, and tries the next backend */
+    BP_LAUNCH_LOST = 3,      /* failed, and the device is unusable for the rest of the process
+                                (a sticky CUDA error, VK_ERROR_DEVICE_LOST): as ERROR, and the
+                                seam disables the backend, so every later op it would have taken
+                                is a counted fallback naming this cause */
 } bp_launch;
+
+/* The launch result for a backend's status: BP_E_DEVICE_LOST -> LOST, other errors -> ERROR. */
+static inline bp_launch bp_launch_of_status(bp_status s) {
+    return s == BP_OK ? BP_LAUNCH_OK : s == BP_E_DEVICE_LOST ? BP_LAUNCH_LOST : BP_LAUNCH_ERROR;
+}
+
+/* ---- the device a backend found, and what an op costs there (issue 17) ------------------ */
+
+/* A CPU implementation of a GPU API (Mesa's lavapipe/llvmpipe for Vulkan, PoCL's CPU device)
+ * computes on the same cores as the native CPU backend, 10-100x slower (README, benchmarks):
+ * the probe finding only such a device does not enable the backend. */
+typedef enum bp_device_class {
+    BP_DEVICE_ACCELERATOR = 0, /* a GPU or another real accelerator (the default) */
+    BP_DEVICE_CPU_IMPL = 1,    /* a CPU implementation of the backend's API */
+} bp_device_class;
+
+/* Time of one op on a device, as `wants` models it (src/seam/cost.c, where the numbers and how
+ * to re-measure them are written down):
+ *     overhead_us + activation bytes / link_gbps + max(weight bytes / mem_gbps, flops / gflops)
+ * All zero: no model (the backend then takes every shape unless its wants() declines). */
+typedef struct bp_cost_model {
+    double overhead_us; /* per call: submit, copies' fixed cost, wait for the result */
+    double link_gbps;   /* activations in and results out, GB/s (1e9 bytes/s) */
+    double mem_gbps;    /* weight bytes read per second by the kernels */
+    double gflops;      /* arithmetic rate of the GEMM kernels, GFLOP/s */
+    const char *source; /* where the numbers come from ("measured ...", "estimate ...") */
+} bp_cost_model;
+
+/* What a backend's describe() reports about its device. */
+typedef struct bp_device_desc {
+    bp_device_class cls;
+    char name[96];      /* "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H200 (sm_90, 132 SMs)" */
+    bp_cost_model cost;
+} bp_device_desc;
 
 /* A weight as the seam sees it: the GGUF bytes (never modified) plus whatever each backend
  * made of them (a device copy, a repacked CPU layout), created lazily on first use and freed
@@ -76,6 +114,12 @@ typedef struct bp_backend_dispatch {
     /* Optional (NULL: the seam runs t matvecs and reports prefill_fallback_name).
      * Y[t][rows] = X[t][cols] W^T. */
     bp_launch (*gemm)(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len);
+    /* Optional (NULL: an accelerator without a cost model). Open the backend's device if it is
+     * not open yet and describe it: class, name, cost model. false when there is no device.
+     * The seam calls it once per process: after a successful probe (a CPU implementation is
+     * then not enabled unless the env forces it), or at the first shape question when the env
+     * forced the backend on. */
+    bool (*describe)(bp_device_desc *out);
 } bp_backend_dispatch;
 
 #define BP_BACKEND(ENUM, name, display) extern const bp_backend_caps bp_caps_##name;

@@ -15,9 +15,17 @@ typedef struct bp_seam_slot {
     char env_name[40];                   /* "BACKPLANE_VULKAN" */
     /* Cached decision (registry.c, under its lock). */
     int state;                           /* 0 undecided, 1 off, 2 on */
-    char reason[200];
+    char reason[320];
     long long min_work;                  /* BACKPLANE_<ENUM>_MIN_WORK, or -1 */
+    bool forced;                         /* BACKPLANE_<ENUM> forced it on (no probe) */
+    int described;                       /* 0: not asked yet, 1: desc valid, -1: no device */
+    bp_device_desc desc;                 /* from dispatch->describe, asked once */
+    char lost_reason[320];               /* why it is LOST; written once, before state says so */
 } bp_seam_slot;
+
+/* Slot states (bp_seam_slot.state). LOST: enabled once, then a launch reported the device
+ * unusable for the process (BP_LAUNCH_LOST); the reason names the cause. */
+enum { BP_SLOT_UNDECIDED = 0, BP_SLOT_OFF = 1, BP_SLOT_ON = 2, BP_SLOT_LOST = 3 };
 
 /* Slots in precedence order: the backends.def rows, plus a test-installed one. */
 int bp_seam_slot_count(void);
@@ -26,13 +34,62 @@ bp_seam_slot *bp_seam_slot_at(int i);
 int bp_seam_slot_find(const char *name);
 /* Compiled and enabled in this process (decided once per slot; reason may be NULL). */
 bool bp_seam_slot_enabled(int i, const char **reason);
-/* Would the slot take a (n_out x n_in, batch t) op? The env threshold, else dispatch->wants. */
+/* Would the slot take an op of kind k on a rows x cols weight with batch t (>= 1)? In order:
+ * BACKPLANE_<ENUM>_MIN_WORK when set (rows*cols*t >= it); a forced CPU implementation takes
+ * every shape; the device's cost model against the CPU's (src/seam/cost.c); dispatch->wants;
+ * else yes. why (may be NULL) gets the sentence behind a no. */
+bool bp_seam_slot_wants_kind(int i, bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len);
+/* The same for callers without a weight kind (costed as 8 bits per weight). */
 bool bp_seam_slot_wants(int i, int64_t n_out, int64_t n_in, int64_t t);
+/* The slot's device description (describe() asked once; NULL when the backend has no
+ * describe member or no device). */
+const bp_device_desc *bp_seam_slot_desc(int i);
+/* Disable an enabled slot for the rest of the process after a BP_LAUNCH_LOST (first cause
+ * wins). */
+void bp_seam_slot_mark_lost(int i, const char *cause);
 
 /* The first slot a decode (prefill false) or prefill op of kind k goes to, ignoring shape
- * thresholds: compiled, enabled, claiming k. -1: the CPU. The walk in dispatch.c uses the
- * same rule, so `backplane probe` reports the path that really runs. */
+ * thresholds: compiled, enabled, claiming k. -1: the CPU. Kept for callers without a shape;
+ * `backplane probe` and the walk use bp_seam_route_shape. */
 int bp_seam_route(bp_kind k);
+
+/* ---- routes (src/seam/route.c): the one rule the walk and `probe` share ------------------ */
+/* The slots an op may try, in order: the preferred backend first (bp_set_backend_preference,
+ * BACKPLANE_BACKEND), then the rest of the table; none when the CPU is preferred; only the
+ * forced one when one is forced. Returns the count written to order (at most max). */
+int bp_seam_order(int *order, int max);
+/* Why slot i does or does not take the op (t == 0: a matvec). */
+typedef enum bp_seam_take {
+    BP_TAKE_YES = 0,
+    BP_TAKE_NOT_COMPILED,
+    BP_TAKE_DISABLED,
+    BP_TAKE_NO_CLAIM,
+    BP_TAKE_DECLINED, /* wants / MIN_WORK / cost model */
+    BP_TAKE_LOST,     /* disabled after a device loss: the walk counts a fallback */
+} bp_seam_take;
+bp_seam_take bp_seam_slot_takes(int i, bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len);
+/* The slot an op of kind k, rows x cols, batch t (0: matvec) goes to first; -1: the CPU. why
+ * (may be NULL) collects one clause per slot passed over ("vulkan: disabled: ..."). */
+int bp_seam_route_shape(bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len);
+/* Whether a forced preference is in effect (that backend then takes every shape). */
+bool bp_seam_pref_forced(void);
+/* Tests: forget the preference and read BACKPLANE_BACKEND again at the next op. */
+void bp_seam_test_reset_preference(void);
+/* One line to the seam's log (bp_seam_set_log; stderr by default). */
+void bp_seam_logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- cost model (src/seam/cost.c) --------------------------------------------------------- */
+/* Modelled microseconds of one op (t >= 1) of kind k on a device with model m; the link term
+ * only where m->link_gbps > 0. */
+double bp_cost_us(const bp_cost_model *m, bp_kind k, int64_t rows, int64_t cols, int64_t t);
+/* The CPU backend's own estimate: per-thread rates times bp_cpu_threads() (or the test
+ * override). */
+void bp_cost_cpu(bp_cost_model *out);
+/* The default model for a backend's device ("vulkan", "opencl", "cuda") of class cls; integrated
+ * (shares the host's memory) or not. Fills out; false when the table has no row. */
+bool bp_cost_default(const char *backend, bp_device_class cls, bool integrated, bp_cost_model *out);
+/* Tests: replace the CPU estimate (NULL restores it). */
+void bp_cost_test_set_cpu(const bp_cost_model *m);
 
 /* ---- env grammar ----------------------------------------------------------------------- */
 typedef enum bp_env_decision {

@@ -16,14 +16,24 @@ static int env_true(const char *name) {
     return e && (!strcmp(e, "1") || !strcasecmp(e, "true") || !strcasecmp(e, "on"));
 }
 
-bool bp_exact_mode(void) {
-    int v = atomic_load(&exact_mode);
+/* A switch's value: the setter's, else the environment's, read once. */
+static bool switch_get(atomic_int *sw, const char *env) {
+    int v = atomic_load(sw);
     if (v < 0) {
         int expected = -1;
-        atomic_compare_exchange_strong(&exact_mode, &expected, env_true("BACKPLANE_EXACT"));
-        v = atomic_load(&exact_mode);
+        atomic_compare_exchange_strong(sw, &expected, env_true(env));
+        v = atomic_load(sw);
     }
     return v != 0;
 }
 
+bool bp_exact_mode(void) { return switch_get(&exact_mode, "BACKPLANE_EXACT"); }
+
 void bp_set_exact_mode(bool on) { atomic_store(&exact_mode, on ? 1 : 0); }
+
+/* Strict mode (issue 17): every fallback becomes an error (src/seam/dispatch.c). */
+static atomic_int strict_mode = -1;
+
+bool bp_strict_mode(void) { return switch_get(&strict_mode, "BACKPLANE_STRICT"); }
+
+void bp_set_strict(bool on) { atomic_store(&strict_mode, on ? 1 : 0); }

@@ -5,7 +5,6 @@
  * integrated, virtual, and CPU devices (lavapipe) last, so a machine with both a GPU and Mesa's
  * software driver never computes on the CPU by accident.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +17,9 @@ bp_status bp_vk_fail(bp_vk_ctx *c, const char *what, VkResult r) {
         c->lost = true;
         snprintf(c->lost_why, sizeof c->lost_why, "%s: VK_ERROR_DEVICE_LOST", what);
     }
-    bp_status s = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-                      ? BP_E_NOMEM
-                      : BP_E_DEVICE;
+    bp_status s = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) ? BP_E_NOMEM
+                  : r == VK_ERROR_DEVICE_LOST                                                ? BP_E_DEVICE_LOST
+                                                                                             : BP_E_DEVICE;
     return bp_fail(s, "Vulkan %s: %s", what, bp_vk_result_name(r));
 }
 
@@ -32,16 +31,6 @@ static int type_rank(VkPhysicalDeviceType t) {
     case VK_PHYSICAL_DEVICE_TYPE_CPU: return 1;
     default: return 0;
     }
-}
-
-static bool contains_nocase(const char *hay, const char *needle) {
-    size_t n = strlen(needle);
-    for (; *hay; hay++) {
-        size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
-        if (i == n) return true;
-    }
-    return n == 0;
 }
 
 static bool compute_family(VkPhysicalDevice pd, uint32_t *family) {
@@ -96,7 +85,7 @@ static bool pick_device(bp_vk_ctx *c, char *why, size_t why_len) {
         if (sel) {
             char *end;
             long idx = strtol(sel, &end, 10);
-            bool match = (*end == 0) ? idx == (long)i : contains_nocase(p.deviceName, sel);
+            bool match = (*end == 0) ? idx == (long)i : bp_dev_name_contains(p.deviceName, sel);
             if (match) {
                 if (!usable) {
                     snprintf(why, why_len, "BACKPLANE_VULKAN_DEVICE=%s selects \"%s\", which lacks "

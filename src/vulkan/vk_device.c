@@ -21,7 +21,7 @@ static bp_stream *vk_streams[VK_STREAMS_MAX]; /* live streams besides the defaul
 static bp_vk_ctx *ctx(bp_device *dev) { return (bp_vk_ctx *)dev->impl; }
 
 static bp_status check_lost(bp_vk_ctx *c) {
-    if (c->lost) return bp_fail(BP_E_DEVICE, "Vulkan device %s was lost earlier (%s)", c->name, c->lost_why);
+    if (c->lost) return bp_fail(BP_E_DEVICE_LOST, "Vulkan device %s was lost earlier (%s)", c->name, c->lost_why);
     return BP_OK;
 }
 

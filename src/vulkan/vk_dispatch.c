@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
 #include "seam/seam.h"
+#include "seam/seam_internal.h"
 #include "vulkan/vk_internal.h"
 #include "vulkan/vk_spirv.h"
 
@@ -166,9 +167,9 @@ static bp_status weight_upload(bp_device *dev, bp_weight *w, vk_weight **out) {
 
 /* ---- matvec and GEMM -------------------------------------------------------------------------- */
 
-static bp_launch launch_error(char *err, size_t err_len) {
+static bp_launch launch_error(bp_status st, char *err, size_t err_len) {
     snprintf(err, err_len, "%s", bp_last_error());
-    return BP_LAUNCH_ERROR;
+    return bp_launch_of_status(st); /* VK_ERROR_DEVICE_LOST disables the backend */
 }
 
 /* Shapes checked before anything is queued: whole blocks per row, 32-bit indexing. */
@@ -254,7 +255,7 @@ static bp_launch vk_matvec(bp_weight *w, const float *x, float *y, char *err, si
     pthread_mutex_lock(&vk_run_lock);
     bp_status st = run(w, x, 1, y, false);
     pthread_mutex_unlock(&vk_run_lock);
-    return st ? launch_error(err, err_len) : BP_LAUNCH_OK;
+    return st ? launch_error(st, err, err_len) : BP_LAUNCH_OK;
 }
 
 static bp_launch vk_gemm(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
@@ -262,7 +263,18 @@ static bp_launch vk_gemm(bp_weight *w, const float *x, int64_t t, float *y, char
     pthread_mutex_lock(&vk_run_lock);
     bp_status st = run(w, x, t, y, t > 1);
     pthread_mutex_unlock(&vk_run_lock);
-    return st ? launch_error(err, err_len) : BP_LAUNCH_OK;
+    return st ? launch_error(st, err, err_len) : BP_LAUNCH_OK;
+}
+
+/* The device's class (lavapipe/llvmpipe is VK_PHYSICAL_DEVICE_TYPE_CPU: not enabled unless
+ * forced) and its cost model (src/seam/cost.c). */
+static bool vk_describe(bp_device_desc *out) {
+    if (!bp_vk_device(NULL, 0)) return false;
+    const VkPhysicalDeviceType ty = vk_ctx.props.deviceType;
+    out->cls = ty == VK_PHYSICAL_DEVICE_TYPE_CPU ? BP_DEVICE_CPU_IMPL : BP_DEVICE_ACCELERATOR;
+    snprintf(out->name, sizeof out->name, "%.95s", vk_ctx.name);
+    bp_cost_default("vulkan", out->cls, ty == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, &out->cost);
+    return true;
 }
 
 const bp_backend_dispatch bp_dispatch_vulkan = {
@@ -271,4 +283,5 @@ const bp_backend_dispatch bp_dispatch_vulkan = {
     .wants = NULL,
     .matvec = vk_matvec,
     .gemm = vk_gemm,
+    .describe = vk_describe,
 };

@@ -7,11 +7,12 @@
 
 static bool want_fallbacks;
 
-bool bp_cli_take_fallbacks(int *argc, char **argv) {
+/* Remove every `flag` from argv; true when there was one. */
+static bool take_flag(int *argc, char **argv, const char *flag) {
     int out = 0;
     bool found = false;
     for (int i = 0; i < *argc; i++) {
-        if (i > 0 && !strcmp(argv[i], "--fallbacks")) {
+        if (i > 0 && !strcmp(argv[i], flag)) {
             found = true;
             continue;
         }
@@ -19,7 +20,18 @@ bool bp_cli_take_fallbacks(int *argc, char **argv) {
     }
     *argc = out;
     if (out >= 0) argv[out] = NULL; /* argv[argc] is NULL, as main's is */
+    return found;
+}
+
+bool bp_cli_take_fallbacks(int *argc, char **argv) {
+    bool found = take_flag(argc, argv, "--fallbacks");
     if (found) want_fallbacks = true;
+    return found;
+}
+
+bool bp_cli_take_strict(int *argc, char **argv) {
+    bool found = take_flag(argc, argv, "--strict");
+    if (found) bp_set_strict(true);
     return found;
 }
 

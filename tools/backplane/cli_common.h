@@ -11,7 +11,13 @@
 #include <stdio.h>
 
 bool bp_cli_take_fallbacks(int *argc, char **argv);
+/* --strict: every command that runs ops accepts it (matvec, verify, bench). Removes the flag
+ * from argv like bp_cli_take_fallbacks and turns strict mode on (bp_set_strict): a fallback
+ * becomes the op's error (BACKPLANE_STRICT=1 does the same). */
+bool bp_cli_take_strict(int *argc, char **argv);
 void bp_cli_print_fallbacks(void);
+/* backplane bench --crossover (bench_crossover.c): argv[0] is "--crossover". */
+int bp_bench_crossover(int argc, char **argv);
 /* Write s as a JSON string literal (quotes, escapes). NULL writes null. */
 void bp_cli_json_str(FILE *f, const char *s);
 

@@ -76,6 +76,9 @@ static int usage(FILE *f, int rc) {
             "  --cold-mib M decode weights rotate through M MiB of copies (default: 8x the LLC, >= 256)\n"
             "  --json       {\"read_bandwidth_gbps\": x, \"results\": [...]}\n"
             "  --fallbacks  print how many ops fell back, from where and why\n"
+            "  --strict     a fallback is an error (BACKPLANE_STRICT=1 does the same)\n"
+            "  --crossover  instead: per backend, the measured per-call overhead, GB/s and GFLOP/s, the\n"
+            "               cost model's figures (src/seam/cost.c), and the shape where it beats the CPU\n"
             "BACKPLANE_CPU_ISA=scalar|avx2|avx512 forces the CPU kernels' instruction set.\n");
     return rc;
 }
@@ -320,7 +323,8 @@ static int bench_main(int argc, char **argv);
 
 int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
-    int rc = bench_main(argc, argv);
+    bp_cli_take_strict(&argc, argv);
+    int rc = argc > 1 && !strcmp(argv[1], "--crossover") ? bp_bench_crossover(argc - 1, argv + 1) : bench_main(argc, argv);
     bp_cli_print_fallbacks();
     return rc;
 }

@@ -17,7 +17,8 @@ static int usage(FILE *f, int rc) {
                "  little-endian float32 of length columns and rows.\n"
                "  --backend cpu-ref   the reference kernel; cpu, vulkan, cuda, opencl: that backend\n"
                "                      only (an error if it cannot run the kind); default: the seam's choice\n"
-               "  --fallbacks         print how many ops fell back, from where and why\n");
+               "  --fallbacks         print how many ops fell back, from where and why\n"
+               "  --strict            a fallback is an error (BACKPLANE_STRICT=1 does the same)\n");
     return rc;
 }
 
@@ -60,6 +61,7 @@ static int matvec_main(int argc, char **argv);
 
 int bp_cmd_matvec(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
+    bp_cli_take_strict(&argc, argv);
     int rc = matvec_main(argc, argv);
     bp_cli_print_fallbacks();
     return rc;

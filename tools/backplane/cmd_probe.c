@@ -1,11 +1,14 @@
-/* backplane probe [--all] [--json]: per backend whether it is compiled and enabled and why; per
- * weight kind the path decode (matvec) and prefill (GEMM) really take on this machine; with
- * --all, what every backend would run for each kind if it were present.
+/* backplane probe [--all] [--json] [--rows R --cols C --batch T]: per backend whether it is
+ * compiled and enabled and why, and its device; per weight kind the path decode (matvec, batch
+ * 1) and prefill (GEMM, batch T) really take on this machine for a R x C weight; with --all,
+ * what every backend would run for each kind if it were present.
  *
- * The route comes from bp_seam_route, the same rule the dispatch walk uses, so this report
- * cannot say "Vulkan" while ops run on the CPU. Shape thresholds (`wants`) are not applied:
- * the path shown is the one for shapes the backend accepts. */
+ * The route comes from bp_route -> bp_seam_route_shape -> bp_seam_slot_takes, the rule the
+ * dispatch walk itself applies to every op (enabled, claims, BACKPLANE_<B>_MIN_WORK, the cost
+ * model, the preference), so this report cannot say "Vulkan" while the op runs on the CPU.
+ * Default shape: 4096 x 4096 (`backplane bench`'s), prefill batch 512. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -18,32 +21,36 @@ typedef struct path {
     const char *kernel;  /* kernel name: "Q4_K", or the CPU's kernel name */
     char label[128];     /* "Vulkan Q4_K matvec", "Vulkan per-position matvec", "CPU avx2 Q4_K" */
     bool per_position;
+    char why[768];       /* why the backends before it passed */
 } path;
 
 /* The CPU picks its kernel by batch (multi-input matvec for small batches, the panel GEMM for
- * large ones), so a prefill path is named at one batch: 512, the prefill `backplane bench`
- * measures. */
-enum { PROBE_PREFILL_BATCH = 512 };
+ * large ones), so a prefill path is named at one batch: by default 512, the prefill `backplane
+ * bench` measures. */
+enum { PROBE_PREFILL_BATCH = 512, PROBE_ROWS = 4096, PROBE_COLS = 4096 };
 
-static void route(bp_kind k, bool prefill, path *p) {
-    int i = bp_seam_route(k);
+static void route(bp_kind k, int64_t rows, int64_t cols, int64_t batch, path *p) {
+    bp_route_info r;
     memset(p, 0, sizeof *p);
-    if (i < 0) {
+    if (bp_route(k, rows, cols, batch, &r) != BP_OK) {
         p->backend = "CPU";
-        p->kernel = bp_cpu_kernel_name(k, prefill ? PROBE_PREFILL_BATCH : 1);
+        p->kernel = bp_cpu_kernel_name(k, batch);
         snprintf(p->label, sizeof p->label, "%s", p->kernel);
+        snprintf(p->why, sizeof p->why, "%s", bp_last_error());
         return;
     }
+    snprintf(p->label, sizeof p->label, "%s", r.path);
+    snprintf(p->why, sizeof p->why, "%s", r.why);
+    p->per_position = r.per_position;
+    if (!strcmp(r.backend, "cpu")) {
+        p->backend = "CPU";
+        p->kernel = bp_cpu_kernel_name(k, batch);
+        return;
+    }
+    int i = bp_seam_slot_find(r.backend);
     const bp_seam_slot *s = bp_seam_slot_at(i);
     p->backend = s->caps->display_name;
     p->kernel = s->caps->matvec_kernel(k);
-    if (!prefill) snprintf(p->label, sizeof p->label, "%s %s matvec", p->backend, p->kernel);
-    else if (s->caps->has_gemm(k) && s->dispatch->gemm)
-        snprintf(p->label, sizeof p->label, "%s %s gemm", p->backend, p->kernel);
-    else {
-        p->per_position = true;
-        snprintf(p->label, sizeof p->label, "%s", s->caps->prefill_fallback_name);
-    }
 }
 
 static void json_path(const path *p) {
@@ -53,23 +60,44 @@ static void json_path(const path *p) {
     bp_cli_json_str(stdout, p->kernel);
     printf(", \"path\": ");
     bp_cli_json_str(stdout, p->label);
-    printf(", \"per_position\": %s}", p->per_position ? "true" : "false");
+    printf(", \"per_position\": %s, \"why\": ", p->per_position ? "true" : "false");
+    bp_cli_json_str(stdout, p->why);
+    printf("}");
+}
+
+/* A positive integer option value; 0 on a bad one. */
+static int64_t count_arg(const char *v) {
+    char *end;
+    long long n = v ? strtoll(v, &end, 10) : 0;
+    return v && *v && !*end && n > 0 && n <= (1LL << 31) ? (int64_t)n : 0;
 }
 
 static int usage(int rc) {
     fprintf(rc ? stderr : stdout,
-            "usage: backplane probe [--all] [--json]\n"
+            "usage: backplane probe [--all] [--json] [--rows R] [--cols C] [--batch T]\n"
             "  per backend: compiled, enabled and why (BACKPLANE_<NAME>=0|1 forces, else a device probe)\n"
-            "  per weight kind: the decode and prefill path on this machine\n"
+            "  per weight kind: the decode (batch 1) and prefill (batch T) path on this machine for an\n"
+            "  R x C weight, by the rule the ops use (enabled, claims, MIN_WORK, cost model, preference)\n"
+            "  --rows R --cols C  the weight's shape (default 4096 x 4096)\n"
+            "  --batch T          the prefill batch (default 512)\n"
             "  --all   also what every backend would run for each kind if present\n"
-            "  --json  {\"backends\": [...], \"kinds\": [...]}\n");
+            "  --json  {\"shape\": {...}, \"backends\": [...], \"kinds\": [...]}\n");
     return rc;
 }
 
 int bp_cmd_probe(int argc, char **argv) {
     bool json = false, all = false;
+    int64_t rows = PROBE_ROWS, cols = PROBE_COLS, batch = PROBE_PREFILL_BATCH;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = true;
+        int64_t *dst = !strcmp(argv[i], "--rows") ? &rows : !strcmp(argv[i], "--cols") ? &cols
+                     : !strcmp(argv[i], "--batch") ? &batch : NULL;
+        if (dst) {
+            if (i + 1 >= argc || !(*dst = count_arg(argv[i + 1]))) {
+                fprintf(stderr, "backplane probe: %s needs a positive integer\n", argv[i]);
+                return usage(2);
+            }
+            i++;
+        } else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--all")) all = true;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(0);
         else {
@@ -80,7 +108,10 @@ int bp_cmd_probe(int argc, char **argv) {
     int n = bp_seam_slot_count();
 
     /* Backends. */
-    if (json) printf("{\n  \"backends\": [\n");
+    if (json)
+        printf("{\n  \"shape\": {\"rows\": %lld, \"cols\": %lld, \"decode_batch\": 1, \"prefill_batch\": %lld},\n"
+               "  \"backends\": [\n",
+               (long long)rows, (long long)cols, (long long)batch);
     else printf("backends, in dispatch order:\n");
     for (int i = 0; i <= n; i++) {
         const char *name, *display, *reason;
@@ -99,11 +130,16 @@ int bp_cmd_probe(int argc, char **argv) {
             compiled = true;
             enabled = bp_backend_enabled(BP_BACKEND_CPU, &reason);
         }
+        bp_backend_info info;
+        const bool have_info = bp_backend_info_at(i, &info) == BP_OK;
+        const char *device = have_info ? info.device : "";
         if (json) {
             printf("    {\"name\": \"%s\", \"display\": \"%s\", \"compiled\": %s, \"enabled\": %s, \"reason\": ", name,
                    display, compiled ? "true" : "false", enabled ? "true" : "false");
             bp_cli_json_str(stdout, reason);
-            printf(", \"unverified\": ");
+            printf(", \"device\": ");
+            bp_cli_json_str(stdout, device);
+            printf(", \"cpu_implementation\": %s, \"unverified\": ", have_info && info.cpu_implementation ? "true" : "false");
             bp_cli_json_str(stdout, unverified);
             printf("}%s\n", i < n ? "," : "");
         } else {
@@ -115,7 +151,13 @@ int bp_cmd_probe(int argc, char **argv) {
     /* Kinds. */
     if (json) printf("  ],\n  \"kinds\": [\n");
     else {
-        printf("\n| kind | decode (batch 1) | prefill (batch 512) |%s\n|---|---|---|", all ? " would run if present |" : "");
+        bp_backend_pref mode;
+        const char *pref = bp_backend_preference(&mode);
+        printf("\nshape: %lld x %lld weight; decode batch 1, prefill batch %lld (--rows/--cols/--batch)%s%s%s%s\n",
+               (long long)rows, (long long)cols, (long long)batch, pref ? "; backend " : "",
+               pref ? (mode == BP_FORCE ? "forced: " : "preferred: ") : "", pref ? pref : "", bp_strict_mode() ? "; strict" : "");
+        printf("\n| kind | decode (batch 1) | prefill (batch %lld) |%s\n|---|---|---|", (long long)batch,
+               all ? " would run if present |" : "");
         printf("%s\n", all ? "---|" : "");
     }
     bool first = true;
@@ -123,8 +165,8 @@ int bp_cmd_probe(int argc, char **argv) {
         const bp_kind_info *ki = bp_kind_at(t);
         if (ki->role != BP_ROLE_W) continue;
         path dec, pre;
-        route(ki->kind, false, &dec);
-        route(ki->kind, true, &pre);
+        route(ki->kind, rows, cols, 1, &dec);
+        route(ki->kind, rows, cols, batch, &pre);
         if (json) {
             printf("%s    {\"kind\": \"%s\", \"decode\": ", first ? "" : ",\n", ki->name);
             json_path(&dec);

@@ -167,6 +167,65 @@ static int run_kind(tally *tl, const char *backend, const bp_kind_info *ki) {
     return 0;
 }
 
+/* --rows/--cols/--batch: one shape, matvec and (batch > 1) GEMM. A large weight is made of a
+ * 251-row pattern repeated (quantizing 58M floats per kind would take minutes; 251 is prime, so
+ * a kernel reading the wrong row still disagrees), and the reference is computed for 64 rows
+ * spread over the matrix (the first, the last, and a stride between) -- every output of those
+ * rows, all t tokens. */
+enum { PATTERN_ROWS = 251, SAMPLE_ROWS = 64 };
+
+static int run_shape(tally *tl, const char *backend, const bp_kind_info *ki, int64_t rows, int64_t cols, int64_t t) {
+    double thr = (ki->kind == BP_KIND_F32 || ki->kind == BP_KIND_F16 || ki->kind == BP_KIND_BF16) ? 1e-6 : 5e-4;
+    if (cols % ki->block_elems) return 0; /* the shape is not a whole number of this kind's blocks */
+    size_t rb;
+    if (bp_kind_row_bytes(ki->kind, cols, &rb)) return bp_cli_error("verify", BP_E_SHAPE);
+    const int64_t prow = rows < PATTERN_ROWS ? rows : PATTERN_ROWS;
+    const int64_t ns = rows < SAMPLE_ROWS ? rows : SAMPLE_ROWS;
+    uint8_t *data = malloc(rb * (size_t)rows), *sub = malloc(rb * (size_t)ns);
+    float *x = malloc(sizeof(float) * (size_t)(t * cols)), *y = malloc(sizeof(float) * (size_t)(t * rows));
+    float *ref = malloc(sizeof(float) * (size_t)(t * ns)), *got = malloc(sizeof(float) * (size_t)(t * ns));
+    int64_t *pick = malloc(sizeof(int64_t) * (size_t)ns);
+    bp_weight *w = NULL;
+    int rc = 0;
+    if (!data || !sub || !x || !y || !ref || !got || !pick) {
+        fprintf(stderr, "backplane verify: out of memory for %lld x %lld, batch %lld\n", (long long)rows, (long long)cols,
+                (long long)t);
+        rc = 1;
+        goto out;
+    }
+    bp_status s = make_weight(ki, prow, cols, data, rb * (size_t)prow);
+    for (int64_t r = prow; r < rows && !s; r++) memcpy(data + (size_t)r * rb, data + (size_t)(r % prow) * rb, rb);
+    for (int64_t i = 0; i < ns; i++) {
+        pick[i] = ns == 1 ? 0 : i * (rows - 1) / (ns - 1);
+        memcpy(sub + (size_t)i * rb, data + (size_t)pick[i] * rb, rb);
+    }
+    for (int64_t i = 0; i < t * cols; i++) x[i] = randf();
+    if (!s) s = bp_weight_create(ki->kind, data, rb * (size_t)rows, rows, cols, &w);
+    for (int op = 0; op < 2 && !s; op++) {
+        const int64_t tt = op ? t : 1;
+        if (op && t < 2) break;
+        const shape sh = {rows, 0, op ? t : 0};
+        for (int64_t i = 0; i < t * rows; i++) y[i] = NAN;
+        s = tt > 1 ? bp_ref_gemm(ki->kind, sub, rb * (size_t)ns, ns, cols, x, tt, ref)
+                   : bp_ref_matvec(ki->kind, sub, rb * (size_t)ns, ns, cols, x, ref);
+        if (!s) s = tt > 1 ? bp_gemm_on(w, backend, x, tt, y) : bp_matvec_on(w, backend, x, y);
+        if (s) {
+            emit(tl, backend, ki->name, &sh, cols, 1, NAN, thr, false, "", bp_last_error());
+            s = BP_OK; /* reported; go on with the next case */
+            continue;
+        }
+        for (int64_t j = 0; j < tt; j++)
+            for (int64_t i = 0; i < ns; i++) got[j * ns + i] = y[j * rows + pick[i]];
+        const double e = nmse(got, ref, (size_t)(tt * ns));
+        emit(tl, backend, ki->name, &sh, cols, 1, e, thr, e <= thr, bp_weight_last_path(w), NULL);
+    }
+    if (s) emit(tl, backend, ki->name, &(shape){rows, 0, 0}, cols, 1, NAN, thr, false, "", bp_last_error());
+out:
+    bp_weight_free(w);
+    free(data), free(sub), free(x), free(y), free(ref), free(got), free(pick);
+    return rc;
+}
+
 static int usage(int rc) {
     fprintf(rc ? stderr : stdout,
             "usage: backplane verify [--backend B] [--kind K] [--seed N] [--json] [--fallbacks]\n"
@@ -174,16 +233,34 @@ static int usage(int rc) {
             "  claims, matvec and gemm on several shapes; NMSE per case; exit status 1 on any FAIL\n"
             "  --backend B  only B (cuda, metal, vulkan, opencl, cpu)\n"
             "  --kind K     only kind K (Q4_K, IQ4_XS, ...)\n"
-            "  --seed N     random weights and inputs from seed N (default fixed: runs repeat exactly)\n");
+            "  --seed N     random weights and inputs from seed N (default fixed: runs repeat exactly)\n"
+            "  --rows R --cols C [--batch T]  one shape instead of the built-in set: matvec, and GEMM at\n"
+            "               batch T (> 1); large weights repeat a 251-row pattern and the reference is\n"
+            "               computed for 64 rows spread over the matrix (e.g. 14336 x 4096, T = 512)\n"
+            "  --strict     a fallback is an error (each case runs on its backend only: none falls back)\n"
+            "  a CPU implementation (lavapipe, PoCL) is verified when forced on: BACKPLANE_VULKAN=1 ...\n");
     return rc;
 }
 
 int bp_cmd_verify(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
+    bp_cli_take_strict(&argc, argv);
     const char *only_backend = NULL, *only_kind = NULL;
     tally tl = {0, 0, false, true};
+    int64_t srows = 0, scols = 0, sbatch = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) tl.json = true;
+        int64_t *dst = !strcmp(argv[i], "--rows") ? &srows : !strcmp(argv[i], "--cols") ? &scols
+                     : !strcmp(argv[i], "--batch") ? &sbatch : NULL;
+        if (dst) {
+            char *end = NULL;
+            long long v = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
+            if (!end || *end || v < 1 || v > (1LL << 24)) {
+                fprintf(stderr, "backplane verify: %s needs a positive integer\n", argv[i]);
+                return usage(2);
+            }
+            *dst = v;
+            i++;
+        } else if (!strcmp(argv[i], "--json")) tl.json = true;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) only_backend = argv[++i];
         else if (!strcmp(argv[i], "--kind") && i + 1 < argc) only_kind = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rng = strtoull(argv[++i], NULL, 0) * 0x9E3779B97F4A7C15ull + 0x243F6A8885A308D3ull;
@@ -192,6 +269,10 @@ int bp_cmd_verify(int argc, char **argv) {
             fprintf(stderr, "backplane verify: unknown option '%s'\n", argv[i]);
             return usage(2);
         }
+    }
+    if (!srows != !scols) {
+        fprintf(stderr, "backplane verify: --rows and --cols go together\n");
+        return usage(2);
     }
     if (only_kind) {
         const bp_kind_info *ki = bp_kind_by_name(only_kind);
@@ -225,7 +306,7 @@ int bp_cmd_verify(int argc, char **argv) {
             const bp_kind_info *ki = bp_kind_at(k);
             if (ki->role != BP_ROLE_W || (only_kind && strcmp(only_kind, ki->name))) continue;
             if (s && !s->caps->matvec_kernel(ki->kind)) continue;
-            if (run_kind(&tl, name, ki)) return 1;
+            if (srows ? run_shape(&tl, name, ki, srows, scols, sbatch) : run_kind(&tl, name, ki)) return 1;
         }
     }
     if (tl.json) printf("\n  ],\n  \"cases\": %d,\n  \"failed\": %d\n}\n", tl.cases, tl.failed);
