@@ -14,6 +14,7 @@
  *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
  *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both)
+ *   kern_avx512pz.c the unsigned repacked kinds 4 blocks per zmm (half the float work per input)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
  *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, NVFP4: decode a group once, up to 8 inputs */
@@ -104,6 +105,7 @@ static void init_once(void) {
         g_have[BP_CPU_ISA_AVX512] = bp_cpu_avx512_init(&g_ops[BP_CPU_ISA_AVX512]);
         if (g_have[BP_CPU_ISA_AVX512]) {
             bp_cpu_avx512p_init(&g_ops[BP_CPU_ISA_AVX512]);
+            bp_cpu_avx512pz_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512k_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512f_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512iq_init(&g_ops[BP_CPU_ISA_AVX512]);
@@ -325,7 +327,8 @@ static void run_task(void *ctx, int ith, int nth) {
 
 static size_t act_bytes(bp_cpu_act act, int64_t cols) {
     switch (act) {
-    case BP_ACT_Q8X32P: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
+    case BP_ACT_Q8X32P:
+    case BP_ACT_Q8X32Q: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
     case BP_ACT_Q8X32: return (size_t)(cols / 32) * sizeof(bp_q8x32);
     case BP_ACT_Q8X256:
     case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);
@@ -337,6 +340,7 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
     if (act == BP_ACT_Q8X32) ops->quant_q8x32(x, cols, buf);
     else if (act == BP_ACT_Q8X256) ops->quant_q8x256(x, cols, buf);
     else if (act == BP_ACT_Q8X32P) ops->quant_q8x32p(x, cols, buf);
+    else if (act == BP_ACT_Q8X32Q) ops->quant_q8x32q(x, cols, buf);
     else if (act == BP_ACT_Q8X256P) ops->quant_q8x256p(x, cols, buf);
 }
 

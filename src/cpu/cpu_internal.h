@@ -36,6 +36,10 @@ typedef enum bp_cpu_act {
     /* bp_q8x256 with each pair of 32-element groups' quants stored as [g0 0..15, g1 0..15,
      * g0 16..31, g1 16..31], so 32 bytes of two groups' packed nibbles multiply straight. */
     BP_ACT_Q8X256P = 4,
+    /* For the AVX-512 kernels repacked by 4 blocks (kern_avx512pz.c): blocks padded to a
+     * multiple of 8; per 4 blocks the 128 quants as [b0 0..15, b1 0..15, b2 0..15, b3 0..15,
+     * b0 16..31, ..., b3 16..31]; then all block scales d, then all d * sum(q). */
+    BP_ACT_Q8X32Q = 5,
 } bp_cpu_act;
 
 /* Panel GEMM blocking: NR weight rows by KC columns are dequantized once and reused for the
@@ -122,6 +126,7 @@ typedef struct bp_cpu_ops {
     void (*quant_q8x256)(const float *x, int64_t n, bp_q8x256 *out);
     void (*quant_q8x32p)(const float *x, int64_t n, void *out);
     void (*quant_q8x256p)(const float *x, int64_t n, bp_q8x256 *out);
+    void (*quant_q8x32q)(const float *x, int64_t n, void *out);
     /* Read n bytes (n a multiple of 256) as fast as possible; returns a value that depends on
      * every byte so the compiler cannot drop the loads. For the bandwidth figure. */
     uint64_t (*read_sum)(const uint8_t *p, size_t n);
@@ -138,6 +143,7 @@ bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512p_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
