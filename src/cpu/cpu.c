@@ -8,13 +8,12 @@
  *   kern_avx2.c     float decode (F32/F16/BF16), generic decode, f32 panel GEMM, quantizers
  *   kern_avx2q.c    integer-dot decode: 32-element kinds and k-quants
  *   kern_avx2p.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q1_0
- *                   IQ4_NL MXFP4)
+ *                   IQ4_NL MXFP4; kernels in kern_packed.inc)
  *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
  *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
- *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both)
- *   kern_avx512pz.c the unsigned repacked kinds 4 blocks per zmm (half the float work per input)
+ *   kern_avx512pz.c the repacked kinds again, 4 blocks per zmm pair, VNNI (half the float work)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
  *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, NVFP4: decode a group once, up to 8 inputs */
@@ -104,7 +103,6 @@ static void init_once(void) {
         g_ops[BP_CPU_ISA_AVX512] = g_ops[BP_CPU_ISA_AVX2];
         g_have[BP_CPU_ISA_AVX512] = bp_cpu_avx512_init(&g_ops[BP_CPU_ISA_AVX512]);
         if (g_have[BP_CPU_ISA_AVX512]) {
-            bp_cpu_avx512p_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512pz_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512k_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512f_init(&g_ops[BP_CPU_ISA_AVX512]);

@@ -1,5 +1,5 @@
-/* AVX-512 repacked kernels four blocks at a time for the unsigned 32-element kinds (Q4_0 Q4_1
- * Q5_0 Q5_1 IQ4_NL MXFP4) and Q1_0. kern_packed.inc works on pairs of blocks in ymm registers,
+/* AVX-512 repacked kernels four blocks at a time for the 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1
+ * Q8_0 IQ4_NL MXFP4) and Q1_0. kern_packed.inc works on pairs of blocks in ymm registers,
  * which costs, per 64 weights and input, two vpdpbusd plus a conversion, a scale permute and an
  * FMA. Here one zmm holds the low nibbles of four blocks (elements 0..15 of each) and another
  * the high nibbles (16..31), against activations laid out to match (BP_ACT_Q8X32Q: per 4
@@ -10,8 +10,8 @@
  * fields][nbp second fields (Q4_1's min)][quads of blocks, padded to 4 blocks]. A quad is the
  * four blocks' 16 nibble bytes back to back (64 bytes); Q5 quads start with two u64 masks of
  * the fifth bits in the unpacked registers' order (bits 0..15 of each block, then 16..31);
- * Q1_0 quads are those two masks alone. Q8_0 (signed weights: vpdpbusd multiplies unsigned by
- * signed) stays on the pair kernels. */
+ * Q1_0 quads are those two masks alone; Q8_0 quads are the four blocks' first 16 quants, then
+ * their last 16 (signed: |q| multiplies, the sign moves onto the activations). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,14 +27,14 @@ static int64_t quad_blocks(int64_t cols) { return (cols / 32 + 3) / 4 * 4; }
 
 /* ---- packing ------------------------------------------------------------------------------ */
 
-typedef enum quad_kind { QUAD_NIB, QUAD_Q5, QUAD_Q1 } quad_kind;
+typedef enum quad_kind { QUAD_NIB, QUAD_Q5, QUAD_Q1, QUAD_Q8 } quad_kind;
 
 /* bb: block bytes (Q1_0: its 128-element block, 4 of ours); sb/so, mb/mo: scale and second field
  * (bytes, offset in the block); qo: quants (nibbles or bits); ho: Q5's high bits. */
 static bool pack4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, quad_kind qk, int bb, int sb, int so,
                   int mb, int mo, int qo, int ho, bp_cpu_packed *out) {
     const int64_t nb = cols / 32, nbp = padded_blocks(cols), nb4 = quad_blocks(cols);
-    const size_t quad = qk == QUAD_NIB ? 64 : qk == QUAD_Q5 ? 80 : 16;
+    const size_t quad = qk == QUAD_NIB ? 64 : qk == QUAD_Q5 ? 80 : qk == QUAD_Q8 ? 128 : 16;
     out->row_stride = (size_t)nbp * (size_t)(sb + mb) + (size_t)(nb4 / 4) * quad;
     out->data = calloc((size_t)rows, out->row_stride);
     if (!out->data) return false;
@@ -48,8 +48,13 @@ static bool pack4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes
             const int k = (int)(b % 4);
             memcpy(sp + sb * b, blk + so, (size_t)sb);
             if (mb) memcpy(mp + mb * b, blk + mo, (size_t)mb);
-            if (qk != QUAD_Q1) memcpy(qd + (qk == QUAD_Q5 ? 16 : 0) + 16 * k, blk + qo, 16);
-            if (qk != QUAD_NIB) {
+            if (qk == QUAD_Q8) {
+                memcpy(qd + 16 * k, blk + qo, 16);
+                memcpy(qd + 64 + 16 * k, blk + qo + 16, 16);
+            } else if (qk != QUAD_Q1) {
+                memcpy(qd + (qk == QUAD_Q5 ? 16 : 0) + 16 * k, blk + qo, 16);
+            }
+            if (qk == QUAD_Q5 || qk == QUAD_Q1) {
                 const uint32_t h = bp_load_u32(blk + (qk == QUAD_Q1 ? qo + 4 * k : ho));
                 uint16_t lo = (uint16_t)h, hi = (uint16_t)(h >> 16);
                 memcpy(qd + 2 * k, &lo, 2);
@@ -77,6 +82,9 @@ static bool pack4_q5_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, 
 }
 static bool pack4_q5_1(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack4(w, rows, cols, rb, QUAD_Q5, 24, 2, 0, 2, 2, 8, 4, out);
+}
+static bool pack4_q8_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_Q8, 34, 2, 0, 0, 0, 2, 0, out);
 }
 static bool pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack4(w, rows, cols, rb, QUAD_Q1, BP_BLOCK_BYTES_Q1_0, 2, 0, 0, 0, 2, 0, out);
@@ -141,6 +149,19 @@ static ALWAYS_INLINE wquad q1_4(const uint8_t *q) {
     return (wquad){_mm512_maskz_mov_epi8(lo, s), _mm512_maskz_mov_epi8(hi, s)};
 }
 
+/* Q8_0: signed quants; |q| and the mask of the negative ones, the sign moved onto the
+ * activations per input (a -128 byte reads as 128 unsigned, its magnitude). */
+typedef struct wquad_s {
+    __m512i a, b;
+    __mmask64 na, nb;
+} wquad_s;
+static ALWAYS_INLINE wquad_s q8_4(const uint8_t *q) {
+    const __m512i a = _mm512_loadu_si512((const void *)q), b = _mm512_loadu_si512((const void *)(q + 64));
+    return (wquad_s){_mm512_abs_epi8(a), _mm512_abs_epi8(b), _mm512_movepi8_mask(a), _mm512_movepi8_mask(b)};
+}
+/* The unsigned kinds as wquad_s with no negative lanes. */
+#define UNSIGNED(W) ((wquad_s){(W).a, (W).b, 0, 0})
+
 static const int8_t iq4nl_plus127_q[16] = {0, 23, 44, 62, 78, 92, 105, 117, (int8_t)128, (int8_t)140, (int8_t)152,
                                            (int8_t)165, (int8_t)180, (int8_t)196, (int8_t)216, (int8_t)240};
 static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
@@ -149,7 +170,7 @@ static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 
  * (floats) at block g; UNPACK: the wquad at quad pointer q; OFFS: the per-block term times
  * d_x * sum(q_x). As kern_packed.inc: 1-3 inputs split the FMA chain over two accumulators;
  * inputs outer, rows inner. */
-#define QUAD_KERNEL(NAME, SB, MB, QB, SCALES, UNPACK, OFFS)                                                \
+#define QUAD_KERNEL(NAME, SB, MB, QB, SCALES, UNPACK, SIGNED, HAS_OFFS, OFFS)                              \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {     \
         const int64_t nbp = padded_blocks(job->cols), nb4 = quad_blocks(job->cols);                        \
         const size_t xs = job->xq_stride;                                                                  \
@@ -168,17 +189,22 @@ static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 
             for (int jj = 0; jj < NJ; jj++) {                                                              \
                 const float *xd = (const float *)(const void *)(xq + (size_t)jj * xs + 32 * nbp);          \
                 s[jj] = _mm512_castps256_ps512(_mm256_mul_ps(wd, _mm256_loadu_ps(xd + g)));                \
-                offs[jj] = _mm256_fmadd_ps(OFFS, _mm256_loadu_ps(xd + nbp + g), offs[jj]);                 \
+                if (HAS_OFFS) offs[jj] = _mm256_fmadd_ps(OFFS, _mm256_loadu_ps(xd + nbp + g), offs[jj]);   \
             }                                                                                              \
             for (int h = 0; h < 2; h++) {                                                                  \
                 const int64_t b = g + 4 * h;                                                               \
                 if (b >= nb4) break;                                                                       \
                 const uint8_t *q = qp + (QB) * (size_t)(b / 4);                                            \
-                const wquad w = UNPACK;                                                                    \
+                const wquad_s w = UNPACK;                                                                  \
                 for (int jj = 0; jj < NJ; jj++) {                                                          \
                     const int8_t *x = xq + (size_t)jj * xs + 32 * b;                                       \
-                    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.a, _mm512_loadu_si512((const void *)x)); \
-                    p = _mm512_dpbusd_epi32(p, w.b, _mm512_loadu_si512((const void *)(x + 64)));           \
+                    __m512i xa = _mm512_loadu_si512((const void *)x), xb = _mm512_loadu_si512((const void *)(x + 64)); \
+                    if (SIGNED) {                                                                          \
+                        xa = _mm512_mask_sub_epi8(xa, w.na, _mm512_setzero_si512(), xa);                   \
+                        xb = _mm512_mask_sub_epi8(xb, w.nb, _mm512_setzero_si512(), xb);                   \
+                    }                                                                                      \
+                    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.a, xa);                      \
+                    p = _mm512_dpbusd_epi32(p, w.b, xb);                                                   \
                     const __m512 sc = _mm512_permutexvar_ps(h ? pick1 : pick0, s[jj]);                     \
                     if (NJ < 4 && h) acc2[jj] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2[jj]);      \
                     else acc[jj] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc[jj]);                    \
@@ -202,19 +228,22 @@ static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 
         }                                                                                                  \
     }
 
-QUAD_KERNEL(vec_q4_0q, 2, 0, 64, f16x8(sp + 2 * g), nib4(q), _mm256_mul_ps(wd, _mm256_set1_ps(-8.0f)))
-QUAD_KERNEL(vec_q4_1q, 2, 2, 64, f16x8(sp + 2 * g), nib4(q), f16x8(mp + 2 * g))
-QUAD_KERNEL(vec_iq4_nlq, 2, 0, 64, f16x8(sp + 2 * g), nib4_lut(q, iq4nl_plus127_q), _mm256_mul_ps(wd, _mm256_set1_ps(-127.0f)))
-QUAD_KERNEL(vec_mxfp4q, 1, 0, 64, e8m0x8(sp + g), nib4_lut(q, fp4_plus12_q), _mm256_mul_ps(wd, _mm256_set1_ps(-12.0f)))
-QUAD_KERNEL(vec_q5_0q, 2, 0, 80, f16x8(sp + 2 * g), q5_4(q), _mm256_mul_ps(wd, _mm256_set1_ps(-16.0f)))
-QUAD_KERNEL(vec_q5_1q, 2, 2, 80, f16x8(sp + 2 * g), q5_4(q), f16x8(mp + 2 * g))
-QUAD_KERNEL(vec_q1_0q, 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), q1_4(q),
+QUAD_KERNEL(vec_q4_0q, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, _mm256_mul_ps(wd, _mm256_set1_ps(-8.0f)))
+QUAD_KERNEL(vec_q4_1q, 2, 2, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, f16x8(mp + 2 * g))
+QUAD_KERNEL(vec_iq4_nlq, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1,
+            _mm256_mul_ps(wd, _mm256_set1_ps(-127.0f)))
+QUAD_KERNEL(vec_mxfp4q, 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_lut(q, fp4_plus12_q)), 0, 1,
+            _mm256_mul_ps(wd, _mm256_set1_ps(-12.0f)))
+QUAD_KERNEL(vec_q5_0q, 2, 0, 80, f16x8(sp + 2 * g), UNSIGNED(q5_4(q)), 0, 1, _mm256_mul_ps(wd, _mm256_set1_ps(-16.0f)))
+QUAD_KERNEL(vec_q5_1q, 2, 2, 80, f16x8(sp + 2 * g), UNSIGNED(q5_4(q)), 0, 1, f16x8(mp + 2 * g))
+QUAD_KERNEL(vec_q1_0q, 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), UNSIGNED(q1_4(q)), 0, 1,
             _mm256_mul_ps(wd, _mm256_set1_ps(-8.0f)))
+QUAD_KERNEL(vec_q8_0q, 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd)
 
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     ops->quant_q8x32q = quant_q8x32q;
-/* max_batch 32 as the pair kernels'; the pair kernel stays the plain-layout fallback's sibling
- * only through vec_plain (set by kern_packed.inc's init). */
+/* max_batch 32 as the pair kernels'. vec_plain (the kernel on the caller's layout, run when
+ * the repacked copy cannot be allocated) stays the one kern_packed.inc's init saved. */
 #define SET(K, FN, PACK)                                                                                       \
     ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X32Q, "CPU avx512 " #K " (repacked by 4 blocks, q8_0 VNNI)", 32, PACK, true}
     SET(Q4_0, vec_q4_0q, pack4_q4_0);
@@ -224,6 +253,7 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     SET(Q5_0, vec_q5_0q, pack4_q5_0);
     SET(Q5_1, vec_q5_1q, pack4_q5_1);
     SET(Q1_0, vec_q1_0q, pack4_q1_0);
+    SET(Q8_0, vec_q8_0q, pack4_q8_0);
 #undef SET
     return true;
 }
