@@ -323,7 +323,12 @@ ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 8, {
     BLOCK_END_SHIFT(coef, f16(b) * 0.125f)
 })
 
-#define G_IQ1_M(IB, G) G = grid64x4(g_iq1_g8, idx[4 * (IB)], idx[4 * (IB) + 1], idx[4 * (IB) + 2], idx[4 * (IB) + 3]);
+#define G_IQ1_M(IB, G)                                                                                    \
+    {                                                                                                     \
+        const uint32_t qw = bp_load_u32(b + 4 * (IB)), hh = bp_load_u16(b + 32 + 2 * (IB));               \
+        G = grid64x4(g_iq1_g8, (qw & 0xffu) | ((hh << 8) & 0x700u), ((qw >> 8) & 0xffu) | ((hh << 4) & 0x700u), \
+                     ((qw >> 16) & 0xffu) | (hh & 0x700u), (qw >> 24) | ((hh >> 4) & 0x700u));            \
+    }
 /* Pair P's delta bytes: 2 for each 8-weight segment whose delta is +1 (bit clear), else 0. */
 #define GP_IQ1_M(P) _mm512_maskz_mov_epi64((__mmask8)(dplus >> (8 * (P))), _mm512_set1_epi8(2))
 ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, 8, {
@@ -345,11 +350,6 @@ ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, 8, {
     const __m128i nl = _mm_and_si128(qh, _mm_set1_epi8(15)), nh = _mm_and_si128(_mm_srli_epi16(qh, 4), _mm_set1_epi8(15));
     const __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(nl, nh), _mm_unpacklo_epi8(nl, nh));
     const uint32_t dplus = ~(uint32_t)_mm256_test_epi8_mask(nib, _mm256_set1_epi8(8));
-    /* the 32 11-bit grid indices through memory: computing them per group in scalar code ran
-     * ~15% slower here (GPR pressure), where IQ1_S's simpler ones are better computed inline */
-    uint16_t idx[32];
-    _mm512_storeu_si512((void *)idx, _mm512_or_si512(_mm512_cvtepu8_epi16(load32(b)),
-                                                     _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm256_and_si256(nib, _mm256_set1_epi8(7))), 8)));
     const __m512i scw = zext(sc16);
     GROUP_PAIRS_V2(G_IQ1_M, GP_IQ1_M, SCP_4)
     BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), _cvtsh_ss(dbits) * 0.125f)
