@@ -20,15 +20,6 @@ static ALWAYS_INLINE void put32_affine(float *dst, __m256i q, float a, float m) 
     put16_affine(dst + 16, _mm256_extracti128_si256(q, 1), a, m);
 }
 
-/* The 6-bit scale/min pairs of Q4_K and Q5_K (12 bytes: 8 scales, 8 mins). */
-static ALWAYS_INLINE void scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), a2 = bp_load_u32(s + 8);
-    uint32_t w[4] = {a0 & 0x3f3f3f3fu, (a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4), a1 & 0x3f3f3f3fu,
-                     ((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4)};
-    memcpy(sc, w, 8);
-    memcpy(mn, w + 2, 8);
-}
-
 static void dq_q4_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0f);

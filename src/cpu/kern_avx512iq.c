@@ -83,27 +83,11 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
         si[0][jj], zext(_mm256_madd_epi16((COEF), _mm256_loadu_si256((const __m256i *)XQ(jj, i)->bsums)))); \
     BLOCK_END(D)
 
-/* The 8 groups of a block two at a time: GRP(ib, g, k, sc) sets group ib's unsigned weights g,
- * negate mask k (SIGNED kinds) and int16 scales sc (ymm each); a pair fills one zmm. */
-#define GROUP_PAIRS(SIGNED, GRP)                                                                          \
-    _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
-        __m256i g0, g1, sc0, sc1;                                                                         \
-        __mmask32 k0 = 0, k1 = 0;                                                                         \
-        GRP(ib, g0, k0, sc0)                                                                              \
-        GRP(ib + 1, g1, k1, sc1)                                                                          \
-        const __m512i g = pair(g0, g1), sc = pair(sc0, sc1);                                              \
-        const __mmask64 k = (__mmask64)k0 | ((__mmask64)k1 << 32);                                        \
-        (void)k;                                                                                          \
-        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                         \
-            __m512i xv = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib));                      \
-            if (SIGNED) xv = _mm512_mask_sub_epi8(xv, k, _mm512_setzero_si512(), xv);                     \
-            SI(jj, ib) = _mm512_dpwssd_epi32(SI(jj, ib), _mm512_maddubs_epi16(g, xv), sc);                \
-        }                                                                                                 \
-    }
-
-/* The same with the signs and scales of a pair prepared for the whole block (vector code, once
- * per block instead of scalar bit work per group): GRPG(ib, g) sets the weights only; KP(p) and
- * SCP(p) give pair p's 64-bit negate mask and zmm of scales. */
+/* The 8 groups of a block two at a time, a pair filling one zmm: GRPG(ib, g) sets group ib's
+ * unsigned weights (ymm); KP(p) and SCP(p) give pair p's 64-bit negate mask and zmm of int16
+ * scales, prepared for the whole block in vector code (scalar bit work per group cost ~20
+ * instructions per 32 weights). Per input and 64 weights: a load, a masked negate where the
+ * weight is negative (the sign moved onto x), vpmaddubsw, vpdpwssd. */
 #define GROUP_PAIRS_V(GRPG, KP, SCP)                                                                      \
     _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
         __m256i g0, g1;                                                                                   \
@@ -163,18 +147,6 @@ static ALWAYS_INLINE __m256i fields7(__m256i a) {
 static ALWAYS_INLINE __m512i top4_scales(__m256i aux) {
     __m256i s = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1));
     return _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(s));
-}
-
-/* Four bytes of 7 sign bits each (bit j: weight j negative) -> with bit 7 = their parity. */
-static ALWAYS_INLINE __mmask32 parity_signs(uint32_t s) {
-    uint32_t p = s ^ (s >> 4);
-    p ^= p >> 2;
-    p ^= p >> 1;
-    return (__mmask32)(s | ((p & 0x01010101u) << 7));
-}
-/* Four 7-bit fields packed at bits 0, 7, 14, 21. */
-static ALWAYS_INLINE __mmask32 ksigns4(uint32_t f) {
-    return parity_signs((f & 0x7fu) | ((f << 1) & 0x7f00u) | ((f << 2) & 0x7f0000u) | ((f << 3) & 0x7f000000u));
 }
 
 static ALWAYS_INLINE __m256i grid64x4(const uint64_t *t, unsigned a, unsigned b, unsigned c, unsigned d) {
@@ -474,45 +446,6 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
 }
 
 #else
-/* ---- NVFP4: 36 bytes, four UE4M3 scales (one per 16) | qs[32]; sub-block s: element j < 8 is
- * the low nibble of qs[8s + j], j >= 8 the high one. The 64 weights unpack into one zmm in
- * element order; |value| from a table, the sign (nibble >= 8) moved onto the activations. ---- */
-static float g_ue4m3_half[256];
-
-static void init_ue4m3(void) {
-    for (int v = 0; v < 256; v++) {
-        const int ex = (v >> 3) & 15, man = v & 7;
-        /* as the reference: 0x00 and 0x7F read 0, the top bit is ignored otherwise */
-        float f = 0;
-        if (v != 0 && v != 0x7f) f = ex == 0 ? (float)man / 512.0f : (1.0f + (float)man / 8.0f) * (float)(1 << ex) / 128.0f;
-        g_ue4m3_half[v] = f * 0.5f;
-    }
-}
-
-static const int8_t fp4_doubled_abs[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
-
-ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
-    const __m256i q = load32(b + 4), m4 = _mm256_set1_epi8(15);
-    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    /* [sub 0 | sub 2] and [sub 1 | sub 3] per 128-bit lane, then lanes in order 0 1 2 3 */
-    const __m512i n = _mm512_shuffle_i64x2(pair(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)),
-                                           pair(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)),
-                                           _MM_SHUFFLE(3, 1, 2, 0));
-    const __m512i w = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)fp4_doubled_abs)), n);
-    const __mmask64 neg = _mm512_cmpge_epu8_mask(n, _mm512_set1_epi8(8));
-    const __m128 s4 = _mm_setr_ps(g_ue4m3_half[b[0]], g_ue4m3_half[b[1]], g_ue4m3_half[b[2]], g_ue4m3_half[b[3]]);
-    const __m512 wsc = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
-                                             _mm512_castps128_ps512(s4));
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
-        const bp_q8x32 *x = (const bp_q8x32 *)(const void *)(xq + (size_t)jj * xs) + 2 * i;
-        __m512i xv = pair(load32(x[0].q), load32(x[1].q));
-        xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
-        const __m512 p = _mm512_mul_ps(wsc, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv)));
-        const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(x[0].d), _mm256_set1_ps(x[1].d), 1);
-        acc[jj] = _mm512_fmadd_ps(dx, p, acc[jj]);
-    }
-})
-
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     (void)ops;
     return false;

@@ -81,14 +81,7 @@ static ALWAYS_INLINE __m512i dotsc(__m512i acc, __m512i w, const int8_t *x, __m5
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(w, _mm512_loadu_si512((const void *)x)), sc);
 }
 
-/* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles ------------------ */
-static ALWAYS_INLINE __m128i scale_min_k4(const uint8_t *s) {
-    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), a2 = bp_load_u32(s + 8);
-    /* bytes 0-7: the 8 scales, 8-15: the 8 mins */
-    return _mm_setr_epi32((int)(a0 & 0x3f3f3f3fu), (int)((a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4)),
-                          (int)(a1 & 0x3f3f3f3fu), (int)(((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4)));
-}
-
+/* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins (scale_min_k4v), 128 bytes of nibbles --- */
 /* The mins term sum_j mn[j] * (bsums[2j] + bsums[2j+1]) as 8 int32 lanes. */
 static ALWAYS_INLINE __m256i mins_of(__m128i scm, const bp_q8x256 *x) {
     __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
@@ -98,7 +91,7 @@ static ALWAYS_INLINE __m256i mins_of(__m128i scm, const bp_q8x256 *x) {
 #define Q45K_BODY(QS, EXTRA_BIT)                                                                            \
     {                                                                                                       \
         const __m512i m4 = _mm512_set1_epi8(0x0f);                                                          \
-        const __m128i scm = scale_min_k4(b + 4);                                                            \
+        const __m128i scm = scale_min_k4v(b + 4);                                                            \
         const __m512i sc16 = zext(_mm256_cvtepu8_epi16(scm));                                               \
         const float d = f16(b), dmin = f16(b + 2);                                                          \
         __m512i w[4], sc[4];                                                                                \
@@ -193,15 +186,6 @@ K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
 /* ---- Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales (+32), d. Like Q2_K plus the high bit
  * (bit 2k and 2k+1 of hmask for zmm k's halves) as +4; the stored -4 comes back through the
  * activation sums. */
-static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
-    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), t = bp_load_u32(s + 8);
-    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
-    __m128i v = _mm_setr_epi32((int)((a0 & k2) | (((t >> 0) & k1) << 4)), (int)((a1 & k2) | (((t >> 2) & k1) << 4)),
-                               (int)(((a0 >> 4) & k2) | (((t >> 4) & k1) << 4)),
-                               (int)(((a1 >> 4) & k2) | (((t >> 6) & k1) << 4)));
-    return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
-}
-
 K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
     const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     const __m256i sc16y = scales_q3_k(b + 96);
@@ -291,49 +275,6 @@ bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
 }
 
 #else
-/* ---- IQ4_XS, against q8x256 with each pair of groups' halves interleaved (BP_ACT_Q8X256P):
- * d, scales_h u16, scales_l[4], qs[128]. 32 bytes of two groups' nibbles, low nibbles in the
- * low half and high in the high one, match the activations' 64 bytes. The signed table value
- * v = kvalues[n] enters as |v| (a second table) with the activation negated where n < 8 (the
- * table's negative half), so vpmaddubsw cannot saturate (2 * 127 * 127 < 32768). */
-static const int8_t iq4nl_abs[16] = {127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113};
-
-/* vpermw indices for a pair's scales: lanes 0-7 and 16-23 word a, 8-15 and 24-31 word a + 1. */
-static ALWAYS_INLINE __m512i idx_abab(int a) {
-    const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)(a + 1)), 1);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(ab), ab, 1);
-}
-
-K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_abs));
-    /* the 8 6-bit scales minus 32, as words */
-    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-    const __m512i scw = _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(ls));
-    const float d = f16(b);
-    __m512i w[4], sc[4];
-    __mmask64 neg[4];
-    for (int p = 0; p < 4; p++) {
-        const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 8 + 32 * p), cnt2(0, 4)), m4);
-        w[p] = _mm512_shuffle_epi8(tbl, n);
-        neg[p] = _mm512_cmplt_epu8_mask(n, _mm512_set1_epi8(8));
-        sc[p] = _mm512_permutexvar_epi16(idx_abab(2 * p), scw);
-    }
-    for (int jj = 0; jj < NJ; jj++) {
-        const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = _mm512_setzero_si512(), s2 = _mm512_setzero_si512();
-        for (int p = 0; p < 4; p++) {
-            __m512i xv = _mm512_loadu_si512((const void *)(x->q + 64 * p));
-            xv = _mm512_mask_sub_epi8(xv, neg[p], _mm512_setzero_si512(), xv);
-            if (p % 2) s2 = _mm512_dpwssd_epi32(s2, _mm512_maddubs_epi16(w[p], xv), sc[p]);
-            else s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w[p], xv), sc[p]);
-        }
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), acc[jj]);
-    }
-})
-
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
     (void)ops;
     return false;
