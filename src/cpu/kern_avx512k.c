@@ -81,6 +81,13 @@ static ALWAYS_INLINE __m512i dotsc(__m512i acc, __m512i w, const int8_t *x, __m5
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(w, _mm512_loadu_si512((const void *)x)), sc);
 }
 
+/* The 256 weights of a block (4 zmm) against one input's activations, pairs scaled per group;
+ * two accumulator chains (one chain of 4 vpdpwssd left a single input latency-bound). */
+static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const int8_t *x) {
+    __m512i s = dotsc(_mm512_setzero_si512(), w[0], x, sc[0]), s2 = dotsc(_mm512_setzero_si512(), w[1], x + 64, sc[1]);
+    return _mm512_add_epi32(dotsc(s, w[2], x + 128, sc[2]), dotsc(s2, w[3], x + 192, sc[3]));
+}
+
 /* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins (scale_min_k4v), 128 bytes of nibbles --- */
 /* The mins term sum_j mn[j] * (bsums[2j] + bsums[2j+1]) as 8 int32 lanes. */
 static ALWAYS_INLINE __m256i mins_of(__m128i scm, const bp_q8x256 *x) {
@@ -102,14 +109,9 @@ static ALWAYS_INLINE __m256i mins_of(__m128i scm, const bp_q8x256 *x) {
         }                                                                                                   \
         for (int jj = 0; jj < NJ; jj++) {                                                                   \
             const bp_q8x256 *x = XQ(jj, i);                                                                 \
-            __m512i s = _mm512_setzero_si512();                                                             \
-            __m512i s2 = _mm512_setzero_si512();                                                            \
-            s = dotsc(s, w[0], x->q, sc[0]);                                                                \
-            s2 = dotsc(s2, w[1], x->q + 64, sc[1]);                                                         \
-            s = dotsc(s, w[2], x->q + 128, sc[2]);                                                          \
-            s2 = dotsc(s2, w[3], x->q + 192, sc[3]);                                                        \
+            const __m512i s = dot4(w, sc, x->q);                                                            \
             __m512i m = zext(mins_of(scm, x));                                                              \
-            acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), \
+            acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s),   \
                                                              _mm512_mul_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m)))); \
         }                                                                                                   \
     }
@@ -142,13 +144,7 @@ K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = _mm512_setzero_si512();
-        __m512i s2 = _mm512_setzero_si512();
-        s = dotsc(s, w[0], x->q, sc[0]);
-        s2 = dotsc(s2, w[1], x->q + 64, sc[1]);
-        s = dotsc(s, w[2], x->q + 128, sc[2]);
-        s2 = dotsc(s2, w[3], x->q + 192, sc[3]);
-        s = _mm512_add_epi32(s, s2);
+        __m512i s = dot4(w, sc, x->q);
         __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 5);
         s = _mm512_sub_epi32(s, zext(off));
         acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
@@ -171,14 +167,9 @@ K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = _mm512_setzero_si512();
-        __m512i s2 = _mm512_setzero_si512();
-        s = dotsc(s, w[0], x->q, sc[0]);
-        s2 = dotsc(s2, w[1], x->q + 64, sc[1]);
-        s = dotsc(s, w[2], x->q + 128, sc[2]);
-        s2 = dotsc(s2, w[3], x->q + 192, sc[3]);
+        const __m512i s = dot4(w, sc, x->q);
         __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));
-        acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)),
+        acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s),
                                                          _mm512_mul_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m))));
     }
 })
@@ -201,13 +192,7 @@ K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = _mm512_setzero_si512();
-        __m512i s2 = _mm512_setzero_si512();
-        s = dotsc(s, w[0], x->q, sc[0]);
-        s2 = dotsc(s2, w[1], x->q + 64, sc[1]);
-        s = dotsc(s, w[2], x->q + 128, sc[2]);
-        s2 = dotsc(s2, w[3], x->q + 192, sc[3]);
-        s = _mm512_add_epi32(s, s2);
+        __m512i s = dot4(w, sc, x->q);
         __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
         s = _mm512_sub_epi32(s, zext(off));
         acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
