@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
@@ -36,7 +37,7 @@ static bool pack4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes
     const int64_t nb = cols / 32, nbp = padded_blocks(cols), nb4 = quad_blocks(cols);
     const size_t quad = qk == QUAD_NIB ? 64 : qk == QUAD_Q5 ? 80 : qk == QUAD_Q8 ? 128 : 16;
     out->row_stride = (size_t)nbp * (size_t)(sb + mb) + (size_t)(nb4 / 4) * quad;
-    out->data = calloc((size_t)rows, out->row_stride);
+    out->data = bp_calloc((size_t)rows, out->row_stride);
     if (!out->data) return false;
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *src = w + (size_t)r * row_bytes;
