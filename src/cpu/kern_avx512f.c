@@ -40,7 +40,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                                                       \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_setzero_ps();                                  \
         int64_t c = 0;                                                                                     \
-        for (; c + 16 <= n; c += 16) {                                                                     \
+        _Pragma("GCC unroll 2") for (; c + 16 <= n; c += 16) {                                             \
             __m512 xv[MAX_NJ];                                                                             \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);                           \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                                                 \
