@@ -238,6 +238,13 @@ static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) 
     return pick == 2 ? &ops->vec_alt[k] : main;
 }
 
+/* The decode kernel a call of kind k at batch t runs (when t is within its max_batch): batch 1
+ * takes the first-use choice between the two decode kernels. Everything that sets a job up as
+ * bp_cpu_gemm does must ask this, or its results can differ in the last bits. */
+static const bp_cpu_vec_kernel *kernel_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
+    return t == 1 ? decode_kernel(ops, k) : vec_kernel(ops, k);
+}
+
 bool bp_cpu_has_decode_alt(bp_kind k) {
     pthread_once(&g_once, init_once);
     return (unsigned)k < BP_CPU_MAX_KIND && g_ops[g_isa].vec_alt[k].fn != NULL;
@@ -248,7 +255,7 @@ const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
     const bp_cpu_ops *ops = &g_ops[g_isa];
     if (!bp_kind_traits_of(k)) return "CPU (unknown kind)";
     if (use_vec_for_batch(ops, k, t)) {
-        const bp_cpu_vec_kernel *vk = t == 1 ? decode_kernel(ops, k) : vec_kernel(ops, k);
+        const bp_cpu_vec_kernel *vk = kernel_for_batch(ops, k, t);
         return vk->pack && !g_repack ? ops->vec_plain[k].name : vk->name;
     }
     return g_gemm_names[g_isa][k];
@@ -382,7 +389,7 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
                       .cols = w->cols, .batch = t, .x = x, .y = y};
     bool vec = use_vec_for_batch(ops, w->kind, t);
     bool q8 = !vec && use_gemm_q8(ops, w->kind);
-    job.vk = t == 1 ? decode_kernel(ops, w->kind) : vec_kernel(ops, w->kind);
+    job.vk = kernel_for_batch(ops, w->kind, t);
     job.dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
     if (vec && job.vk->pack && !(g_repack && (job.packed = packed_for(w, job.vk)))) {
         /* No memory for a second copy: the plain-layout kernel reads the caller's bytes. */
