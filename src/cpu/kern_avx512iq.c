@@ -439,6 +439,7 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 32);
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 32);
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
+    ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 4 inputs per pass)"; /* MAXNJ 4, above */
     SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 32);
     SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0", 32);
 #undef SET
