@@ -126,7 +126,13 @@ def main():
                          "cell takes ggml's best; default: as is, and OMP_WAIT_POLICY=PASSIVE)")
     ap.add_argument("--wide", action="store_true", help="one row per kind, a column per batch")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--from-json", metavar="FILE", help="print the table of an earlier --json run")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            doc = json.load(f)
+        print_table(doc["meta"], doc["rows"], args.wide)
+        return
     args.batch = [int(b) for b in args.batch.split(",")]
     if args.ggml_env is None:
         args.ggml_env = ["", "OMP_WAIT_POLICY=PASSIVE"]
@@ -165,31 +171,39 @@ def main():
                          "of_bw": p / bw if b == 1 and p and bw else None})
     meta = {"cpu": cpu_name(), "threads": args.threads, "rounds": args.rounds, "rows": args.rows, "cols": args.cols,
             "cold_mib": args.cold_mib, "read_bandwidth_gbps": bw,
-            "read_bandwidth_range": [min(bws), max(bws)] if bws else None, "ggml": env.get("GGML_LABEL", "?"),
+            "read_bandwidth_range": [min(bws), max(bws)] if bws else None, "read_bandwidth_n": len(bws), "ggml": env.get("GGML_LABEL", "?"),
             "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime(t0)), "minutes": (time.time() - t0) / 60,
             "ggml_env": args.ggml_env,
             "load_avg_start": load0[0], "load_avg_end": os.getloadavg()[0]}
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=1))
         return
+    print_table(meta, rows, args.wide)
+
+
+def print_table(meta, rows, wide):
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
+    batches = list(dict.fromkeys(r["batch"] for r in rows))
+    bw = meta["read_bandwidth_gbps"]
     f = lambda v, d=1: "-" if v is None else f"{v:.{d}f}"
-    print(f"{meta['cpu']}; {args.threads} threads; {args.rows} x {args.cols}; {meta['ggml']} vs backplane; "
-          f"{args.rounds} interleaved rounds, medians; {meta['date_utc']} UTC, load average "
+    print(f"{meta['cpu']}; {meta['threads']} threads; {meta['rows']} x {meta['cols']}; {meta['ggml']} vs backplane; "
+          f"{meta['rounds']} interleaved rounds, medians; {meta['date_utc']} UTC, load average "
           f"{meta['load_avg_start']:.1f} -> {meta['load_avg_end']:.1f}")
     if bw:
-        print(f"read bandwidth in the same run: {bw:.1f} GB/s (median of {len(bws)}, "
-              f"{min(bws):.1f}-{max(bws):.1f}); decode reads cold weights ({args.cold_mib} MiB of copies)")
-    print(f"ggml: best of its runs under {' / '.join(repr(e) if e else 'the default environment' for e in args.ggml_env)}")
+        lo, hi = meta["read_bandwidth_range"]
+        print(f"read bandwidth in the same run: {bw:.1f} GB/s (median of {meta['read_bandwidth_n']}, "
+              f"{lo:.1f}-{hi:.1f}); decode reads cold weights ({meta['cold_mib']} MiB of copies)")
+    print(f"ggml: best of its runs under {' / '.join(repr(e) if e else 'the default environment' for e in meta['ggml_env'])}")
     print()
-    if args.wide:
+    if wide:
         cols = ["decode GB/s ggml / ours (ratio, of BW)" if b == 1 else f"t={b} GFLOP/s ggml / ours (ratio)"
-                for b in args.batch]
+                for b in batches]
         print("| kind | " + " | ".join(cols) + " |")
         print("|---|" + "---:|" * len(cols))
         by = {(r["kind"], r["batch"]): r for r in rows}
         for kind in kinds:
             cells = []
-            for b in args.batch:
+            for b in batches:
                 r = by[(kind, b)]
                 cell = f"{f(r['ggml'])} / {f(r['backplane'])} ({f(r['ratio'], 2)}"
                 if r["of_bw"] is not None:
