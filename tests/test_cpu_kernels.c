@@ -72,9 +72,9 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         {50, 768},                       /* 3 depth blocks exactly */
         {35, be == 1 ? 37 : be * 5},     /* a partial depth block; odd columns for the float kinds */
     };
-    /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, 16 + 1, 32 + 5), each
-     * side of the max_batch limits (16, 32) and past them (37, 64: the GEMM). */
-    const int64_t batches[] = {1, 2, 3, 5, 8, 13, 16, 17, 32, 37, 64};
+    /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, ...), each side of the
+     * max_batch limits (16, 32, 64) and past them (65: the GEMM for every kind). */
+    const int64_t batches[] = {1, 2, 3, 5, 8, 13, 16, 17, 32, 33, 64, 65};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t rows = shapes[si].rows, cols = shapes[si].cols;
         size_t rb;
@@ -83,7 +83,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         bp_weight wt;
         memset(&wt, 0, sizeof wt);
         bool wt_used = false;
-        const int64_t tmax = 64;
+        const int64_t tmax = 65;
         float *x = malloc(sizeof(float) * (size_t)(tmax * cols));
         float *ref = malloc(sizeof(float) * (size_t)(tmax * rows));
         float *got = malloc(sizeof(float) * (size_t)(tmax * rows));

@@ -1,9 +1,10 @@
-/* AVX2 dequantizers for the GEMM panels of Q4_K, Q5_K and IQ4_XS (kern_avx2dq.c holds the
- * others). Their reference dequantizers decode element by element; through the panel GEMM's
- * pack they held Q4_K / Q5_K / IQ4_XS at ~40-50 GFLOP/s at t = 64 on the dev machine (Zen 5,
- * 1000 x 4096, one core), where Q2_K / Q6_K with fast dequantizers ran ~250. Same decoding as
- * the decode kernels, written out as floats; tested against the reference through the GEMM
- * tests (batches past max_batch). */
+/* AVX2 dequantizers for the GEMM panels of Q4_K, Q5_K, IQ4_XS and the 32-element kinds (Q4_0
+ * Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4; kern_avx2dq.c holds the others). Their reference
+ * dequantizers decode element by element; through the panel GEMM's pack they held Q4_K / Q5_K
+ * / IQ4_XS at ~40-50 GFLOP/s at t = 64 on the dev machine (Zen 5, 1000 x 4096, one core), where
+ * Q2_K / Q6_K with fast dequantizers ran ~250, and Q4_0 at ~110-170 from t = 33 to 64 after
+ * ~300 from its decode kernel at t = 32. Same decoding as the decode kernels, written out as
+ * floats; tested against the reference through the GEMM tests (batches past max_batch). */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -84,7 +85,82 @@ static void dq_iq4_xs(const void *src, float *dst, int64_t nb) {
     }
 }
 
+/* ---- the 32-element kinds: 32 bytes of quants per block as signed bytes, times the scale ---- */
+static ALWAYS_INLINE __m256i nib32(const uint8_t *qs) { return nibbles32(qs); } /* 0..15, low nibbles first */
+
+static void dq_q4_0(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q4_0, dst += 32) {
+        const __m256i q = _mm256_sub_epi8(nib32(b + 2), _mm256_set1_epi8(8));
+        const float d = f16(b);
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+static void dq_q4_1(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q4_1, dst += 32) put32_affine(dst, nib32(b + 4), f16(b), -f16(b + 2));
+}
+static void dq_q5_0(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_0, dst += 32) {
+        const __m256i q5 = _mm256_or_si256(nib32(b + 6), _mm256_and_si256(bits32(bp_load_u32(b + 2)), _mm256_set1_epi8(0x10)));
+        const __m256i q = _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
+        const float d = f16(b);
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+static void dq_q5_1(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_1, dst += 32) {
+        const __m256i q5 = _mm256_or_si256(nib32(b + 8), _mm256_and_si256(bits32(bp_load_u32(b + 4)), _mm256_set1_epi8(0x10)));
+        put32_affine(dst, q5, f16(b), -f16(b + 2));
+    }
+}
+static void dq_q8_0(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q8_0, dst += 32) {
+        const __m256i q = load32(b + 2);
+        const float d = f16(b);
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+static void dq_iq4_nl(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    const __m256i tbl = table16(iq4nl_values_dq);
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ4_NL, dst += 32) {
+        const __m256i q = _mm256_shuffle_epi8(tbl, nib32(b + 2));
+        const float d = f16(b);
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+/* MXFP4: E8M0 exponent e -> 2^(e-127) / 2 (e < 2: the float subnormals), times the doubled
+ * E2M1 value. */
+static const int8_t fp4_doubled_dq[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+static void dq_mxfp4(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    const __m256i tbl = table16(fp4_doubled_dq);
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_MXFP4, dst += 32) {
+        const uint32_t u = b[0] < 2 ? 0x00200000u << b[0] : (uint32_t)(b[0] - 1) << 23;
+        float d;
+        memcpy(&d, &u, sizeof d);
+        const __m256i q = _mm256_shuffle_epi8(tbl, nib32(b + 1));
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+
 bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops) {
+    ops->dequant[BP_KIND_Q4_0] = dq_q4_0;
+    ops->dequant[BP_KIND_Q4_1] = dq_q4_1;
+    ops->dequant[BP_KIND_Q5_0] = dq_q5_0;
+    ops->dequant[BP_KIND_Q5_1] = dq_q5_1;
+    ops->dequant[BP_KIND_Q8_0] = dq_q8_0;
+    ops->dequant[BP_KIND_IQ4_NL] = dq_iq4_nl;
+    ops->dequant[BP_KIND_MXFP4] = dq_mxfp4;
     ops->dequant[BP_KIND_Q4_K] = dq_q4_k;
     ops->dequant[BP_KIND_Q5_K] = dq_q5_k;
     ops->dequant[BP_KIND_IQ4_XS] = dq_iq4_xs;
@@ -92,7 +168,82 @@ bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops) {
 }
 
 #else
+/* ---- the 32-element kinds: 32 bytes of quants per block as signed bytes, times the scale ---- */
+static ALWAYS_INLINE __m256i nib32(const uint8_t *qs) { return nibbles32(qs); } /* 0..15, low nibbles first */
+
+static void dq_q4_0(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q4_0, dst += 32) {
+        const __m256i q = _mm256_sub_epi8(nib32(b + 2), _mm256_set1_epi8(8));
+        const float d = f16(b);
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+static void dq_q4_1(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q4_1, dst += 32) put32_affine(dst, nib32(b + 4), f16(b), -f16(b + 2));
+}
+static void dq_q5_0(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_0, dst += 32) {
+        const __m256i q5 = _mm256_or_si256(nib32(b + 6), _mm256_and_si256(bits32(bp_load_u32(b + 2)), _mm256_set1_epi8(0x10)));
+        const __m256i q = _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
+        const float d = f16(b);
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+static void dq_q5_1(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_1, dst += 32) {
+        const __m256i q5 = _mm256_or_si256(nib32(b + 8), _mm256_and_si256(bits32(bp_load_u32(b + 4)), _mm256_set1_epi8(0x10)));
+        put32_affine(dst, q5, f16(b), -f16(b + 2));
+    }
+}
+static void dq_q8_0(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q8_0, dst += 32) {
+        const __m256i q = load32(b + 2);
+        const float d = f16(b);
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+static void dq_iq4_nl(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    const __m256i tbl = table16(iq4nl_values_dq);
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ4_NL, dst += 32) {
+        const __m256i q = _mm256_shuffle_epi8(tbl, nib32(b + 2));
+        const float d = f16(b);
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+/* MXFP4: E8M0 exponent e -> 2^(e-127) / 2 (e < 2: the float subnormals), times the doubled
+ * E2M1 value. */
+static const int8_t fp4_doubled_dq[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+static void dq_mxfp4(const void *src, float *dst, int64_t nb) {
+    const uint8_t *b = src;
+    const __m256i tbl = table16(fp4_doubled_dq);
+    for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_MXFP4, dst += 32) {
+        const uint32_t u = b[0] < 2 ? 0x00200000u << b[0] : (uint32_t)(b[0] - 1) << 23;
+        float d;
+        memcpy(&d, &u, sizeof d);
+        const __m256i q = _mm256_shuffle_epi8(tbl, nib32(b + 1));
+        put16s(dst, _mm256_castsi256_si128(q), d);
+        put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
+    }
+}
+
 bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops) {
+    ops->dequant[BP_KIND_Q4_0] = dq_q4_0;
+    ops->dequant[BP_KIND_Q4_1] = dq_q4_1;
+    ops->dequant[BP_KIND_Q5_0] = dq_q5_0;
+    ops->dequant[BP_KIND_Q5_1] = dq_q5_1;
+    ops->dequant[BP_KIND_Q8_0] = dq_q8_0;
+    ops->dequant[BP_KIND_IQ4_NL] = dq_iq4_nl;
+    ops->dequant[BP_KIND_MXFP4] = dq_mxfp4;
     (void)ops;
     return false;
 }
