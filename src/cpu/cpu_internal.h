@@ -146,6 +146,12 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512g_init(bp_cpu_ops *ops);
+
+/* The f32 panel GEMMs' pack (kern_avx2.c): rows [p, p + nr) x columns [c0, c0 + kc) of the
+ * job's weight dequantized into rowbuf (BP_CPU_NR x BP_CPU_KC) and stored k-major into pk
+ * (16 floats per k); rows past nr are zero. Only for callers on the AVX2 path or above. */
+void bp_cpu_pack_panel_f32(const bp_cpu_job *job, int64_t p, int nr, int64_t c0, int64_t kc, float *rowbuf, float *pk);
 
 /* Scalar activation quantizers (also the fallback of every path). */
 void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);
