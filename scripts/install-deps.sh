@@ -30,3 +30,13 @@ if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
     || python3 -m pip install -q --break-system-packages --disable-pip-version-check gguf==0.19.0 numpy \
     || echo "install-deps: WARNING: could not install the gguf package; tests that need it will SKIP loudly" >&2
 fi
+
+# Tokenizer tests (the tok area): llama.cpp's vocabulary GGUFs from the pinned
+# llama-cpp-python sdist (scripts/fetch-vocab.sh; the tests fail without them), and
+# unicodedata2 (Unicode 15.1, llama.cpp's version) for src/model/unicode_gen.py --check.
+bash "$(dirname "$0")/fetch-vocab.sh"
+if ! python3 -c 'import unicodedata2 as u; assert u.unidata_version == "15.1.0"' 2>/dev/null; then
+  echo "install-deps: pip install unicodedata2==15.1.0"
+  python3 -m pip install -q --disable-pip-version-check unicodedata2==15.1.0 \
+    || python3 -m pip install -q --break-system-packages --disable-pip-version-check unicodedata2==15.1.0
+fi
