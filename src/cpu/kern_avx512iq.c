@@ -428,15 +428,15 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
 /* max_batch: these decode each group once per 8 inputs, the panel GEMM dequantizes and
  * requantizes each panel once per call. GFLOP/s these / the GEMM at t = 32 on the dev machine
  * (Zen 5, 256 x 4096, one core, hot): IQ1_S 178/116, IQ1_M 153/69, TQ1_0 199/59, TQ2_0
- * 263/225, and within 10-30% for IQ2_XXS 172/205, IQ2_S 170/210, IQ3_XXS 134/206, IQ3_S
- * 130/197 (IQ2_XS ties); at t = 17 the GEMM ran 104-125 against these kernels' 124-165 at 16,
- * so the limit is 32 for all: no dip in GFLOP/s right after it. */
+ * 263/225, IQ2_XS ties; the GEMM wins at 32 for IQ2_XXS 170/197, IQ3_S 133/179 (IQ2_S, IQ3_XXS
+ * alike) but ran 104-125 at t = 17 against these kernels' 124-165 at 16: their limit is 24,
+ * the others' 32, so GFLOP/s does not dip right after the limit. */
 #define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass)", MAXB, NULL, true}
-    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 24);
     SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 24);
+    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 24);
+    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 24);
     SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 32);
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 32);
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
