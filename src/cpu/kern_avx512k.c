@@ -89,18 +89,14 @@ static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const
 }
 
 /* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins (scale_min_k4v), 128 bytes of nibbles --- */
-/* The mins term sum_j mn[j] * (bsums[2j] + bsums[2j+1]) as 8 int32 lanes. */
-static ALWAYS_INLINE __m256i mins_of(__m128i scm, const bp_q8x256 *x) {
-    __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-    return _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums));
-}
-
 #define Q45K_BODY(QS, EXTRA_BIT)                                                                            \
     {                                                                                                       \
         const __m512i m4 = _mm512_set1_epi8(0x0f);                                                          \
         const __m128i scm = scale_min_k4v(b + 4);                                                            \
         const __m512i sc16 = zext(_mm256_cvtepu8_epi16(scm));                                               \
-        const float d = f16(b), dmin = f16(b + 2);                                                          \
+        /* d and -dmin as vectors once per block; per input only its activation scale */                  \
+        const __m512 dv = _mm512_set1_ps(f16(b)), ndminv = _mm512_set1_ps(-f16(b + 2));                   \
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));                            \
         __m512i w[4], sc[4];                                                                                \
         for (int p = 0; p < 4; p++) {                                                                       \
             w[p] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(QS + 32 * p), cnt2(0, 4)), m4);               \
@@ -110,9 +106,10 @@ static ALWAYS_INLINE __m256i mins_of(__m128i scm, const bp_q8x256 *x) {
         for (int jj = 0; jj < NJ; jj++) {                                                                   \
             const bp_q8x256 *x = XQ(jj, i);                                                                 \
             const __m512i s = dot4(w, sc, x->q);                                                            \
-            __m512i m = zext(mins_of(scm, x));                                                              \
-            acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s),   \
-                                                             _mm512_mul_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m)))); \
+            /* the mins term: min j pairs with the activation sums of groups 2j, 2j+1 */                  \
+            const __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums))); \
+            const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dv, _mm512_mul_ps(_mm512_cvtepi32_ps(m), ndminv)); \
+            acc[jj] = _mm512_fmadd_ps(t, _mm512_set1_ps(x->d), acc[jj]);                                   \
         }                                                                                                   \
     }
 
