@@ -21,8 +21,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "core/alloc.h"
@@ -349,6 +351,21 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
     else if (act == BP_ACT_Q8X32P) ops->quant_q8x32p(x, cols, buf);
     else if (act == BP_ACT_Q8X32Q) ops->quant_q8x32q(x, cols, buf);
     else if (act == BP_ACT_Q8X256P) ops->quant_q8x256p(x, cols, buf);
+}
+
+uint8_t *bp_cpu_packed_alloc(int64_t rows, size_t stride) {
+    const size_t huge = (size_t)2 << 20;
+    if (rows < 0 || (stride && (size_t)rows > SIZE_MAX / stride)) return NULL;
+    size_t n = (size_t)rows * stride;
+    if (n < huge) return bp_calloc(n ? n : 1, 1);
+    n = (n + huge - 1) / huge * huge;
+    uint8_t *p = bp_aligned_alloc(huge, n);
+    if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, n);
+    return p;
 }
 
 static void free_packed(void *p) {

@@ -82,7 +82,7 @@ def run_ggml(args, kind):
             env[k] = v
         cmd = [os.path.join(OUT, "bin", "ggml_mm"), "--kind", kind, "--rows", str(args.rows), "--cols",
                str(args.cols), "--batch", ",".join(map(str, args.batch)), "--threads", str(args.threads),
-               "--cold-mib", str(args.cold_mib)]
+               "--cold-mib", str(args.cold_mib), "--min-ms", str(args.ggml_min_ms)]
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         got = 0
         for line in p.stdout.splitlines():
@@ -125,6 +125,8 @@ def main():
                     help="environment for a ggml run, e.g. 'OMP_WAIT_POLICY=PASSIVE' (repeatable; each "
                          "cell takes ggml's best; default: as is, and OMP_WAIT_POLICY=PASSIVE)")
     ap.add_argument("--wide", action="store_true", help="one row per kind, a column per batch")
+    ap.add_argument("--ggml-min-ms", type=int, default=150,
+                    help="ggml_mm's timing budget per figure (at least 5 graphs); default 150")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--from-json", metavar="FILE", help="print the table of an earlier --json run")
     args = ap.parse_args()
