@@ -309,6 +309,8 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 #endif
 
 /* Public areas with their own headers. */
+#include "backplane_ops.h"       /* the op layer: matmul jobs, norms, RoPE, activations, softmax,
+                                    KV cache, attention, stats */
 #include "backplane_tokenizer.h" /* tokenizer and sampler */
 
 #endif /* BACKPLANE_H */

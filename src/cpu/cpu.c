@@ -566,3 +566,47 @@ double bp_cpu_read_bandwidth_on(const void *buf, size_t bytes, size_t segment, i
     bp_free(times);
     return med > 0 ? (double)segment / med / 1e9 : -1;
 }
+
+/* ---- hook for the op layer's batched jobs (src/cpu/cpu_jobs.c) ------------------------------ */
+
+/* Set job up exactly as bp_cpu_gemm would run w at batch t (kernel, repacked copy, dequantizer,
+ * int8 GEMM or not), without running it; see cpu_internal.h. */
+bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_mode *mode, size_t *abytes) {
+    pthread_once(&g_once, init_once);
+    const bp_kind_traits *kt = NULL;
+    bp_status s = check_weight(w, w, w, t, &kt);
+    if (s) return s;
+    const bp_cpu_ops *ops = &g_ops[g_isa];
+    *job = (bp_cpu_job){.kt = kt, .w = w->data, .row_bytes = w->row_bytes, .rows = w->rows, .cols = w->cols, .batch = t};
+    bool vec = use_vec_for_batch(ops, w->kind, t);
+    job->vk = vec_kernel(ops, w->kind);
+    job->dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
+    if (vec && job->vk->pack && !(g_repack && (job->packed = packed_for(w, job->vk)))) {
+        if (!ops->vec_plain[w->kind].fn)
+            return bp_fail(BP_E_NOMEM, "CPU %s: no memory for the repacked %lld x %lld weight", kt->info.name,
+                           (long long)w->rows, (long long)w->cols);
+        job->vk = &ops->vec_plain[w->kind];
+    }
+    if (vec) {
+        *mode = job->vk->multi ? BP_CPU_JOB_DECODE_MULTI : BP_CPU_JOB_DECODE;
+        *abytes = act_bytes(job->vk->act, w->cols);
+    } else if (use_gemm_q8(ops, w->kind)) {
+        *mode = BP_CPU_JOB_GEMM_Q8;
+        *abytes = ops->gemm_q8_bytes(t, w->cols);
+    } else {
+        *mode = BP_CPU_JOB_GEMM_F32;
+        *abytes = 0;
+    }
+    return BP_OK;
+}
+
+const bp_cpu_ops *bp_cpu_ops_current(void) {
+    pthread_once(&g_once, init_once);
+    return &g_ops[g_isa];
+}
+
+void bp_cpu_quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf) {
+    quantize_act(ops, act, x, cols, buf);
+}
+
+size_t bp_cpu_min_parallel_bytes(void) { return g_min_parallel; }

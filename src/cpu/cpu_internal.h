@@ -181,6 +181,22 @@ bool bp_cpu_has_decode_alt(bp_kind k);
  * specialized kernel on the same activation format, without a repacked layout). */
 void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act);
 
+/* ---- hook for the op layer's batched jobs (cpu_jobs.c; defined at the end of cpu.c) ----- */
+typedef enum bp_cpu_job_mode {
+    BP_CPU_JOB_DECODE = 0,       /* vk->fn once per input, activations in vk->act */
+    BP_CPU_JOB_DECODE_MULTI = 1, /* vk->fn once for all inputs (xq_stride apart) */
+    BP_CPU_JOB_GEMM_F32 = 2,     /* ops->gemm over row panels, reads x */
+    BP_CPU_JOB_GEMM_Q8 = 3,      /* ops->gemm_q8 over row panels, x prepared by gemm_q8_prep */
+} bp_cpu_job_mode;
+/* job as bp_cpu_gemm would run w at batch t (kernel, repacked copy made, dequantizer), not run;
+ * *abytes: activation bytes per input (decode) or for all of x (GEMM_Q8). x, y, xq, scratch
+ * are the caller's to set. */
+bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_mode *mode, size_t *abytes);
+const bp_cpu_ops *bp_cpu_ops_current(void);
+void bp_cpu_quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
+/* Weights below this many bytes run on one thread (bp_cpu_set_min_parallel_bytes). */
+size_t bp_cpu_min_parallel_bytes(void);
+
 /* ---- thread pool ----------------------------------------------------------------------- */
 typedef void (*bp_pool_fn)(void *ctx, int ith, int nth);
 

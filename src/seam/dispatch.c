@@ -377,3 +377,9 @@ bp_status bp_gemm_on(bp_weight *w, const char *backend, const float *x, int64_t 
     if (s || t == 0) return s;
     return run_forced(w, backend, x, t, y);
 }
+
+/* ---- ops share the fallback table (seam/op_dispatch.c) ---------------------------------------- */
+
+void bp_seam_record_fallback(const char *backend, bp_kind k, const char *op, const char *cause, const char *to) {
+    record_fallback(backend, k, op, cause, to);
+}

@@ -21,6 +21,8 @@ typedef enum bp_backend_id {
     BP_BACKEND_COUNT
 } bp_backend_id;
 
+struct bp_op_call; /* src/ops/op_call.h */
+
 /* Result of one launch attempt. */
 typedef enum bp_launch {
     BP_LAUNCH_NO_KERNEL = 0, /* this backend has nothing for the kind/shape: try the next, log nothing */
@@ -97,6 +99,10 @@ typedef struct bp_backend_caps {
      * "UNVERIFIED: kernels cannot be built here" (Metal off macOS), "UNRUN ON HARDWARE" (CUDA
      * compiled but never run on a GPU). A claim is never shown without it. */
     const char *unverified;
+    /* Ops (src/ops/ops.def; seam/op_dispatch.h). Name of this backend's kernel for op (a
+     * bp_op) on kind k, spelled "<op> <KIND>" ("attention Q8_0"), or NULL when it claims none.
+     * NULL member: claims no op (the CPU runs them). */
+    const char *(*op_kernel)(int op, bp_kind k);
 } bp_backend_caps;
 
 /* ---- dispatch: compiled only with the backend ------------------------------------------ */
@@ -120,6 +126,12 @@ typedef struct bp_backend_dispatch {
      * then not enabled unless the env forces it), or at the first shape question when the env
      * forced the backend on. */
     bool (*describe)(bp_device_desc *out);
+    /* Ops. Device-free: is there a launchable kernel for op on kind k? (NULL: none.) Tested
+     * against caps.op_kernel over op x kind, as has_launch is against matvec_kernel. */
+    bool (*has_op_launch)(int op, bp_kind k);
+    /* Run one validated op call (src/ops/op_call.h). On BP_LAUNCH_ERROR write the cause to err;
+     * outputs may then be partly written (the CPU rewrites them). */
+    bp_launch (*op_launch)(const struct bp_op_call *call, char *err, size_t err_len);
 } bp_backend_dispatch;
 
 #define BP_BACKEND(ENUM, name, display) extern const bp_backend_caps bp_caps_##name;

@@ -35,6 +35,19 @@ bool bp_cli_take_strict(int *argc, char **argv) {
     return found;
 }
 
+static bool want_profile;
+
+bool bp_cli_take_profile(int *argc, char **argv) {
+    bool found = take_flag(argc, argv, "--profile");
+    if (found) want_profile = true;
+    return found;
+}
+
+void bp_cli_print_profile(void) {
+    fflush(stdout); /* the report follows the command's own output */
+    if (want_profile) bp_stats_report(stderr);
+}
+
 void bp_cli_print_fallbacks(void) {
     if (want_fallbacks) bp_fallback_report(stderr);
 }

@@ -16,6 +16,10 @@ bool bp_cli_take_fallbacks(int *argc, char **argv);
  * becomes the op's error (BACKPLANE_STRICT=1 does the same). */
 bool bp_cli_take_strict(int *argc, char **argv);
 void bp_cli_print_fallbacks(void);
+/* --profile, the same way: ops' calls, time, GB/s and GFLOP/s per op and backend
+ * (bp_stats_report) to stderr, when the flag was given. Commands that run ops take it. */
+bool bp_cli_take_profile(int *argc, char **argv);
+void bp_cli_print_profile(void);
 /* backplane bench --crossover (bench_crossover.c): argv[0] is "--crossover". */
 int bp_bench_crossover(int argc, char **argv);
 /* Write s as a JSON string literal (quotes, escapes). NULL writes null. */

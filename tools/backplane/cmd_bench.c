@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "bench_ops.h"
 #include "cli.h"
 #include "cli_common.h"
 #include "cpu/cpu.h"
@@ -324,7 +325,12 @@ static int bench_main(int argc, char **argv);
 int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_strict(&argc, argv);
-    int rc = argc > 1 && !strcmp(argv[1], "--crossover") ? bp_bench_crossover(argc - 1, argv + 1) : bench_main(argc, argv);
+    bp_cli_take_profile(&argc, argv);
+    /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c). */
+    int rc = argc > 1 && !strcmp(argv[1], "--crossover") ? bp_bench_crossover(argc - 1, argv + 1)
+             : bp_bench_op_requested(argc, argv)         ? bp_bench_ops(argc, argv)
+                                                         : bench_main(argc, argv);
+    bp_cli_print_profile();
     bp_cli_print_fallbacks();
     return rc;
 }

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "cli_common.h"
 #include "cpu/cpu.h"
+#include "probe_ops.h"
 #include "seam/seam_internal.h"
 
 typedef struct path {
@@ -209,6 +210,8 @@ int bp_cmd_probe(int argc, char **argv) {
         }
         first = false;
     }
-    if (json) printf("\n  ]\n}\n");
+    if (json) printf("\n  ],\n");
+    bp_probe_ops(json, all); /* op routes (probe_ops.c) */
+    if (json) printf("}\n");
     return 0;
 }

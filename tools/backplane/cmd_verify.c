@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "cli_common.h"
+#include "verify_ops.h"
 #include "seam/seam_internal.h"
 
 enum { MIN_OUTPUTS = 32 };
@@ -228,7 +229,7 @@ out:
 
 static int usage(int rc) {
     fprintf(rc ? stderr : stdout,
-            "usage: backplane verify [--backend B] [--kind K] [--seed N] [--json] [--fallbacks]\n"
+            "usage: backplane verify [--backend B] [--kind K] [--seed N] [--json] [--fallbacks] [--profile]\n"
             "  every enabled backend (cpu included) against the CPU reference, for every weight kind it\n"
             "  claims, matvec and gemm on several shapes; NMSE per case; exit status 1 on any FAIL\n"
             "  --backend B  only B (cuda, metal, vulkan, opencl, cpu)\n"
@@ -245,6 +246,7 @@ static int usage(int rc) {
 int bp_cmd_verify(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_strict(&argc, argv);
+    bp_cli_take_profile(&argc, argv);
     const char *only_backend = NULL, *only_kind = NULL;
     tally tl = {0, 0, false, true};
     int64_t srows = 0, scols = 0, sbatch = 1;
@@ -309,8 +311,14 @@ int bp_cmd_verify(int argc, char **argv) {
             if (srows ? run_shape(&tl, name, ki, srows, scols, sbatch) : run_kind(&tl, name, ki)) return 1;
         }
     }
-    if (tl.json) printf("\n  ],\n  \"cases\": %d,\n  \"failed\": %d\n}\n", tl.cases, tl.failed);
+    if (tl.json) printf("\n  ],\n");
+    /* Ops (verify_ops.c): attention over every KV kind and the row ops, per backend. */
+    int op_failed = 0;
+    tl.cases += bp_verify_ops(tl.json, only_backend, only_kind, &op_failed);
+    tl.failed += op_failed;
+    if (tl.json) printf("  \"cases\": %d,\n  \"failed\": %d\n}\n", tl.cases, tl.failed);
     else printf("\n%d cases, %d failed: %s\n", tl.cases, tl.failed, tl.failed ? "FAIL" : "PASS");
+    bp_cli_print_profile();
     bp_cli_print_fallbacks();
     return tl.failed ? 1 : 0;
 }

@@ -1,0 +1,51 @@
+/* Rotary position embedding, in place: NORMAL (adjacent pairs) and NEOX (half-split pairs),
+ * partial rotation (n_rot < head_dim passes the rest through), frequency base and linear
+ * scale, a position per token. theta_i = pos * freq_scale * base^(-2i / n_rot) for pair i (the
+ * published RoPE formula, and ggml's). The reference computes angles in double. */
+#include <math.h>
+
+#include "core/error.h"
+#include "ops/ops_internal.h"
+
+void bp_ref_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *positions) {
+    int64_t row = (int64_t)d->n_heads * d->head_dim;
+    int half = d->n_rot / 2;
+    for (int64_t j = 0; j < t; j++) {
+        for (int h = 0; h < d->n_heads; h++) {
+            float *v = x + j * row + (int64_t)h * d->head_dim;
+            for (int i = 0; i < half; i++) {
+                double theta = (double)positions[j] * (double)d->freq_scale *
+                               pow((double)d->freq_base, -2.0 * i / (double)d->n_rot);
+                double c = cos(theta), s = sin(theta);
+                int a = d->layout == BP_ROPE_NEOX ? i : 2 * i, b = d->layout == BP_ROPE_NEOX ? i + half : 2 * i + 1;
+                double x0 = v[a], x1 = v[b];
+                v[a] = (float)(x0 * c - x1 * s);
+                v[b] = (float)(x0 * s + x1 * c);
+            }
+        }
+    }
+}
+
+bp_status bp_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *positions) {
+    if (!d) return bp_fail(BP_E_INVAL, "bp_rope: desc is NULL");
+    if (d->n_heads <= 0 || d->head_dim <= 0 || t < 0)
+        return bp_fail(BP_E_SHAPE, "rope: [%lld][%d heads x %d]: heads and head_dim must be positive", (long long)t,
+                       (int)d->n_heads, (int)d->head_dim);
+    if (d->n_rot <= 0 || d->n_rot % 2 || d->n_rot > d->head_dim)
+        return bp_fail(BP_E_SHAPE, "rope: n_rot %d must be even, positive and at most head_dim %d", (int)d->n_rot,
+                       (int)d->head_dim);
+    if (d->layout != BP_ROPE_NORMAL && d->layout != BP_ROPE_NEOX)
+        return bp_fail(BP_E_INVAL, "rope: unknown layout %d (BP_ROPE_NORMAL 0, BP_ROPE_NEOX 2)", (int)d->layout);
+    if (!(d->freq_base > 0) || !isfinite(d->freq_base) || !(d->freq_scale > 0) || !isfinite(d->freq_scale))
+        return bp_fail(BP_E_INVAL, "rope: freq_base %g and freq_scale %g must be finite and positive", d->freq_base,
+                       d->freq_scale);
+    if (t == 0) return BP_OK;
+    if (!x || !positions) return bp_fail(BP_E_INVAL, "rope: [%lld][%d x %d]: x or positions is NULL", (long long)t,
+                                         (int)d->n_heads, (int)d->head_dim);
+    bp_op_call c = {.op = BP_OP_ROPE, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
+    c.u.rope.d = d, c.u.rope.x = x, c.u.rope.t = t, c.u.rope.positions = positions;
+    double n = (double)t * d->n_heads * d->head_dim;
+    c.bytes = 8.0 * n + 4.0 * (double)t;
+    c.flops = 6.0 * (double)t * d->n_heads * (d->n_rot / 2);
+    return bp_op_run(&c);
+}
