@@ -579,7 +579,7 @@ bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_
     const bp_cpu_ops *ops = &g_ops[g_isa];
     *job = (bp_cpu_job){.kt = kt, .w = w->data, .row_bytes = w->row_bytes, .rows = w->rows, .cols = w->cols, .batch = t};
     bool vec = use_vec_for_batch(ops, w->kind, t);
-    job->vk = vec_kernel(ops, w->kind);
+    job->vk = kernel_for_batch(ops, w->kind, t);
     job->dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
     if (vec && job->vk->pack && !(g_repack && (job->packed = packed_for(w, job->vk)))) {
         if (!ops->vec_plain[w->kind].fn)
