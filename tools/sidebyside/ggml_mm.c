@@ -5,8 +5,8 @@
  * extra buffer type when ggml says that buffer supports the matmul (llama.cpp's loader asks
  * the same question per tensor), else a plain CPU buffer; activations are F32.
  *
- * Timing: each timed graph holds 8 matmuls (2 from batch 64 on, where one product takes tens of
- * ms and the per-graph cost is small beside it), so ggml's per-graph cost (plan, thread start)
+ * Timing: each timed graph holds 8 matmuls (2 from batch 64 on, or for a weight bigger than the
+ * cold set: one product then takes milliseconds and the per-graph cost is small beside it), so ggml's per-graph cost (plan, thread start)
  * is spread over them as in a model's graph; per-product time = graph time / nodes, median over
  * the timed graphs. Batch 1 (decode) rotates through enough copies of the weight
  * to exceed --cold-mib, so every product reads its weight from DRAM; batch > 1 reuses one
@@ -113,7 +113,8 @@ static int run_one(ggml_backend_t backend, ggml_backend_dev_t dev, enum ggml_typ
                    int64_t rows, int64_t cols, int64_t batch, size_t cold_bytes, double min_s) {
     size_t bytes;
     void *host = make_weight(type, rows, cols, &bytes);
-    const int NODES = batch >= 64 ? 2 : MAX_NODES;
+    /* A weight bigger than the cold set (a model's output projection) is cold by itself. */
+    const int NODES = batch >= 64 || bytes >= cold_bytes ? 2 : MAX_NODES;
     int copies = batch == 1 ? (int)(cold_bytes / bytes) + 1 : 1;
     if (copies < NODES && batch == 1) copies = NODES;
     int ngraphs = batch == 1 ? (copies + NODES - 1) / NODES : 1;
