@@ -70,7 +70,7 @@ static int usage(FILE *f, int rc) {
             "  --backend B  cpu (default), cpu-ref, or a backend name (vulkan, cuda, opencl, ...)\n"
             "  --rows/--cols  matrix shape, default 4096 x 4096\n"
             "  --batch T    1 = decode (cold-cache GB/s), > 1 = prefill (GFLOP/s); default 1 and 512\n"
-            "  --reps N     timed calls per figure (default: about 0.5 s of decode calls, 3 prefill calls)\n"
+            "  --reps N     timed calls per figure (default: about 0.5 s of decode calls, 0.2 s of batch calls, at least 3)\n"
             "  --threads N  CPU threads (default: BACKPLANE_THREADS or every online CPU)\n"
             "  --min-share P  on a shared machine: time a figure again (up to 5 tries) while its timed\n"
             "               calls got under P%% of the CPUs; the table's CPU share column says what it got\n"
@@ -278,7 +278,10 @@ static int bench_one(const opts *o, const bp_kind_info *ki, const char *backend,
     }
     int reps = o->reps;
     if (!reps) {
-        double budget = batch == 1 ? 0.5 : 0.0;
+        /* Batches get a budget too: with 3 calls, a small matrix's median was at the mercy of one
+         * worker preempted mid-chunk on a shared machine (640 x 1024 Q4_K at t = 4 read 10
+         * GFLOP/s instead of ~250); a 512-input prefill call is long enough that 3 suffice. */
+        double budget = batch == 1 ? 0.5 : 0.2;
         reps = t_one > 0 ? (int)(budget / t_one) : 1000;
         if (reps < (batch == 1 ? 20 : 3)) reps = batch == 1 ? 20 : 3;
         if (reps > 2000) reps = 2000;
