@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `backplane bench` on tiny shapes: --json has exactly the documented keys, one result per
 # (kind, backend, batch), positive finite figures that agree with each other (GFLOP/s and GB/s
-# recomputed from median_us, rows, cols and the kind's block size); the markdown table has the
+# recomputed from median_us, rows, cols and the kind's block size), the cold buffer --cold-mib
+# asked for; the markdown table has the
 # header and a row per result; bad options exit 2; a backend that is not there is an error.
 # $1 = CLI path. Needs python3 for the JSON checks (CI has it).
 set -u
@@ -11,13 +12,14 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 "$cli" bench --kind Q4_0,IQ2_XXS --kind F16 --backend cpu --backend cpu-ref --rows 40 --cols 512 \
-    --batch 1 --batch 5 --reps 3 --json >"$tmp/out.json" 2>"$tmp/err" ||
+    --batch 1 --batch 5 --reps 3 --cold-mib 64 --json >"$tmp/out.json" 2>"$tmp/err" ||
     { echo "FAIL: bench --json exited $?: $(cat "$tmp/err")"; exit 1; }
 python3 - "$tmp/out.json" <<'PY' || fail=1
 import json, math, sys
 doc = json.load(open(sys.argv[1]))
-assert set(doc) == {"read_bandwidth_gbps", "results"}, doc.keys()
+assert set(doc) == {"read_bandwidth_gbps", "cold_mib", "results"}, doc.keys()
 assert doc["read_bandwidth_gbps"] > 0
+assert doc["cold_mib"] == 64, doc["cold_mib"]  # --cold-mib sizes the one cold buffer
 keys = {"kind", "backend", "batch", "rows", "cols", "median_us", "gbps", "gflops"}
 bpb = {"Q4_0": 18 / 32, "IQ2_XXS": 66 / 256, "F16": 2.0}
 seen = set()

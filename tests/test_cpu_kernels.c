@@ -24,8 +24,10 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         {50, 768},                       /* 3 depth blocks exactly */
         {35, be == 1 ? 37 : be * 5},     /* a partial depth block; odd columns for the float kinds */
     };
-    const int64_t batches[] = {1, 2, 5, 13, 37}; /* 37: past every max_batch, so the GEMM runs */
-    /* valgrind: no 4096-wide rows, batches 1, 5 and 37, one thread count and repacking off */
+    /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, ...), each side of the
+     * max_batch limits (16, 32, 64) and past them (65: the GEMM for every kind). */
+    const int64_t batches[] = {1, 2, 3, 5, 8, 13, 16, 17, 32, 33, 64, 65};
+    /* quick (valgrind, TSan): no 4096-wide rows, batches 1, 5 and 65, one thread count */
     const bool quick = bp_test_quick();
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         if (quick && shapes[si].cols == 4096) continue;
@@ -36,7 +38,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         bp_weight wt;
         memset(&wt, 0, sizeof wt);
         bool wt_used = false;
-        const int64_t tmax = 37;
+        const int64_t tmax = 65;
         float *x = malloc(sizeof(float) * (size_t)(tmax * cols));
         float *ref = malloc(sizeof(float) * (size_t)(tmax * rows));
         float *got = malloc(sizeof(float) * (size_t)(tmax * rows));
@@ -55,7 +57,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         wt.data = w;
         for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
             const int64_t t = batches[bi];
-            if (quick && (t == 2 || t == 13)) continue;
+            if (quick && t != 1 && t != 5 && t != 65) continue;
             CHECK_OK(bp_ref_gemm(ki->kind, w, rb * (size_t)rows, rows, cols, x, t, ref));
             CHECK(bp_test_all_finite(ref, (size_t)(t * rows)), "%s t=%lld: the reference output is not finite",
                   ki->name, (long long)t);
@@ -66,16 +68,20 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
                 /* Passes 0-2: 1, 2 and 3 threads, bit-identical. Pass 3: repacking off, so the
                  * plain-layout kernels (the fallback when a copy cannot be allocated) run too;
                  * they sum in another order, so only their error is checked. */
-                for (int pass = 0; pass < 4; pass++) {
+                /* Passes 4 and 5 (batch 1, kinds with two decode kernels on this path): the main
+                 * and the alternative kernel, not only the one the first-use timing picked. */
+                const int npass = t == 1 && bp_cpu_has_decode_alt(ki->kind) ? 6 : 4;
+                for (int pass = 0; pass < npass; pass++) {
                     if (quick && (pass == 1 || pass == 2)) continue; /* thread counts: TSan's job */
                     const int nth = pass < 3 ? pass + 1 : 2;
-                    bp_cpu_set_repack(pass < 3);
+                    bp_cpu_set_repack(pass != 3);
+                    bp_cpu_set_decode_pick(pass < 4 ? 0 : pass - 3);
                     CHECK_OK(bp_cpu_set_threads(nth));
                     float *out = pass == 0 ? got1 : got;
                     for (int64_t i = 0; i < t * rows; i++) out[i] = NAN;
                     CHECK_OK(bp_cpu_gemm(&wt, x, t, out));
                     double e = bp_test_nmse(out, ref, (size_t)(t * rows));
-                    if (g_verbose && (pass == 0 || pass == 3))
+                    if (g_verbose && (pass == 0 || pass >= 3))
                         fprintf(stderr, "%-8s %-7s %4lldx%-5lld t=%-3lld NMSE %.2e  %s%s\n", ki->name,
                                 bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols,
                                 (long long)t, e, bp_cpu_kernel_name(ki->kind, t), pass == 3 ? " [repack off]" : "");
@@ -89,6 +95,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
                               bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, nth);
                 }
                 bp_cpu_set_repack(true);
+                bp_cpu_set_decode_pick(0);
             }
         }
     next:

@@ -81,4 +81,27 @@ static ALWAYS_INLINE __m256i table16(const int8_t *t) {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
 }
 
+/* The 6-bit scale/min pairs of Q4_K and Q5_K: 12 bytes hold 8 scales and 8 mins; as bytes 0-7
+ * (the scales) and 8-15 (the mins) of one register, or into two arrays. */
+static ALWAYS_INLINE __m128i scale_min_k4v(const uint8_t *s) {
+    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), a2 = bp_load_u32(s + 8);
+    return _mm_setr_epi32((int)(a0 & 0x3f3f3f3fu), (int)((a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4)),
+                          (int)(a1 & 0x3f3f3f3fu), (int)(((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4)));
+}
+static ALWAYS_INLINE void scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    __m128i v = scale_min_k4v(s);
+    _mm_storel_epi64((__m128i *)(void *)sc, v);
+    _mm_storel_epi64((__m128i *)(void *)mn, _mm_unpackhi_epi64(v, v));
+}
+
+/* Q3_K's 16 6-bit scales (stored +32) from 12 bytes, as 16 int16. */
+static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
+    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), t = bp_load_u32(s + 8);
+    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
+    __m128i v = _mm_setr_epi32((int)((a0 & k2) | (((t >> 0) & k1) << 4)), (int)((a1 & k2) | (((t >> 2) & k1) << 4)),
+                               (int)(((a0 >> 4) & k2) | (((t >> 4) & k1) << 4)),
+                               (int)(((a1 >> 4) & k2) | (((t >> 6) & k1) << 4)));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
+}
+
 #endif

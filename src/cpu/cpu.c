@@ -7,17 +7,24 @@
  *   kern_scalar.c   any machine: reference dequantizer + float dot (the fallback of every path)
  *   kern_avx2.c     float decode (F32/F16/BF16), generic decode, f32 panel GEMM, quantizers
  *   kern_avx2q.c    integer-dot decode: 32-element kinds and k-quants
- *   kern_avx2p.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0
- *                   IQ4_NL MXFP4)
+ *   kern_avx2p.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q1_0
+ *                   IQ4_NL MXFP4; kernels in kern_packed.inc)
  *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
+ *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
- *   kern_avx512p.c  the repacked decode kernels again with VNNI (kern_packed.inc holds both) */
+ *   kern_avx512pz.c the repacked kinds again, 4 blocks per zmm pair, VNNI (half the float work)
+ *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
+ *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
+ *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 12 x 16 on zmm
+ *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, NVFP4: decode a group once, up to 8 inputs */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "core/alloc.h"
@@ -57,9 +64,10 @@ static bool cpu_has(bp_cpu_isa isa) {
     bool avx2 = b & (1u << 5);
     bool base = avx2 && fma && f16c;
     if (isa == BP_CPU_ISA_AVX2) return base;
-    bool f = b & (1u << 16), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
+    /* DQ too: the AVX-512 files are built with -mavx512dq (every CPU with VNNI has it). */
+    bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
     bool zmm_state = (xcr & 0xe0) == 0xe0; /* opmask, ZMM0-15 upper halves, ZMM16-31 */
-    return isa == BP_CPU_ISA_AVX512 && base && f && bw && vl && vnni && zmm_state;
+    return isa == BP_CPU_ISA_AVX512 && base && f && dq && bw && vl && vnni && zmm_state;
 }
 #else
 static bool cpu_has(bp_cpu_isa isa) { return isa == BP_CPU_ISA_SCALAR; }
@@ -90,13 +98,20 @@ static void init_once(void) {
             bp_cpu_avx2q_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2iq_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2dq_init(&g_ops[BP_CPU_ISA_AVX2]);
+            bp_cpu_avx2dqk_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2p_init(&g_ops[BP_CPU_ISA_AVX2]);
         }
     }
     if (g_have[BP_CPU_ISA_AVX2] && cpu_has(BP_CPU_ISA_AVX512)) {
         g_ops[BP_CPU_ISA_AVX512] = g_ops[BP_CPU_ISA_AVX2];
         g_have[BP_CPU_ISA_AVX512] = bp_cpu_avx512_init(&g_ops[BP_CPU_ISA_AVX512]);
-        if (g_have[BP_CPU_ISA_AVX512]) bp_cpu_avx512p_init(&g_ops[BP_CPU_ISA_AVX512]);
+        if (g_have[BP_CPU_ISA_AVX512]) {
+            bp_cpu_avx512pz_init(&g_ops[BP_CPU_ISA_AVX512]);
+            bp_cpu_avx512k_init(&g_ops[BP_CPU_ISA_AVX512]);
+            bp_cpu_avx512f_init(&g_ops[BP_CPU_ISA_AVX512]);
+            bp_cpu_avx512iq_init(&g_ops[BP_CPU_ISA_AVX512]);
+            bp_cpu_avx512g_init(&g_ops[BP_CPU_ISA_AVX512]);
+        }
     }
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
         if (g_have[i]) name_gemms((bp_cpu_isa)i);
@@ -158,12 +173,93 @@ static bool use_vec_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
 static bool g_repack = true;
 void bp_cpu_set_repack(bool on) { g_repack = on; }
 
+/* ---- first-use choice between two decode kernels ------------------------------------------ */
+
+void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act) {
+    const bp_cpu_vec_kernel *v = &ops->vec[k];
+    if (v->fn && v->act == act && !v->pack) ops->vec_alt[k] = *v;
+}
+
+static int g_force_pick;
+void bp_cpu_set_decode_pick(int pick) { g_force_pick = pick; }
+/* Per ISA path and kind: 0 not timed yet, 1 main kernel, 2 the alternative. */
+static _Atomic int g_pick[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND];
+
+static size_t act_bytes(bp_cpu_act act, int64_t cols);
+static double now_s(void);
+static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
+
+/* Times both kernels on a synthetic 32 x 4096 weight (zero bytes: the kernels' speed does not
+ * depend on the values), hot in L2, interleaved, best of 5 each; the alternative must win by 3%.
+ * About 0.2-1 ms, once per kind and path. Returns 1 or 2; 1 when memory is short. */
+static int time_pick(const bp_cpu_ops *ops, bp_kind k) {
+    enum { ROWS = 32, COLS = 4096, TRIES = 5 };
+    const bp_kind_traits *kt = bp_kind_traits_of(k);
+    const bp_cpu_vec_kernel *v[2] = {&ops->vec[k], &ops->vec_alt[k]};
+    size_t rb;
+    if (!kt || bp_kind_row_bytes(k, COLS, &rb) != BP_OK) return 1;
+    size_t ab = act_bytes(v[0]->act, COLS);
+    uint8_t *w = bp_calloc(ROWS, rb);
+    float *x = bp_malloc(sizeof(float) * (COLS + ROWS));
+    void *xq = ab ? bp_aligned_alloc(64, ab) : NULL;
+    int pick = 1;
+    if (!w || !x || (ab && !xq)) goto out;
+    for (int i = 0; i < COLS; i++) x[i] = (float)(i % 7) - 3.0f;
+    quantize_act(ops, v[0]->act, x, COLS, xq);
+    bp_cpu_job job = {.kt = kt, .w = w, .row_bytes = rb, .rows = ROWS, .cols = COLS, .batch = 1, .x = x, .xq = xq,
+                      .xq_stride = ab, .y = x + COLS};
+    double best[2] = {1e30, 1e30};
+    for (int t = 0; t < TRIES; t++)
+        for (int i = 0; i < 2; i++) {
+            job.vk = v[i];
+            double t0 = now_s();
+            v[i]->fn(&job, 0, ROWS);
+            double dt = now_s() - t0;
+            if (dt < best[i]) best[i] = dt;
+        }
+    pick = best[1] < 0.97 * best[0] ? 2 : 1;
+out:
+    bp_free(w);
+    bp_free(x);
+    bp_free(xq);
+    return pick;
+}
+
+/* The kernel a batch-1 call of kind k runs on this path. */
+static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) {
+    const bp_cpu_vec_kernel *main = vec_kernel(ops, k);
+    if ((unsigned)k >= BP_CPU_MAX_KIND || !ops->vec_alt[k].fn || main->pack) return main;
+    int pick = g_force_pick;
+    if (!pick) {
+        _Atomic int *slot = &g_pick[ops - g_ops][k];
+        pick = atomic_load_explicit(slot, memory_order_relaxed);
+        if (!pick) {
+            /* Two threads may both time it: each stores a valid choice. */
+            pick = time_pick(ops, k);
+            atomic_store_explicit(slot, pick, memory_order_relaxed);
+        }
+    }
+    return pick == 2 ? &ops->vec_alt[k] : main;
+}
+
+/* The decode kernel a call of kind k at batch t runs (when t is within its max_batch): batch 1
+ * takes the first-use choice between the two decode kernels. Everything that sets a job up as
+ * bp_cpu_gemm does must ask this, or its results can differ in the last bits. */
+static const bp_cpu_vec_kernel *kernel_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
+    return t == 1 ? decode_kernel(ops, k) : vec_kernel(ops, k);
+}
+
+bool bp_cpu_has_decode_alt(bp_kind k) {
+    pthread_once(&g_once, init_once);
+    return (unsigned)k < BP_CPU_MAX_KIND && g_ops[g_isa].vec_alt[k].fn != NULL;
+}
+
 const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
     pthread_once(&g_once, init_once);
     const bp_cpu_ops *ops = &g_ops[g_isa];
     if (!bp_kind_traits_of(k)) return "CPU (unknown kind)";
     if (use_vec_for_batch(ops, k, t)) {
-        const bp_cpu_vec_kernel *vk = vec_kernel(ops, k);
+        const bp_cpu_vec_kernel *vk = kernel_for_batch(ops, k, t);
         return vk->pack && !g_repack ? ops->vec_plain[k].name : vk->name;
     }
     return g_gemm_names[g_isa][k];
@@ -240,7 +336,8 @@ static void run_task(void *ctx, int ith, int nth) {
 
 static size_t act_bytes(bp_cpu_act act, int64_t cols) {
     switch (act) {
-    case BP_ACT_Q8X32P: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
+    case BP_ACT_Q8X32P:
+    case BP_ACT_Q8X32Q: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
     case BP_ACT_Q8X32: return (size_t)(cols / 32) * sizeof(bp_q8x32);
     case BP_ACT_Q8X256:
     case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);
@@ -252,7 +349,23 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
     if (act == BP_ACT_Q8X32) ops->quant_q8x32(x, cols, buf);
     else if (act == BP_ACT_Q8X256) ops->quant_q8x256(x, cols, buf);
     else if (act == BP_ACT_Q8X32P) ops->quant_q8x32p(x, cols, buf);
+    else if (act == BP_ACT_Q8X32Q) ops->quant_q8x32q(x, cols, buf);
     else if (act == BP_ACT_Q8X256P) ops->quant_q8x256p(x, cols, buf);
+}
+
+uint8_t *bp_cpu_packed_alloc(int64_t rows, size_t stride) {
+    const size_t huge = (size_t)2 << 20;
+    if (rows < 0 || (stride && (size_t)rows > SIZE_MAX / stride)) return NULL;
+    size_t n = (size_t)rows * stride;
+    if (n < huge) return bp_calloc(n ? n : 1, 1);
+    n = (n + huge - 1) / huge * huge;
+    uint8_t *p = bp_aligned_alloc(huge, n);
+    if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, n);
+    return p;
 }
 
 static void free_packed(void *p) {
@@ -295,7 +408,7 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
                       .cols = w->cols, .batch = t, .x = x, .y = y};
     bool vec = use_vec_for_batch(ops, w->kind, t);
     bool q8 = !vec && use_gemm_q8(ops, w->kind);
-    job.vk = vec_kernel(ops, w->kind);
+    job.vk = kernel_for_batch(ops, w->kind, t);
     job.dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
     if (vec && job.vk->pack && !(g_repack && (job.packed = packed_for(w, job.vk)))) {
         /* No memory for a second copy: the plain-layout kernel reads the caller's bytes. */
@@ -416,21 +529,26 @@ static int cmp_dbl(const void *a, const void *b) {
 }
 
 double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes) {
-    pthread_once(&g_once, init_once);
     segment &= ~(size_t)4095;
     if (segment == 0 || bytes < segment || passes < 1) return -1;
-    size_t nseg = bytes / segment;
-    bytes = nseg * segment;
+    bytes = bytes / segment * segment;
     void *buf = bp_aligned_alloc(4096, bytes);
     if (!buf) return -1;
-    int nt = (int)nseg * passes;
-    double *times = bp_malloc(sizeof(double) * (size_t)nt);
-    if (!times) {
-        bp_free(buf);
-        return -1;
-    }
     /* Touch every page first: the first pass would otherwise time page faults. */
     memset(buf, 1, bytes);
+    double r = bp_cpu_read_bandwidth_on(buf, bytes, segment, passes);
+    bp_free(buf);
+    return r;
+}
+
+double bp_cpu_read_bandwidth_on(const void *buf, size_t bytes, size_t segment, int passes) {
+    pthread_once(&g_once, init_once);
+    segment &= ~(size_t)4095;
+    if (!buf || segment == 0 || bytes < segment || passes < 1) return -1;
+    size_t nseg = bytes / segment;
+    int nt = (int)nseg * passes;
+    double *times = bp_malloc(sizeof(double) * (size_t)nt);
+    if (!times) return -1;
     bw_ctx c = {.bytes = segment, .read_sum = g_ops[g_isa].read_sum};
     bool held = bp_pool_acquire();
     int nth = held ? bp_pool_size() : 1;
@@ -446,7 +564,6 @@ double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes) {
     qsort(times, (size_t)nt, sizeof *times, cmp_dbl);
     double med = nt % 2 ? times[nt / 2] : 0.5 * (times[nt / 2 - 1] + times[nt / 2]);
     bp_free(times);
-    bp_free(buf);
     return med > 0 ? (double)segment / med / 1e9 : -1;
 }
 
@@ -462,7 +579,7 @@ bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_
     const bp_cpu_ops *ops = &g_ops[g_isa];
     *job = (bp_cpu_job){.kt = kt, .w = w->data, .row_bytes = w->row_bytes, .rows = w->rows, .cols = w->cols, .batch = t};
     bool vec = use_vec_for_batch(ops, w->kind, t);
-    job->vk = vec_kernel(ops, w->kind);
+    job->vk = kernel_for_batch(ops, w->kind, t);
     job->dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
     if (vec && job->vk->pack && !(g_repack && (job->packed = packed_for(w, job->vk)))) {
         if (!ops->vec_plain[w->kind].fn)

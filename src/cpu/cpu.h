@@ -47,5 +47,8 @@ bp_status bp_cpu_set_threads(int n);
  * as they are kept out of the decode medians it is compared with. Negative when the buffer
  * cannot be allocated. */
 double bp_cpu_read_bandwidth_gbps(size_t bytes, size_t segment, int passes);
+/* The same over a caller's buffer of `bytes` (already touched, 4096-aligned), so a benchmark
+ * can reuse one cold buffer for the bandwidth figure and its weight copies. */
+double bp_cpu_read_bandwidth_on(const void *buf, size_t bytes, size_t segment, int passes);
 
 #endif

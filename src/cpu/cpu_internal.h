@@ -36,6 +36,10 @@ typedef enum bp_cpu_act {
     /* bp_q8x256 with each pair of 32-element groups' quants stored as [g0 0..15, g1 0..15,
      * g0 16..31, g1 16..31], so 32 bytes of two groups' packed nibbles multiply straight. */
     BP_ACT_Q8X256P = 4,
+    /* For the AVX-512 kernels repacked by 4 blocks (kern_avx512pz.c): blocks padded to a
+     * multiple of 8; per 4 blocks the 128 quants as [b0 0..15, b1 0..15, b2 0..15, b3 0..15,
+     * b0 16..31, ..., b3 16..31]; then all block scales d, then all d * sum(q). */
+    BP_ACT_Q8X32Q = 5,
 } bp_cpu_act;
 
 /* Panel GEMM blocking: NR weight rows by KC columns are dequantized once and reused for the
@@ -83,6 +87,12 @@ typedef struct bp_cpu_vec_kernel {
     bool multi;
 } bp_cpu_vec_kernel;
 
+/* Zeroed memory for a repacked copy of `rows` x `stride` bytes (NULL when out of memory; free
+ * with bp_free). Copies of 2 MiB and more are 2 MiB-aligned and advised onto huge pages: decode
+ * streams them, and on the dev VM (THP "madvise") a stream over 4 KiB pages read ~2x slower
+ * cold (14 vs 30-40 GB/s at 2 threads), the hardware prefetchers stopping at every page. */
+uint8_t *bp_cpu_packed_alloc(int64_t rows, size_t stride);
+
 /* A repacked weight: rows of row_stride bytes at data, in the kernel's own layout. */
 typedef struct bp_cpu_packed {
     bp_kind kind;
@@ -100,6 +110,11 @@ typedef struct bp_cpu_ops {
     /* For kinds whose vec kernel repacks: the kernel on the plain layout, run when the
      * repacked copy cannot be allocated (a weight too big to hold twice). */
     bp_cpu_vec_kernel vec_plain[BP_CPU_MAX_KIND];
+    /* A second decode kernel (batch 1) for the same kind and activation format, from the level
+     * below (the AVX2 kernel an AVX-512 one replaced): where two paths are close, or a wide one
+     * may cost clock speed (512-bit ops on some Intel parts), cpu.c times both once at first use
+     * and runs the faster. fn NULL: none. */
+    bp_cpu_vec_kernel vec_alt[BP_CPU_MAX_KIND];
     /* Faster dequantizers than the reference for the GEMM panels, per kind (NULL: reference).
      * Same contract as bp_dequant_fn; values may differ from the reference in the last bit. */
     bp_dequant_fn dequant[BP_CPU_MAX_KIND];
@@ -117,6 +132,7 @@ typedef struct bp_cpu_ops {
     void (*quant_q8x256)(const float *x, int64_t n, bp_q8x256 *out);
     void (*quant_q8x32p)(const float *x, int64_t n, void *out);
     void (*quant_q8x256p)(const float *x, int64_t n, bp_q8x256 *out);
+    void (*quant_q8x32q)(const float *x, int64_t n, void *out);
     /* Read n bytes (n a multiple of 256) as fast as possible; returns a value that depends on
      * every byte so the compiler cannot drop the loads. For the bandwidth figure. */
     uint64_t (*read_sum)(const uint8_t *p, size_t n);
@@ -129,9 +145,19 @@ bool bp_cpu_avx2_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2q_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
-bool bp_cpu_avx512p_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
+bool bp_cpu_avx512g_init(bp_cpu_ops *ops);
+
+/* The f32 panel GEMMs' pack (kern_avx2.c): rows [p, p + nr) x columns [c0, c0 + kc) of the
+ * job's weight dequantized into rowbuf (BP_CPU_NR x BP_CPU_KC) and stored k-major into pk
+ * (16 floats per k); rows past nr are zero. Only for callers on the AVX2 path or above. */
+void bp_cpu_pack_panel_f32(const bp_cpu_job *job, int64_t p, int nr, int64_t c0, int64_t kc, float *rowbuf, float *pk);
 
 /* Scalar activation quantizers (also the fallback of every path). */
 void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);
@@ -146,6 +172,14 @@ void bp_cpu_set_min_parallel_bytes(size_t bytes);
 /* false: never repack, run the plain-layout kernels (as when the copy cannot be allocated).
  * Tests use it to cover both. */
 void bp_cpu_set_repack(bool on);
+/* Tests: which of a kind's two decode kernels runs (0: the faster, timed at first use; 1: the
+ * main one, ops->vec; 2: ops->vec_alt where there is one). */
+void bp_cpu_set_decode_pick(int pick);
+/* Whether kind k has an alternative decode kernel on the current ISA path. */
+bool bp_cpu_has_decode_alt(bp_kind k);
+/* Save ops->vec[k] as k's alternative decode kernel before a wider ISA file replaces it (only a
+ * specialized kernel on the same activation format, without a repacked layout). */
+void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act);
 
 /* ---- hook for the op layer's batched jobs (cpu_jobs.c; defined at the end of cpu.c) ----- */
 typedef enum bp_cpu_job_mode {

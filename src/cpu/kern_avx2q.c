@@ -73,16 +73,6 @@ Q32_KERNEL(vec_mxfp4, 17, 0, 1, {
 
 /* ---- 256-element k-quants against bp_q8x256 --------------------------------------------- */
 
-/* The 6-bit scale/min pairs of Q4_K and Q5_K: 12 bytes hold 8 scales and 8 mins; unpacked
- * four at a time in 32-bit words. */
-static ALWAYS_INLINE void scale_min_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), a2 = bp_load_u32(s + 8);
-    uint32_t w[4] = {a0 & 0x3f3f3f3fu, (a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4), a1 & 0x3f3f3f3fu,
-                     ((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4)};
-    memcpy(sc, w, 8);
-    memcpy(mn, w + 2, 8);
-}
-
 /* The mins term of Q4_K / Q5_K: min j pairs with the activation sums of groups 2j, 2j+1. */
 static ALWAYS_INLINE __m256i mins_dot(const uint8_t mn[8], const bp_q8x256 *x) {
     uint64_t m;
@@ -214,16 +204,6 @@ static void vec_q2_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {
         }
         job->y[r] = hsum8(acc);
     }
-}
-
-/* Q3_K's 16 6-bit scales (stored +32) from 12 bytes, as 16 int16. */
-static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
-    uint32_t a0 = bp_load_u32(s), a1 = bp_load_u32(s + 4), t = bp_load_u32(s + 8);
-    const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
-    __m128i v = _mm_setr_epi32((int)((a0 & k2) | (((t >> 0) & k1) << 4)), (int)((a1 & k2) | (((t >> 2) & k1) << 4)),
-                               (int)(((a0 >> 4) & k2) | (((t >> 4) & k1) << 4)),
-                               (int)(((a1 >> 4) & k2) | (((t >> 6) & k1) << 4)));
-    return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
 }
 
 static void vec_q3_k(const bp_cpu_job *job, int64_t r0, int64_t r1) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "bench_model.h"
@@ -21,12 +22,31 @@
 
 enum { MAX_LIST = 64 };
 /* The working set that makes a read cold: decode weights rotate through copies totalling this
- * much, and the bandwidth figure reads a buffer this big. 16x the LLC sysfs reports, and at
- * least 512 MiB: a VM's sysfs may report 32 MiB while the host CPU holds 96 MiB or more per
- * die (3D V-Cache); with 128 MiB of copies, decode read "faster than memory" on the dev VM. */
+ * much, and the bandwidth figure reads the same buffer. 8x the LLC sysfs reports, and at least
+ * 256 MiB: a VM's sysfs may report 32 MiB while the host CPU holds 96 MiB or more per die (3D
+ * V-Cache). One buffer of this size is allocated (huge pages when the kernel gives them),
+ * touched once and reused by every figure: allocating and faulting 512 MiB for the bandwidth
+ * probe and again per kind for the copies made a one-kind bench spend ~10 s in the kernel. */
 static size_t cold_bytes(size_t llc) {
-    size_t min = (size_t)512 << 20;
-    return 16 * llc > min ? 16 * llc : min;
+    size_t min = (size_t)256 << 20;
+    return 8 * llc > min ? 8 * llc : min;
+}
+
+typedef struct arena {
+    uint8_t *p;
+    size_t bytes;
+} arena;
+
+static bool arena_init(arena *a, size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    a->bytes = (bytes + huge - 1) / huge * huge;
+    a->p = aligned_alloc(huge, a->bytes);
+    if (!a->p) return false;
+#ifdef MADV_HUGEPAGE
+    madvise(a->p, a->bytes, MADV_HUGEPAGE);
+#endif
+    memset(a->p, 1, a->bytes);
+    return true;
 }
 
 typedef struct opts {
@@ -40,21 +60,23 @@ typedef struct opts {
     int reps; /* 0: automatic */
     int threads;
     int min_share; /* percent; 0: off */
+    int cold_mib;  /* 0: from the LLC */
     int json;
 } opts;
 
 static int usage(FILE *f, int rc) {
     fprintf(f,
             "usage: backplane bench [--kind K ...] [--backend B ...] [--rows R --cols C] [--batch T ...]\n"
-            "                       [--reps N] [--threads N] [--json] [--fallbacks]\n"
+            "                       [--reps N] [--threads N] [--cold-mib M] [--json] [--fallbacks]\n"
             "  --kind K     a weight kind (repeat, or comma-separated); default: all 28\n"
             "  --backend B  cpu (default), cpu-ref, or a backend name (vulkan, cuda, opencl, ...)\n"
             "  --rows/--cols  matrix shape, default 4096 x 4096\n"
             "  --batch T    1 = decode (cold-cache GB/s), > 1 = prefill (GFLOP/s); default 1 and 512\n"
-            "  --reps N     timed calls per figure (default: about 0.5 s of decode calls, 3 prefill calls)\n"
+            "  --reps N     timed calls per figure (default: about 0.5 s of decode calls, 0.2 s of batch calls, at least 3)\n"
             "  --threads N  CPU threads (default: BACKPLANE_THREADS or every online CPU)\n"
             "  --min-share P  on a shared machine: time a figure again (up to 5 tries) while its timed\n"
             "               calls got under P%% of the CPUs; the table's CPU share column says what it got\n"
+            "  --cold-mib M decode weights rotate through M MiB of copies (default: 8x the LLC, >= 256)\n"
             "  --json       {\"read_bandwidth_gbps\": x, \"results\": [...]}\n"
             "  --fallbacks  print how many ops fell back, from where and why\n"
             "  --strict     a fallback is an error (BACKPLANE_STRICT=1 does the same)\n"
@@ -98,6 +120,7 @@ static int parse(int argc, char **argv, opts *o) {
             else if (!strcmp(a, "--reps") && isnum && n >= 1 && n <= 1000000) o->reps = (int)n;
             else if (!strcmp(a, "--threads") && isnum && n >= 1 && n <= 256) o->threads = (int)n;
             else if (!strcmp(a, "--min-share") && isnum && n >= 0 && n <= 100) o->min_share = (int)n;
+            else if (!strcmp(a, "--cold-mib") && isnum && n >= 1 && n <= (1 << 20)) o->cold_mib = (int)n;
             else {
                 fprintf(stderr, "backplane bench: bad option or value: %s %s\n", a, v);
                 return -1;
@@ -180,7 +203,7 @@ typedef struct result {
 
 /* Times one (kind, backend, batch). Returns 0, or 1 when the backend cannot run it (message
  * on stderr). */
-static int bench_one(const opts *o, const bp_kind_info *ki, const char *backend, int64_t batch, size_t llc,
+static int bench_one(const opts *o, const bp_kind_info *ki, const char *backend, int64_t batch, const arena *ar,
                      result *res) {
     size_t rb;
     if (bp_kind_row_bytes(ki->kind, o->cols, &rb) != BP_OK) {
@@ -188,16 +211,19 @@ static int bench_one(const opts *o, const bp_kind_info *ki, const char *backend,
         return 1;
     }
     size_t bytes = rb * (size_t)o->rows;
-    /* Decode: enough copies that the set is over twice the LLC, so each call reads from DRAM. */
-    int copies = batch == 1 ? (int)(cold_bytes(llc) / bytes + 1) : 1;
+    /* Decode: as many copies as the cold buffer holds, so each call reads from DRAM; a weight
+     * bigger than the buffer is cold by itself and gets its own allocation. */
+    int copies = batch == 1 ? (int)(ar->bytes / bytes) : 1;
+    if (copies < 1) copies = 1;
     if (copies > 4096) copies = 4096;
-    uint8_t *data = malloc(bytes * (size_t)copies);
+    uint8_t *own = bytes > ar->bytes ? malloc(bytes) : NULL;
+    uint8_t *data = own ? own : ar->p;
     float *x = malloc(sizeof(float) * (size_t)(batch * o->cols));
     float *y = malloc(sizeof(float) * (size_t)(batch * o->rows));
     bp_weight **w = calloc((size_t)copies, sizeof *w);
     double *times = NULL;
     int rc = 1;
-    if (!data || !x || !y || !w) {
+    if ((bytes > ar->bytes && !own) || !x || !y || !w) {
         fprintf(stderr, "backplane bench: %s: out of memory\n", ki->name);
         goto out;
     }
@@ -228,7 +254,10 @@ static int bench_one(const opts *o, const bp_kind_info *ki, const char *backend,
     }
     int reps = o->reps;
     if (!reps) {
-        double budget = batch == 1 ? 0.5 : 0.0;
+        /* Batches get a budget too: with 3 calls, a small matrix's median was at the mercy of one
+         * worker preempted mid-chunk on a shared machine (640 x 1024 Q4_K at t = 4 read 10
+         * GFLOP/s instead of ~250); a 512-input prefill call is long enough that 3 suffice. */
+        double budget = batch == 1 ? 0.5 : 0.2;
         reps = t_one > 0 ? (int)(budget / t_one) : 1000;
         if (reps < (batch == 1 ? 20 : 3)) reps = batch == 1 ? 20 : 3;
         if (reps > 2000) reps = 2000;
@@ -264,7 +293,7 @@ out:
         for (int c = 0; c < copies; c++) bp_weight_free(w[c]);
     free(w);
     free(times);
-    free(data);
+    free(own);
     free(x);
     free(y);
     return rc;
@@ -311,19 +340,29 @@ static int bench_main(int argc, char **argv) {
     }
     if (o.threads && bp_cpu_set_threads(o.threads) != BP_OK) return bp_cli_error("--threads", BP_E_INVAL);
     size_t llc = llc_bytes();
-    size_t bw_bytes = cold_bytes(llc);
-    /* 8 MiB segments: the size of a 4096 x 4096 4-bit matrix, the decode figures' unit. */
-    double bw = bp_cpu_read_bandwidth_gbps(bw_bytes, (size_t)8 << 20, 3);
+    size_t bw_bytes = o.cold_mib ? (size_t)o.cold_mib << 20 : cold_bytes(llc);
+    arena ar;
+    if (!arena_init(&ar, bw_bytes)) {
+        fprintf(stderr, "backplane bench: no memory for the %zu MiB cold buffer (try --cold-mib)\n", bw_bytes >> 20);
+        return 1;
+    }
+    bw_bytes = ar.bytes;
+    /* 8 MiB segments: the size of a 4096 x 4096 4-bit matrix, the decode figures' unit. Two
+     * passes over the buffer (3 before): ~60 timed segments already make a stable median. */
+    double bw = bp_cpu_read_bandwidth_on(ar.p, ar.bytes, (size_t)8 << 20, 2);
     int nres = nk * o.nbackends * o.nbatches;
     result *res = calloc((size_t)nres, sizeof *res);
-    if (!res) return 1;
+    if (!res) {
+        free(ar.p);
+        return 1;
+    }
     int n = 0, failed = 0;
     for (int k = 0; k < nk; k++)
         for (int b = 0; b < o.nbackends; b++)
             for (int t = 0; t < o.nbatches; t++) {
                 int rc = 1;
                 for (int attempt = 0; attempt < 5; attempt++) {
-                    rc = bench_one(&o, kinds[k], o.backends[b], o.batches[t], llc, &res[n]);
+                    rc = bench_one(&o, kinds[k], o.backends[b], o.batches[t], &ar, &res[n]);
                     if (rc || res[n].cpu_share < 0 || 100 * res[n].cpu_share >= o.min_share) break;
                 }
                 if (rc) failed++;
@@ -333,7 +372,7 @@ static int bench_main(int argc, char **argv) {
     if (o.json) {
         /* %.6g, not %.3f: a slow backend's GB/s on a small shape is 0.0xx, and scripts
          * recompute figures from these. */
-        printf("{\"read_bandwidth_gbps\": %.6g, \"results\": [", bw);
+        printf("{\"read_bandwidth_gbps\": %.6g, \"cold_mib\": %zu, \"results\": [", bw, bw_bytes >> 20);
         for (int i = 0; i < n; i++)
             printf("%s\n  {\"kind\": \"%s\", \"backend\": \"%s\", \"batch\": %lld, \"rows\": %lld, \"cols\": %lld, "
                    "\"median_us\": %.6g, \"gbps\": %.6g, \"gflops\": %.6g}",
@@ -360,6 +399,7 @@ static int bench_main(int argc, char **argv) {
         }
     }
     free(res);
+    free(ar.p);
     return failed ? 1 : 0;
 }
 

@@ -1,0 +1,119 @@
+/* AVX-512 decode and small-batch kernels for the float kinds (F32, F16, BF16): a register tile
+ * of R = 8 rows by up to 3 inputs, or 4 x 4 for a batch of 4 (one pass over the weights: 2 + 2
+ * read them twice and ran F32 at 0.66x ggml). Wider input tiles (2 x 8) and column blocking
+ * both measured slower on the dev machine (short weight streams defeat the prefetcher). Per 16 columns: NJ activation loads, then per row one
+ * weight load (converted to f32: vcvtph2ps for F16, a 16-bit shift for BF16) and NJ FMAs, so an
+ * activation load serves 8 rows and a weight load NJ inputs (the AVX2 kernels loaded both per
+ * FMA, and ran once per input). The accumulators hide the FMA latency; the float kinds keep
+ * exact f32 products (no bf16/f16 dot instructions: the tests hold them to 1e-9 NMSE).
+ *
+ * Batch 1 runs the AVX2 row kernel (below, g_decode: faster cold). Each tile row is prefetched
+ * 1 KB ahead (eight weight streams at once outran the hardware prefetcher).
+ *
+ * Every (row, input) has one accumulator summed in column order, whatever tile it falls in,
+ * so results do not depend on the thread count (the row split) or the batch grouping. The
+ * column tail (cols % 16) is a masked load. */
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+enum { R = 8, MAX_NJ = 4 };
+
+static ALWAYS_INLINE __m512 ld_f32(const uint8_t *p, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, (const float *)(const void *)p);
+}
+static ALWAYS_INLINE __m512 ld_f16(const uint8_t *p, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC)                                                                    \
+    static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int NR, const int NJ,    \
+                                          int64_t j0) {                                                    \
+        const int64_t n = job->cols;                                                                       \
+        const float *x = job->x + j0 * n;                                                                  \
+        const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                           \
+        const size_t rb = job->row_bytes;                                                                 \
+        __m512 acc[24]; /* NR * NJ <= 24, flat: GCC keeps it in registers */                              \
+        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                                                       \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_setzero_ps();                                  \
+        int64_t c = 0;                                                                                     \
+        _Pragma("GCC unroll 2") for (; c + 16 <= n; c += 16) {                                             \
+            __m512 xv[MAX_NJ];                                                                             \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);                           \
+            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                                                 \
+                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + 1024), _MM_HINT_T0); \
+                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), 0xffff);                          \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);            \
+            }                                                                                              \
+        }                                                                                                  \
+        if (c < n) {                                                                                       \
+            const __mmask16 m = (__mmask16)((1u << (n - c)) - 1);                                          \
+            __m512 xv[MAX_NJ];                                                                             \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * n + c);                  \
+            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                                                 \
+                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), m);                               \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);            \
+            }                                                                                              \
+        }                                                                                                  \
+        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                                                       \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) job->y[(j0 + j) * job->rows + r + i] = _mm512_reduce_add_ps(acc[i * NJ + j]); \
+    }                                                                                                      \
+    /* Rows outer, inputs inner: a tile's rows (8 x 16 KB of F16 at 4096 columns) are re-read      \
+     * from L1/L2 for each group of inputs, and the weights stream from memory once per call. */   \
+    static ALWAYS_INLINE void NAME##_cols(const bp_cpu_job *job, int64_t r, const int NR) {                \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
+            const int64_t left = job->batch - j0;                                                          \
+            if (left == 4 && NR <= 4) NAME##_tile(job, r, NR, 4, j0), j0 += 4;                             \
+            else if (left >= 3 && left != 4) NAME##_tile(job, r, NR, 3, j0), j0 += 3;                      \
+            else if (left >= 2) NAME##_tile(job, r, NR, 2, j0), j0 += 2;                                   \
+            else NAME##_tile(job, r, NR, 1, j0), j0 += 1;                                                  \
+        }                                                                                                  \
+    }                                                                                                      \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+        if (job->batch == 1) {                                                                             \
+            g_decode[DEC](job, r0, r1);                                                                    \
+            return;                                                                                        \
+        }                                                                                                  \
+        int64_t r = r0;                                                                                    \
+        if (job->batch == 4)                                                                               \
+            for (; r + 4 <= r1; r += 4) NAME##_cols(job, r, 4);                                            \
+        else                                                                                               \
+            for (; r + R <= r1; r += R) NAME##_cols(job, r, R);                                            \
+        for (; r < r1; r++) NAME##_cols(job, r, 1);                                                        \
+    }
+
+/* Batch 1 runs the AVX2 row kernel this file's kernels replace (one weight stream, four
+ * accumulators): cold, it read 33-38 GB/s on one core of the dev machine where the 8-row tile
+ * (8 weight streams) read 24-32, though the tile was as fast hot. Set by the init. */
+static bp_cpu_vec_fn g_decode[3];
+
+FLOAT_KERNEL(vec_f32, ld_f32, 4, 0)
+FLOAT_KERNEL(vec_f16, ld_f16, 2, 1)
+FLOAT_KERNEL(vec_bf16, ld_bf16, 2, 2)
+
+bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
+/* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
+ * t = 32, these ~2x that (Zen 5, one core, hot). */
+    if (!ops->vec[BP_KIND_F32].fn || !ops->vec[BP_KIND_F16].fn || !ops->vec[BP_KIND_BF16].fn) return false;
+#define SET(K, I, FN, NAME)                                                                                            \
+    g_decode[I] = ops->vec[BP_KIND_##K].fn;                                                                           \
+    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_F32, "CPU avx512 " #K " (" NAME ": batches 8 rows x 3 inputs, decode one row, 4 accumulators)", 64, NULL, true}
+    SET(F32, 0, vec_f32, "f32 FMA");
+    SET(F16, 1, vec_f16, "F16C + f32 FMA");
+    SET(BF16, 2, vec_bf16, "f32 FMA");
+#undef SET
+    return true;
+}
+
+#else
+bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif

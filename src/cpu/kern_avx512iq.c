@@ -1,0 +1,455 @@
+/* AVX-512 (VL, BW, VNNI) decode and small-batch kernels for the compute-bound low-bit kinds:
+ * the grid kinds (IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S), IQ1_S, IQ1_M, TQ1_0, TQ2_0, NVFP4 (Q1_0
+ * runs the repacked kernels of kern_packed.inc).
+ *
+ * At 2 threads these kinds are limited by instructions per weight, not memory, so each kernel
+ * decodes a 32-weight group ONCE into unsigned bytes g, a 32-bit negate mask k and int16 group
+ * scales, pairs two groups in a zmm, and then serves every input of the pass (up to 8) with
+ * four instructions per 64 weights: load, masked negate of the activations where k is set (the
+ * weight's sign moved onto x), vpmaddubsw, vpdpwssd (scale and accumulate). The AVX2 kernels
+ * rebuilt the sign bytes from a 128-entry table per input, 32 weights at a time, and ran once
+ * per input.
+ *  - Sign masks come straight from the bits: IQ2_S / IQ3_S store them; the ksigns kinds store
+ *    7 bits per 8 weights, the 8th being their parity, computed here by a shift/xor cascade.
+ *  - IQ1_S / IQ1_M: w = 8 g + delta (g in -1..1, delta +-1), so w + 9 = 8 (g + 1) + (delta + 1)
+ *    is unsigned (0..18): a table of 8 (g + 1) per grid row, one byte add for delta, and the
+ *    -9 comes back once per block through the activations' 16-sums (no per-input sign work).
+ *  - TQ2_0: 64 weights per zmm as Q2_K (kern_avx512k.c), unscaled, one vpdpbusd per input.
+ * Results per (row, input) do not depend on the batch grouping or the thread count. */
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "cpu/avx2_util.h"
+#include "kinds/iq_tables.h"
+
+enum { MAX_NJ = 8 };
+
+#define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
+
+/* Per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per block (b, i). Up to
+ * MAXNJ inputs per pass: 8 where decoding a group costs more than serving an input (the grid
+ * and 1-bit kinds: +10-25% at t = 8-16 over 4 on the dev machine, 1000 x 4096), 4 for TQ2_0. */
+#define ROW_KERNEL(NAME, BYTES, ELEMS, MAXNJ, ...)                                                        \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
+        const int64_t nb = job->cols / (ELEMS);                                                           \
+        const size_t xs = job->xq_stride;                                                                 \
+        const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                   \
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                           \
+        __m512 acc[MAX_NJ];                                                                               \
+        float offs[MAX_NJ];                                                                               \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps(), offs[jj] = 0; \
+        for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                         \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] =       \
+            _mm512_reduce_add_ps(acc[jj]) + offs[jj];                                                     \
+    }                                                                                                     \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
+            const int64_t left = job->batch - j0;                                                         \
+            const int nj = left >= 8 && (MAXNJ) >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;             \
+            for (int64_t r = r0; r < r1; r++) {                                                           \
+                if (nj == 8) NAME##_row(job, r, 8, j0);                                                   \
+                else if (nj == 4) NAME##_row(job, r, 4, j0);                                              \
+                else if (nj == 2) NAME##_row(job, r, 2, j0);                                              \
+                else NAME##_row(job, r, 1, j0);                                                           \
+            }                                                                                             \
+            j0 += nj;                                                                                     \
+        }                                                                                                 \
+    }
+
+static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+static ALWAYS_INLINE uint64_t bp_load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* Integer accumulators per input: with 4 or more inputs their chains are independent enough;
+ * with 1-2, alternate group pairs go to two of them (one chain of vpdpwssd, ~5 cycles each,
+ * left a single input's decode latency-bound). */
+#define SI(jj, IB) si[NJ >= 4 ? 0 : ((IB) >> 1) & 1][jj]
+#define BLOCK_START                                                                                       \
+    __m512i si[2][MAX_NJ];                                                                                \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = si[1][jj] = _mm512_setzero_si512();
+#define BLOCK_END(D)                                                                                      \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_fmadd_ps(                    \
+        _mm512_set1_ps((D) * XQ(jj, i)->d),                                                               \
+        _mm512_cvtepi32_ps(NJ >= 4 ? si[0][jj] : _mm512_add_epi32(si[0][jj], si[1][jj])), acc[jj]);
+/* IQ1: si += coef16 . bsums for every input (the -9 shift), then the block's float scale. */
+#define BLOCK_END_SHIFT(COEF, D)                                                                          \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = _mm512_add_epi32(                 \
+        si[0][jj], zext(_mm256_madd_epi16((COEF), _mm256_loadu_si256((const __m256i *)XQ(jj, i)->bsums)))); \
+    BLOCK_END(D)
+
+/* The 8 groups of a block two at a time, a pair filling one zmm: GRPG(ib, g) sets group ib's
+ * unsigned weights (ymm); KP(p) and SCP(p) give pair p's 64-bit negate mask and zmm of int16
+ * scales, prepared for the whole block in vector code (scalar bit work per group cost ~20
+ * instructions per 32 weights). Per input and 64 weights: a load, a masked negate where the
+ * weight is negative (the sign moved onto x), vpmaddubsw, vpdpwssd. */
+#define GROUP_PAIRS_V(GRPG, KP, SCP)                                                                      \
+    _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
+        __m256i g0, g1;                                                                                   \
+        GRPG(ib, g0)                                                                                      \
+        GRPG(ib + 1, g1)                                                                                  \
+        const __m512i g = pair(g0, g1), sc = SCP(ib / 2);                                                 \
+        const __mmask64 k = KP(ib / 2);                                                                   \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                         \
+            __m512i xv = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib));                      \
+            if (!__builtin_constant_p(k) || k) xv = _mm512_mask_sub_epi8(xv, k, _mm512_setzero_si512(), xv); \
+            SI(jj, ib) = _mm512_dpwssd_epi32(SI(jj, ib), _mm512_maddubs_epi16(g, xv), sc);                \
+        }                                                                                                 \
+    }
+
+/* Unsigned weights plus a per-pair byte vector ADDP(p) (IQ1_M's delta). */
+#define GROUP_PAIRS_V2(GRPG, ADDP, SCP)                                                                   \
+    _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
+        __m256i g0, g1;                                                                                   \
+        GRPG(ib, g0)                                                                                      \
+        GRPG(ib + 1, g1)                                                                                  \
+        const __m512i g = _mm512_add_epi8(pair(g0, g1), ADDP(ib / 2)), sc = SCP(ib / 2);                  \
+        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) SI(jj, ib) = _mm512_dpwssd_epi32(         \
+            SI(jj, ib), _mm512_maddubs_epi16(g, _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib))), sc); \
+    }
+
+/* vpermw indices: lanes 0-15 take word a, 16-31 word b (a pair's two 32-weight scales)... */
+static ALWAYS_INLINE __m512i idx2(int a, int b) { return pair(_mm256_set1_epi16((short)a), _mm256_set1_epi16((short)b)); }
+/* ...or lanes 8k..8k+7 take word a + k (four 16-weight scales). */
+static ALWAYS_INLINE __m512i idx4(int a) {
+    return pair(_mm256_setr_epi16((short)a, (short)a, (short)a, (short)a, (short)a, (short)a, (short)a, (short)a,
+                                  (short)(a + 1), (short)(a + 1), (short)(a + 1), (short)(a + 1), (short)(a + 1),
+                                  (short)(a + 1), (short)(a + 1), (short)(a + 1)),
+                _mm256_setr_epi16((short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 2),
+                                  (short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 3), (short)(a + 3),
+                                  (short)(a + 3), (short)(a + 3), (short)(a + 3), (short)(a + 3), (short)(a + 3),
+                                  (short)(a + 3)));
+}
+
+/* Eight groups' sign bytes at once: each dword holds a group's four 7-bit sign fields in its
+ * bytes; bit 7 of each byte becomes the parity of its 7 bits (the ksigns rule). Stored as the
+ * four pairs' 64-bit masks. */
+static ALWAYS_INLINE void parity_signs8(__m256i s, uint64_t out[4]) {
+    __m256i p = _mm256_xor_si256(s, _mm256_srli_epi32(s, 4));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+    p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+    s = _mm256_or_si256(s, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(0x01010101)), 7));
+    _mm256_storeu_si256((__m256i *)(void *)out, s);
+}
+/* Eight dwords of four 7-bit fields at bits 0, 7, 14, 21 -> one field per byte. */
+static ALWAYS_INLINE __m256i fields7(__m256i a) {
+    const __m256i m = _mm256_set1_epi32(0x7f);
+    return _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(a, m), _mm256_and_si256(_mm256_slli_epi32(a, 1), _mm256_slli_epi32(m, 8))),
+                           _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(a, 2), _mm256_slli_epi32(m, 16)),
+                                           _mm256_and_si256(_mm256_slli_epi32(a, 3), _mm256_slli_epi32(m, 24))));
+}
+/* (aux >> 28) * 2 + 1 of eight dwords, as eight words in a zmm for vpermw. */
+static ALWAYS_INLINE __m512i top4_scales(__m256i aux) {
+    __m256i s = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1));
+    return _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(s));
+}
+
+static ALWAYS_INLINE __m256i grid64x4(const uint64_t *t, unsigned a, unsigned b, unsigned c, unsigned d) {
+    return _mm256_set_epi64x((long long)t[d], (long long)t[c], (long long)t[b], (long long)t[a]);
+}
+static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsigned hi) {
+    return _mm256_set_epi32((int)t[q[7] | ((hi << 1) & 0x100u)], (int)t[q[6] | ((hi << 2) & 0x100u)],
+                            (int)t[q[5] | ((hi << 3) & 0x100u)], (int)t[q[4] | ((hi << 4) & 0x100u)],
+                            (int)t[q[3] | ((hi << 5) & 0x100u)], (int)t[q[2] | ((hi << 6) & 0x100u)],
+                            (int)t[q[1] | ((hi << 7) & 0x100u)], (int)t[q[0] | ((hi << 8) & 0x100u)]);
+}
+
+/* ---- grid kinds (layouts: kern_avx2iq.c and src/kinds/ref_iquants.c) ---------------------- */
+#define G_IQ2_XXS(IB, G)                                                                                  \
+    {                                                                                                     \
+        const uint8_t *q = b + 2 + 8 * (IB);                                                              \
+        G = grid64x4(bp_iq2xxs_grid, q[0], q[1], q[2], q[3]);                                             \
+    }
+#define KP_MEM(P) ((__mmask64)smask[P])
+#define KP_NONE(P) ((__mmask64)0)
+#define SCP_2(P) _mm512_permutexvar_epi16(idx2(2 * (P), 2 * (P) + 1), scw)
+ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_BLOCK_ELEMS_IQ2_XXS, 8, {
+    BLOCK_START
+    /* the 8 aux words are the high dwords of the block's 8 qwords at 2 */
+    const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512((const void *)(b + 2)), 32));
+    uint64_t smask[4];
+    parity_signs8(fields7(aux), smask);
+    const __m512i scw = top4_scales(aux);
+    GROUP_PAIRS_V(G_IQ2_XXS, KP_MEM, SCP_2)
+    BLOCK_END(f16(b) * 0.125f)
+})
+
+#define G_IQ2_XS(IB, G)                                                                                   \
+    {                                                                                                     \
+        const uint64_t q_ = bp_load_u64(b + 2 + 8 * (IB));                                                \
+        G = grid64x4(bp_iq2xs_grid, (unsigned)q_ & 511, (unsigned)(q_ >> 16) & 511, (unsigned)(q_ >> 32) & 511, \
+                     (unsigned)(q_ >> 48) & 511);                                                         \
+    }
+/* Scales of 16 weights: words [lo0, hi0, lo1, hi1, ...] (2 s + 1) from the 8 scale bytes. */
+static ALWAYS_INLINE __m512i nibble_scales(const uint8_t *p) {
+    __m128i v = _mm_loadl_epi64((const __m128i *)p);
+    __m128i lh = _mm_unpacklo_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)));
+    __m256i w = _mm256_cvtepu8_epi16(lh);
+    return zext(_mm256_or_si256(_mm256_slli_epi16(w, 1), _mm256_set1_epi16(1)));
+}
+#define SCP_4(P) _mm512_permutexvar_epi16(idx4(4 * (P)), scw)
+ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, 8, {
+    BLOCK_START
+    /* 32 u16: 9-bit grid index, 7-bit sign field */
+    const __m512i v = _mm512_loadu_si512((const void *)(b + 2));
+    uint64_t smask[4];
+    parity_signs8(_mm512_cvtepi16_epi8(_mm512_srli_epi16(v, 9)), smask);
+    const __m512i scw = nibble_scales(b + 66);
+    GROUP_PAIRS_V(G_IQ2_XS, KP_MEM, SCP_4)
+    BLOCK_END(f16(b) * 0.125f)
+})
+
+#define G_IQ2_S(IB, G)                                                                                    \
+    {                                                                                                     \
+        const uint8_t *qs = b + 2 + 4 * (IB);                                                             \
+        const unsigned qh = b[66 + (IB)];                                                                 \
+        G = grid64x4(bp_iq2s_grid, qs[0] | ((qh << 8) & 0x300u), qs[1] | ((qh << 6) & 0x300u),           \
+                     qs[2] | ((qh << 4) & 0x300u), qs[3] | ((qh << 2) & 0x300u));                         \
+    }
+#define KP_IQ2_S(P) ((__mmask64)bp_load_u64(b + 34 + 8 * (P)))
+ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_BLOCK_ELEMS_IQ2_S, 8, {
+    BLOCK_START
+    const __m512i scw = nibble_scales(b + 74);
+    GROUP_PAIRS_V(G_IQ2_S, KP_IQ2_S, SCP_4)
+    BLOCK_END(f16(b) * 0.125f)
+})
+
+#define G_IQ3_XXS(IB, G) G = grid32x8(bp_iq3xxs_grid, b + 2 + 8 * (IB), 0);
+ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, 8, {
+    BLOCK_START
+    const __m256i aux = load32(b + 66);
+    uint64_t smask[4];
+    parity_signs8(fields7(aux), smask);
+    const __m512i scw = top4_scales(aux);
+    GROUP_PAIRS_V(G_IQ3_XXS, KP_MEM, SCP_2)
+    BLOCK_END(f16(b) * 0.25f)
+})
+
+#define G_IQ3_S(IB, G)                                                                                    \
+    {                                                                                                     \
+        const uint16_t *ix = idx + 8 * (IB);                                                              \
+        G = _mm256_set_epi32((int)bp_iq3s_grid[ix[7]], (int)bp_iq3s_grid[ix[6]], (int)bp_iq3s_grid[ix[5]],  \
+                             (int)bp_iq3s_grid[ix[4]], (int)bp_iq3s_grid[ix[3]], (int)bp_iq3s_grid[ix[2]],  \
+                             (int)bp_iq3s_grid[ix[1]], (int)bp_iq3s_grid[ix[0]]);                           \
+    }
+#define KP_IQ3_S(P) ((__mmask64)bp_load_u64(b + 74 + 8 * (P)))
+ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_BLOCK_ELEMS_IQ3_S, 8, {
+    BLOCK_START
+    /* 64 9-bit grid indices: the low bytes at 2, the 9th bits in order in the 8 bytes at 66 */
+    const uint64_t hi = bp_load_u64(b + 66);
+    uint16_t idx[64];
+    for (int h = 0; h < 2; h++) {
+        const __m512i lo = _mm512_cvtepu8_epi16(load32(b + 2 + 32 * h));
+        _mm512_storeu_si512((void *)(idx + 32 * h),
+                            _mm512_mask_add_epi16(lo, (__mmask32)(hi >> (32 * h)), lo, _mm512_set1_epi16(256)));
+    }
+    /* 4 bits per group (low nibble first) at 106 -> 2 s + 1 */
+    const __m128i v = _mm_cvtsi32_si128((int)bp_load_u32(b + 106));
+    const __m128i lh = _mm_unpacklo_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)));
+    const __m512i scw = _mm512_zextsi128_si512(_mm_or_si128(_mm_slli_epi16(_mm_cvtepu8_epi16(lh), 1), _mm_set1_epi16(1)));
+    GROUP_PAIRS_V(G_IQ3_S, KP_IQ3_S, SCP_2)
+    BLOCK_END(f16(b))
+})
+
+/* ---- IQ1_S / IQ1_M: w + 9 = 8 (g + 1) + (delta + 1), unsigned; -9 * scale * sum(x) per 16 -- */
+static uint64_t g_iq1_g8[2048]; /* per grid row: bytes 8 (g + 1) */
+
+static void init_iq1(void) {
+    for (int i = 0; i < 2048; i++) {
+        uint64_t row = bp_iq1s_grid[i], out = 0;
+        for (int j = 0; j < 8; j++) {
+            int g = (int8_t)(uint8_t)(row >> (8 * j));
+            out |= (uint64_t)(uint8_t)(8 * (g + 1)) << (8 * j);
+        }
+        g_iq1_g8[i] = out;
+    }
+}
+
+/* IQ1_S keeps delta (one per group) out of the weights: w = 8 (g + 1) + (delta - 8), and the
+ * group constant (delta - 8) * scale multiplies the group's activation sum, so the weights are
+ * the table bytes alone. */
+#define G_IQ1_S(IB, G)                                                                                    \
+    {                                                                                                     \
+        const unsigned qh = bp_load_u16(b + 34 + 2 * (IB));                                               \
+        const uint8_t *q = b + 2 + 4 * (IB);                                                              \
+        G = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),                   \
+                     q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));                     \
+    }
+ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 8, {
+    BLOCK_START
+    /* u16 ib at 34: four 3-bit high index parts, 3-bit scale at 12, delta sign at 15 */
+    const __m128i qh8 = _mm_loadu_si128((const __m128i *)(b + 34));
+    const __m128i s8 = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1),
+                                    _mm_set1_epi16(1));
+    const __m512i scw = _mm512_zextsi128_si512(s8);
+    /* (delta - 8): -9 where bit 15 is set, -7 where not */
+    const __m128i dm8 = _mm_sub_epi16(_mm_set1_epi16(-7), _mm_slli_epi16(_mm_srli_epi16(qh8, 15), 1));
+    const __m128i c8 = _mm_mullo_epi16(s8, dm8);
+    const __m256i coef = _mm256_set_m128i(_mm_unpackhi_epi16(c8, c8), _mm_unpacklo_epi16(c8, c8));
+    GROUP_PAIRS_V(G_IQ1_S, KP_NONE, SCP_2)
+    BLOCK_END_SHIFT(coef, f16(b) * 0.125f)
+})
+
+#define G_IQ1_M(IB, G)                                                                                    \
+    {                                                                                                     \
+        const uint32_t qw = bp_load_u32(b + 4 * (IB)), hh = bp_load_u16(b + 32 + 2 * (IB));               \
+        G = grid64x4(g_iq1_g8, (qw & 0xffu) | ((hh << 8) & 0x700u), ((qw >> 8) & 0xffu) | ((hh << 4) & 0x700u), \
+                     ((qw >> 16) & 0xffu) | (hh & 0x700u), (qw >> 24) | ((hh >> 4) & 0x700u));            \
+    }
+/* Pair P's delta bytes: 2 for each 8-weight segment whose delta is +1 (bit clear), else 0. */
+#define GP_IQ1_M(P) _mm512_maskz_mov_epi64((__mmask8)(dplus >> (8 * (P))), _mm512_set1_epi8(2))
+ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, 8, {
+    BLOCK_START
+    /* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them */
+    const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
+                                         7, 6, 7, 6, 7);
+    const __m256i mul = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
+    uint16_t sc4[4];
+    for (int k = 0; k < 4; k++) sc4[k] = bp_load_u16(b + 48 + 2 * k);
+    const uint16_t dbits =
+        (uint16_t)((sc4[0] >> 12) | ((sc4[1] >> 8) & 0x00f0u) | ((sc4[2] >> 4) & 0x0f00u) | (sc4[3] & 0xf000u));
+    __m256i s16 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), rep);
+    s16 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(s16, mul), 9), _mm256_set1_epi16(7));
+    const __m256i sc16 = _mm256_add_epi16(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
+    /* 16 qh bytes at 32: a nibble per 8 weights (3 high index bits, then the delta sign), low
+     * nibble first; as 32 bytes in segment order */
+    const __m128i qh = _mm_loadu_si128((const __m128i *)(b + 32));
+    const __m128i nl = _mm_and_si128(qh, _mm_set1_epi8(15)), nh = _mm_and_si128(_mm_srli_epi16(qh, 4), _mm_set1_epi8(15));
+    const __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(nl, nh), _mm_unpacklo_epi8(nl, nh));
+    const uint32_t dplus = ~(uint32_t)_mm256_test_epi8_mask(nib, _mm256_set1_epi8(8));
+    const __m512i scw = zext(sc16);
+    GROUP_PAIRS_V2(G_IQ1_M, GP_IQ1_M, SCP_4)
+    BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), _cvtsh_ss(dbits) * 0.125f)
+})
+
+/* ---- TQ2_0: qs[64] | d, element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 ------------- */
+static ALWAYS_INLINE __m512i cnt2(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
+}
+
+ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, 4, {
+    __m512i w[4];
+    for (int k = 0; k < 4; k++)
+        w[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(b + 32 * (k / 2))),
+                                                  cnt2(4 * (k % 2), 4 * (k % 2) + 2)),
+                                _mm512_set1_epi8(3));
+    const float d = f16(b + 64);
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) s = _mm512_dpbusd_epi32(s, w[k], _mm512_loadu_si512((const void *)(x->q + 64 * k)));
+        /* stored 0..2 for -1..1: minus the activation sum */
+        s = _mm512_sub_epi32(s, zext(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1))));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+    }
+})
+
+/* ---- TQ1_0: base-3 trits (kern_avx2iq.c has the layout). Trit k of byte q is [3^k q mod 256
+ * >= 86] + [... >= 171] (unsigned byte compares into masks); the byte multiples by 3 wrap by
+ * themselves. Two 32-trit groups per zmm, whose elements are 64 consecutive activations:
+ * (q, 3q) -> 0..63, (9q, 27q) -> 64..127, (81q, [q1, 3q1]) -> 128..191 and ([9q1, 27q1],
+ * [81q1, qh tail]) -> 192..255, q the 32 bytes at 0, q1 the 16 at 32. Then vpdpbusd per input. */
+static ALWAYS_INLINE __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
+static ALWAYS_INLINE __m128i times3x(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
+static ALWAYS_INLINE __m512i trits(__m512i q) {
+    const __m512i one = _mm512_set1_epi8(1);
+    const __m512i t = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(q, _mm512_set1_epi8((char)86)), one);
+    return _mm512_mask_add_epi8(t, _mm512_cmpge_epu8_mask(q, _mm512_set1_epi8((char)171)), t, one);
+}
+
+ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, 8, {
+    const __m256i q = load32(b), q3 = times3(q), q9 = times3(q3), q27 = times3(q9), q81 = times3(q27);
+    const __m128i q1 = _mm_loadu_si128((const __m128i *)(b + 32));
+    const __m256i v = _mm256_set_m128i(times3x(q1), q1), v9 = times3(times3(v));
+    const __m128i q1_81 = times3x(_mm256_extracti128_si256(v9, 1));
+    const __m128i h0 = _mm_set1_epi32((int)bp_load_u32(b + 48));
+    const __m128i h1 = times3x(h0), h2 = times3x(h1), h3 = times3x(h2);
+    const __m128i tail = _mm_blend_epi32(_mm_blend_epi32(h0, h1, 2), _mm_blend_epi32(h2, h3, 8), 12);
+    const __m512i t[4] = {trits(pair(q, q3)), trits(pair(q9, q27)), trits(pair(q81, v)),
+                          trits(pair(v9, _mm256_set_m128i(tail, q1_81)))};
+    const float d = f16(b + 52);
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        /* stored 0, 1, 2 for -1, 0, 1: minus the activation sum */
+        __m512i s = zext(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                          _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1))));
+        for (int k = 0; k < 4; k++) s = _mm512_dpbusd_epi32(s, t[k], _mm512_loadu_si512((const void *)(x->q + 64 * k)));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+    }
+})
+
+/* ---- NVFP4: 36 bytes, four UE4M3 scales (one per 16) | qs[32]; sub-block s: element j < 8 is
+ * the low nibble of qs[8s + j], j >= 8 the high one. The 64 weights unpack into one zmm in
+ * element order; |value| from a table, the sign (nibble >= 8) moved onto the activations. ---- */
+static float g_ue4m3_half[256];
+
+static void init_ue4m3(void) {
+    for (int v = 0; v < 256; v++) {
+        const int ex = (v >> 3) & 15, man = v & 7;
+        /* as the reference: 0x00 and 0x7F read 0, the top bit is ignored otherwise */
+        float f = 0;
+        if (v != 0 && v != 0x7f) f = ex == 0 ? (float)man / 512.0f : (1.0f + (float)man / 8.0f) * (float)(1 << ex) / 128.0f;
+        g_ue4m3_half[v] = f * 0.5f;
+    }
+}
+
+static const int8_t fp4_doubled_abs[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
+
+ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
+    const __m256i q = load32(b + 4), m4 = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    /* [sub 0 | sub 2] and [sub 1 | sub 3] per 128-bit lane, then lanes in order 0 1 2 3 */
+    const __m512i n = _mm512_shuffle_i64x2(pair(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)),
+                                           pair(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi)),
+                                           _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512i w = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)fp4_doubled_abs)), n);
+    const __mmask64 neg = _mm512_cmpge_epu8_mask(n, _mm512_set1_epi8(8));
+    const __m128 s4 = _mm_setr_ps(g_ue4m3_half[b[0]], g_ue4m3_half[b[1]], g_ue4m3_half[b[2]], g_ue4m3_half[b[3]]);
+    const __m512 wsc = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                             _mm512_castps128_ps512(s4));
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x32 *x = (const bp_q8x32 *)(const void *)(xq + (size_t)jj * xs) + 2 * i;
+        __m512i xv = pair(load32(x[0].q), load32(x[1].q));
+        xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+        const __m512 p = _mm512_mul_ps(wsc, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv)));
+        const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(x[0].d), _mm256_set1_ps(x[1].d), 1);
+        acc[jj] = _mm512_fmadd_ps(dx, p, acc[jj]);
+    }
+})
+
+bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
+    init_iq1();
+    init_ue4m3();
+/* max_batch: these decode each group once per 8 inputs, the panel GEMM dequantizes and
+ * requantizes each panel once per call. GFLOP/s these / the GEMM at t = 32 on the dev machine
+ * (Zen 5, 256 x 4096, one core, hot): IQ1_S 178/116, IQ1_M 153/69, TQ1_0 199/59, TQ2_0
+ * 263/225, IQ2_XS ties; the GEMM wins at 32 for IQ2_XXS 170/197, IQ3_S 133/179 (IQ2_S, IQ3_XXS
+ * alike) but ran 104-125 at t = 17 against these kernels' 124-165 at 16: their limit is 24,
+ * the others' 32, so GFLOP/s does not dip right after the limit. */
+#define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass)", MAXB, NULL, true}
+    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 24);
+    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 24);
+    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 24);
+    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 24);
+    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 32);
+    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
+    ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 4 inputs per pass)"; /* MAXNJ 4, above */
+    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 32);
+    SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0", 32);
+#undef SET
+    return true;
+}
+
+#else
+bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif

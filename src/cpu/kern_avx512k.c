@@ -1,0 +1,265 @@
+/* AVX-512 decode and small-batch kernels for the k-quants (Q2_K Q3_K Q4_K Q5_K Q6_K) and IQ4_XS
+ * against bp_q8x256 activations. One zmm holds 64 weights, the two 32-weight groups (or four 16-weight
+ * groups) whose activations are 64 consecutive bytes of the plain q8x256 layout, so nothing is
+ * re-ordered. Per 64 weights: unpack (a variable shift per 256-bit half picks the low or high
+ * nibble / bit pair; vptestmb + masked add supply Q5_K's and Q3_K's extra bit), one vpmaddubsw
+ * (u8 x s8 pairs) and one vpdpwssd that multiplies the pairs by their group scales (vpermw puts
+ * each group's scale under its lanes) and accumulates. The AVX2 kernels did the same per 32
+ * weights with a scalar scale broadcast per group; on the dev machine (Zen 5) these read
+ * ~2x the bytes per cycle hot.
+ *
+ * Small batches: each kernel computes up to 4 inputs per pass over a row (multi = true), so the
+ * weights are read from memory once per call and unpacked once per 4 inputs. 8 per pass fit the
+ * registers too, but ran Q4_K / Q6_K at t = 8 at 0.4-0.6x the speed of two passes of 4 once the
+ * rows no longer fit L2 (1000 x 4096 on the dev machine). */
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "cpu/avx2_util.h"
+
+enum { MAX_NJ = 4 };
+
+/* vpermw indices: lanes 0-15 take word a, 16-31 word b (two 32-weight groups per zmm)... */
+static ALWAYS_INLINE __m512i idx2(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
+}
+/* ...or lanes 8k..8k+7 take word a + k (four 16-weight groups per zmm). */
+static ALWAYS_INLINE __m512i idx4(int a) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_epi16(
+                                  (short)a, (short)a, (short)a, (short)a, (short)a, (short)a, (short)a, (short)a,
+                                  (short)(a + 1), (short)(a + 1), (short)(a + 1), (short)(a + 1), (short)(a + 1),
+                                  (short)(a + 1), (short)(a + 1), (short)(a + 1))),
+                              _mm256_setr_epi16((short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 2),
+                                                (short)(a + 2), (short)(a + 2), (short)(a + 2), (short)(a + 2),
+                                                (short)(a + 3), (short)(a + 3), (short)(a + 3), (short)(a + 3),
+                                                (short)(a + 3), (short)(a + 3), (short)(a + 3), (short)(a + 3)),
+                              1);
+}
+/* 16-bit shift counts: a in the low 256-bit half, b in the high one. */
+static ALWAYS_INLINE __m512i cnt2(int a, int b) { return idx2(a, b); }
+/* Byte masks for vptestmb: bit a in the low half, bit b in the high one. */
+static ALWAYS_INLINE __m512i bit2(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8((char)(1 << a))), _mm256_set1_epi8((char)(1 << b)), 1);
+}
+static ALWAYS_INLINE __m512i bcast32(const uint8_t *p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+}
+static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+
+/* The activations of input jj of the job, block i. */
+#define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
+
+/* Shared frame: per row, for NJ inputs starting at j0, a float accumulator per input; BODY
+ * runs per block with b (the block's bytes) and i (its index), and must add into acc[jj]. */
+#define K_KERNEL(NAME, BYTES, ...)                                                                           \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {       \
+        const int64_t nb = job->cols / 256;                                                                  \
+        const size_t xs = job->xq_stride;                                                                    \
+        const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                      \
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                              \
+        __m512 acc[MAX_NJ];                                                                                  \
+        for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps();                                       \
+        for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                               \
+        for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = _mm512_reduce_add_ps(acc[jj]);   \
+    }                                                                                                        \
+    /* Inputs outer, rows inner (as kern_packed.inc, which says why). */                                     \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                             \
+            const int64_t left = job->batch - j0;                                                            \
+            const int nj = left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
+            for (int64_t r = r0; r < r1; r++) {                                                              \
+                if (nj == 4) NAME##_row(job, r, 4, j0);                                                      \
+                else if (nj == 2) NAME##_row(job, r, 2, j0);                                                 \
+                else NAME##_row(job, r, 1, j0);                                                              \
+            }                                                                                                \
+            j0 += nj;                                                                                        \
+        }                                                                                                    \
+    }
+
+/* u8 weights (64) times the input's 64 activations at off, pairs scaled by sc and summed. */
+static ALWAYS_INLINE __m512i dotsc(__m512i acc, __m512i w, const int8_t *x, __m512i sc) {
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(w, _mm512_loadu_si512((const void *)x)), sc);
+}
+
+/* The 256 weights of a block (4 zmm) against one input's activations, pairs scaled per group;
+ * two accumulator chains (one chain of 4 vpdpwssd left a single input latency-bound). */
+static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const int8_t *x) {
+    __m512i s = dotsc(_mm512_setzero_si512(), w[0], x, sc[0]), s2 = dotsc(_mm512_setzero_si512(), w[1], x + 64, sc[1]);
+    return _mm512_add_epi32(dotsc(s, w[2], x + 128, sc[2]), dotsc(s2, w[3], x + 192, sc[3]));
+}
+
+/* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins (scale_min_k4v), 128 bytes of nibbles --- */
+#define Q45K_BODY(QS, EXTRA_BIT)                                                                            \
+    {                                                                                                       \
+        const __m512i m4 = _mm512_set1_epi8(0x0f);                                                          \
+        const __m128i scm = scale_min_k4v(b + 4);                                                            \
+        const __m512i sc16 = zext(_mm256_cvtepu8_epi16(scm));                                               \
+        /* d and -dmin as vectors once per block; per input only its activation scale */                  \
+        const __m512 dv = _mm512_set1_ps(f16(b)), ndminv = _mm512_set1_ps(-f16(b + 2));                   \
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));                            \
+        __m512i w[4], sc[4];                                                                                \
+        for (int p = 0; p < 4; p++) {                                                                       \
+            w[p] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(QS + 32 * p), cnt2(0, 4)), m4);               \
+            EXTRA_BIT;                                                                                      \
+            sc[p] = _mm512_permutexvar_epi16(idx2(2 * p, 2 * p + 1), sc16);                                 \
+        }                                                                                                   \
+        for (int jj = 0; jj < NJ; jj++) {                                                                   \
+            const bp_q8x256 *x = XQ(jj, i);                                                                 \
+            const __m512i s = dot4(w, sc, x->q);                                                            \
+            /* the mins term: min j pairs with the activation sums of groups 2j, 2j+1 */                  \
+            const __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums))); \
+            const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dv, _mm512_mul_ps(_mm512_cvtepi32_ps(m), ndminv)); \
+            acc[jj] = _mm512_fmadd_ps(t, _mm512_set1_ps(x->d), acc[jj]);                                   \
+        }                                                                                                   \
+    }
+
+K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, Q45K_BODY(b + 16, (void)0))
+/* Q5_K: qh[32] at 16, bit j of qh[l] is the fifth bit of group j's element l; quants at 48. */
+K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, {
+    const __m512i qh = bcast32(b + 16);
+    Q45K_BODY(b + 48, w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit2(2 * p, 2 * p + 1)), w[p],
+                                                  _mm512_set1_epi8(16)))
+})
+
+/* ---- Q6_K: ql[128], qh[64], 16 int8 scales, d. Half h, zmm k (elements 128h + 64k ..):
+ * k = 0: low nibbles of ql[64h .. 64h + 63] | qh bits 0-1 (first 32) and 2-3 (next 32);
+ * k = 1: high nibbles | qh bits 4-5 and 6-7. Quants stored +32. */
+K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+    const __m512i sc16 = zext(sc16y);
+    const float d = f16(b + 208);
+    __m512i w[4], sc[4];
+    for (int h = 0; h < 2; h++) {
+        const __m512i ql = _mm512_loadu_si512((const void *)(b + 64 * h));
+        const __m512i qh = bcast32(b + 128 + 32 * h);
+        w[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, cnt2(4, 2)), m30));
+        w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                       _mm512_and_si512(_mm512_srlv_epi16(qh, cnt2(0, 2)), m30));
+        sc[2 * h] = _mm512_permutexvar_epi16(idx4(8 * h), sc16);
+        sc[2 * h + 1] = _mm512_permutexvar_epi16(idx4(8 * h + 4), sc16);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = dot4(w, sc, x->q);
+        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 5);
+        s = _mm512_sub_epi32(s, zext(off));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+    }
+})
+
+/* ---- Q2_K: 16 scale bytes (low nibble scale, high nibble min), qs[64], d, dmin. zmm k (of 4)
+ * is elements 64k..64k+63: bit pairs 2(2k%4) and 2(2k%4)+2 of qs[32(k/2) ..]. ----------------- */
+K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
+    const __m256i mn16 = _mm256_srli_epi16(raw, 4);
+    const __m512i sc16 = zext(_mm256_and_si256(raw, _mm256_set1_epi16(15)));
+    const float d = f16(b + 80), dmin = f16(b + 82);
+    __m512i w[4], sc[4];
+    for (int k = 0; k < 4; k++) {
+        const int sh = 4 * (k % 2);
+        w[k] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 16 + 32 * (k / 2)), cnt2(sh, sh + 2)), m3);
+        sc[k] = _mm512_permutexvar_epi16(idx4(4 * k), sc16);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        const __m512i s = dot4(w, sc, x->q);
+        __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));
+        acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s),
+                                                         _mm512_mul_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m))));
+    }
+})
+
+/* ---- Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales (+32), d. Like Q2_K plus the high bit
+ * (bit 2k and 2k+1 of hmask for zmm k's halves) as +4; the stored -4 comes back through the
+ * activation sums. */
+K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
+    const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    const __m256i sc16y = scales_q3_k(b + 96);
+    const __m512i sc16 = zext(sc16y);
+    const __m512i hm = bcast32(b);
+    const float d = f16(b + 108);
+    __m512i w[4], sc[4];
+    for (int k = 0; k < 4; k++) {
+        const int sh = 4 * (k % 2);
+        w[k] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 32 + 32 * (k / 2)), cnt2(sh, sh + 2)), m3);
+        w[k] = _mm512_mask_add_epi8(w[k], _mm512_test_epi8_mask(hm, bit2(2 * k, 2 * k + 1)), w[k], four);
+        sc[k] = _mm512_permutexvar_epi16(idx4(4 * k), sc16);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = dot4(w, sc, x->q);
+        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
+        s = _mm512_sub_epi32(s, zext(off));
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+    }
+})
+
+/* ---- IQ4_XS, against q8x256 with each pair of groups' halves interleaved (BP_ACT_Q8X256P):
+ * d, scales_h u16, scales_l[4], qs[128]. 32 bytes of two groups' nibbles, low nibbles in the
+ * low half and high in the high one, match the activations' 64 bytes. The signed table value
+ * v = kvalues[n] enters as |v| (a second table) with the activation negated where n < 8 (the
+ * table's negative half), so vpmaddubsw cannot saturate (2 * 127 * 127 < 32768). */
+static const int8_t iq4nl_abs[16] = {127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* vpermw indices for a pair's scales: lanes 0-7 and 16-23 word a, 8-15 and 24-31 word a + 1. */
+static ALWAYS_INLINE __m512i idx_abab(int a) {
+    const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)(a + 1)), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(ab), ab, 1);
+}
+
+K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_abs));
+    /* the 8 6-bit scales minus 32, as words */
+    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    const __m512i scw = _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(ls));
+    const float d = f16(b);
+    __m512i w[4], sc[4];
+    __mmask64 neg[4];
+    for (int p = 0; p < 4; p++) {
+        const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 8 + 32 * p), cnt2(0, 4)), m4);
+        w[p] = _mm512_shuffle_epi8(tbl, n);
+        neg[p] = _mm512_cmplt_epu8_mask(n, _mm512_set1_epi8(8));
+        sc[p] = _mm512_permutexvar_epi16(idx_abab(2 * p), scw);
+    }
+    for (int jj = 0; jj < NJ; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        __m512i s = _mm512_setzero_si512(), s2 = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(x->q + 64 * p));
+            xv = _mm512_mask_sub_epi8(xv, neg[p], _mm512_setzero_si512(), xv);
+            if (p % 2) s2 = _mm512_dpwssd_epi32(s2, _mm512_maddubs_epi16(w[p], xv), sc[p]);
+            else s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w[p], xv), sc[p]);
+        }
+        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), acc[jj]);
+    }
+})
+
+bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
+/* max_batch: where the panel GEMM (which dequantizes and requantizes each panel once for all
+ * inputs) overtakes. Measured on the dev machine (Zen 5, 256 x 4096, one core, hot), GFLOP/s
+ * these / the GEMM at t = 32: Q2_K 231/216, Q3_K 226/217, Q4_K 211/168, Q5_K 208/139, Q6_K
+ * 200/216, IQ4_XS 230/116; at t = 16 these win for every kind. Q6_K's GEMM at t = 17 ran 133
+ * after 226 here at t = 16: the limit sits where the two meet, so GFLOP/s does not dip. */
+#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass)", MAXB, NULL, true}
+    SET(Q2_K, vec_q2_k, 32);
+    SET(Q3_K, vec_q3_k, 32);
+    SET(Q4_K, vec_q4_k, 32);
+    SET(Q5_K, vec_q5_k, 32);
+    SET(Q6_K, vec_q6_k, 32);
+    bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
+    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass)", 32, NULL, true};
+#undef SET
+    return true;
+}
+
+#else
+bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif

@@ -1,0 +1,272 @@
+/* AVX-512 repacked kernels four blocks at a time for the 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1
+ * Q8_0 IQ4_NL MXFP4) and Q1_0. kern_packed.inc works on pairs of blocks in ymm registers,
+ * which costs, per 64 weights and input, two vpdpbusd plus a conversion, a scale permute and an
+ * FMA. Here one zmm holds the low nibbles of four blocks (elements 0..15 of each) and another
+ * the high nibbles (16..31), against activations laid out to match (BP_ACT_Q8X32Q: per 4
+ * blocks [b0 0..15, b1 0..15, b2 0..15, b3 0..15, b0 16..31, ...]); per 128 weights and input:
+ * two vpdpbusd, one conversion, one permute, one FMA, half the float work of the pair loop.
+ *
+ * Each quad is prefetched 1 KB ahead: with the scales and quants of a row read as two streams,
+ * the hardware prefetcher left a cold Q4_0 decode at 14.7 GB/s on one core of the dev machine
+ * (Q4_K's one stream: 30); prefetched, 32.5.
+ *
+ * Weight layout per row (made once per weight at first use, like kern_packed.inc's): [nbp scale
+ * fields][nbp second fields (Q4_1's min)][quads of blocks, padded to 4 blocks]. A quad is the
+ * four blocks' 16 nibble bytes back to back (64 bytes); Q5 quads start with two u64 masks of
+ * the fifth bits in the unpacked registers' order (bits 0..15 of each block, then 16..31);
+ * Q1_0 quads are those two masks alone; Q8_0 quads are the four blocks' first 16 quants, then
+ * their last 16 (signed: |q| multiplies, the sign moves onto the activations). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include "cpu/avx2_util.h"
+
+enum { MAX_NJ = 4 };
+
+static int64_t padded_blocks(int64_t cols) { return (cols / 32 + 7) / 8 * 8; }
+static int64_t quad_blocks(int64_t cols) { return (cols / 32 + 3) / 4 * 4; }
+
+/* ---- packing ------------------------------------------------------------------------------ */
+
+typedef enum quad_kind { QUAD_NIB, QUAD_Q5, QUAD_Q1, QUAD_Q8 } quad_kind;
+
+/* bb: block bytes (Q1_0: its 128-element block, 4 of ours); sb/so, mb/mo: scale and second field
+ * (bytes, offset in the block); qo: quants (nibbles or bits); ho: Q5's high bits. */
+static bool pack4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, quad_kind qk, int bb, int sb, int so,
+                  int mb, int mo, int qo, int ho, bp_cpu_packed *out) {
+    const int64_t nb = cols / 32, nbp = padded_blocks(cols), nb4 = quad_blocks(cols);
+    const size_t quad = qk == QUAD_NIB ? 64 : qk == QUAD_Q5 ? 80 : qk == QUAD_Q8 ? 128 : 16;
+    out->row_stride = (size_t)nbp * (size_t)(sb + mb) + (size_t)(nb4 / 4) * quad;
+    out->data = bp_cpu_packed_alloc(rows, out->row_stride);
+    if (!out->data) return false;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = w + (size_t)r * row_bytes;
+        uint8_t *sp = out->data + (size_t)r * out->row_stride, *mp = sp + sb * nbp, *qp = mp + mb * nbp;
+        for (int64_t b = 0; b < nb; b++) {
+            /* Q1_0: block b is bits 32 (b % 4) .. of its 128-element block; the scale repeats */
+            const uint8_t *blk = qk == QUAD_Q1 ? src + (size_t)bb * (size_t)(b / 4) : src + (size_t)bb * (size_t)b;
+            uint8_t *qd = qp + quad * (size_t)(b / 4);
+            const int k = (int)(b % 4);
+            memcpy(sp + sb * b, blk + so, (size_t)sb);
+            if (mb) memcpy(mp + mb * b, blk + mo, (size_t)mb);
+            if (qk == QUAD_Q8) {
+                memcpy(qd + 16 * k, blk + qo, 16);
+                memcpy(qd + 64 + 16 * k, blk + qo + 16, 16);
+            } else if (qk != QUAD_Q1) {
+                memcpy(qd + (qk == QUAD_Q5 ? 16 : 0) + 16 * k, blk + qo, 16);
+            }
+            if (qk == QUAD_Q5 || qk == QUAD_Q1) {
+                const uint32_t h = bp_load_u32(blk + (qk == QUAD_Q1 ? qo + 4 * k : ho));
+                uint16_t lo = (uint16_t)h, hi = (uint16_t)(h >> 16);
+                memcpy(qd + 2 * k, &lo, 2);
+                memcpy(qd + 8 + 2 * k, &hi, 2);
+            }
+        }
+    }
+    return true;
+}
+
+static bool pack4_q4_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_NIB, 18, 2, 0, 0, 0, 2, 0, out);
+}
+static bool pack4_iq4_nl(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_NIB, 18, 2, 0, 0, 0, 2, 0, out);
+}
+static bool pack4_q4_1(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_NIB, 20, 2, 0, 2, 2, 4, 0, out);
+}
+static bool pack4_mxfp4(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_NIB, 17, 1, 0, 0, 0, 1, 0, out);
+}
+static bool pack4_q5_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_Q5, 22, 2, 0, 0, 0, 6, 2, out);
+}
+static bool pack4_q5_1(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_Q5, 24, 2, 0, 2, 2, 8, 4, out);
+}
+static bool pack4_q8_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_Q8, 34, 2, 0, 0, 0, 2, 0, out);
+}
+static bool pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack4(w, rows, cols, rb, QUAD_Q1, BP_BLOCK_BYTES_Q1_0, 2, 0, 0, 0, 2, 0, out);
+}
+
+/* Activations (BP_ACT_Q8X32Q): per 4 blocks 128 quant bytes in the quads' order, then all block
+ * scales d (nbp), then all d * sum(q). */
+static void quant_q8x32q(const float *x, int64_t n, void *out) {
+    const int64_t nb = n / 32, nbp = padded_blocks(n);
+    int8_t *q = out;
+    float *xd = (float *)(void *)(q + 32 * nbp), *xds = xd + nbp;
+    for (int64_t b = 0; b < nbp; b++) {
+        bp_q8x32 t;
+        if (b < nb) bp_cpu_quant_q8x32_avx2(x + 32 * b, 32, &t);
+        else memset(&t, 0, sizeof t);
+        xd[b] = t.d;
+        xds[b] = t.ds;
+        int8_t *o = q + 128 * (b / 4) + 16 * (b % 4);
+        memcpy(o, t.q, 16);
+        memcpy(o + 64, t.q + 16, 16);
+    }
+}
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+
+static ALWAYS_INLINE __m256 f16x8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static ALWAYS_INLINE __m256 e8m0x8(const uint8_t *p) {
+    __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_mask_blend_epi32(_mm256_cmplt_epi32_mask(e, _mm256_set1_epi32(2)), normal, tiny));
+}
+
+typedef struct wquad {
+    __m512i a, b; /* elements 0..15 of the four blocks, then 16..31 */
+} wquad;
+
+static ALWAYS_INLINE wquad nib4(const uint8_t *q) {
+    const __m512i v = _mm512_loadu_si512((const void *)q), m4 = _mm512_set1_epi8(0x0f);
+    return (wquad){_mm512_and_si512(v, m4), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4)};
+}
+static ALWAYS_INLINE wquad nib4_lut(const uint8_t *q, const int8_t *tbl) {
+    const __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tbl));
+    wquad w = nib4(q);
+    return (wquad){_mm512_shuffle_epi8(t, w.a), _mm512_shuffle_epi8(t, w.b)};
+}
+/* Q5: +16 where the fifth bit is set, the masks straight from memory. */
+static ALWAYS_INLINE wquad q5_4(const uint8_t *q) {
+    wquad w = nib4(q + 16);
+    const __m512i s = _mm512_set1_epi8(16);
+    __mmask64 lo, hi;
+    memcpy(&lo, q, 8);
+    memcpy(&hi, q + 8, 8);
+    return (wquad){_mm512_mask_add_epi8(w.a, lo, w.a, s), _mm512_mask_add_epi8(w.b, hi, w.b, s)};
+}
+/* Q1_0: 16 where the bit is set, 0 where not (kern_packed.inc explains the d / 8). */
+static ALWAYS_INLINE wquad q1_4(const uint8_t *q) {
+    __mmask64 lo, hi;
+    memcpy(&lo, q, 8);
+    memcpy(&hi, q + 8, 8);
+    const __m512i s = _mm512_set1_epi8(16);
+    return (wquad){_mm512_maskz_mov_epi8(lo, s), _mm512_maskz_mov_epi8(hi, s)};
+}
+
+/* Q8_0: signed quants; |q| and the mask of the negative ones, the sign moved onto the
+ * activations per input (a -128 byte reads as 128 unsigned, its magnitude). */
+typedef struct wquad_s {
+    __m512i a, b;
+    __mmask64 na, nb;
+} wquad_s;
+static ALWAYS_INLINE wquad_s q8_4(const uint8_t *q) {
+    const __m512i a = _mm512_loadu_si512((const void *)q), b = _mm512_loadu_si512((const void *)(q + 64));
+    return (wquad_s){_mm512_abs_epi8(a), _mm512_abs_epi8(b), _mm512_movepi8_mask(a), _mm512_movepi8_mask(b)};
+}
+/* The unsigned kinds as wquad_s with no negative lanes. */
+#define UNSIGNED(W) ((wquad_s){(W).a, (W).b, 0, 0})
+
+static const int8_t iq4nl_plus127_q[16] = {0, 23, 44, 62, 78, 92, 105, 117, (int8_t)128, (int8_t)140, (int8_t)152,
+                                           (int8_t)165, (int8_t)180, (int8_t)196, (int8_t)216, (int8_t)240};
+static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
+/* SB, MB: scale / second-field bytes per block; QB: bytes per quad; SCALES: 8 weight scales
+ * (floats) at block g; UNPACK: the wquad at quad pointer q; OFFS: the per-block term times
+ * d_x * sum(q_x). As kern_packed.inc: 1-3 inputs split the FMA chain over two accumulators;
+ * inputs outer, rows inner. */
+#define QUAD_KERNEL(NAME, SB, MB, QB, SCALES, UNPACK, SIGNED, HAS_OFFS, OFFS)                              \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {     \
+        const int64_t nbp = padded_blocks(job->cols), nb4 = quad_blocks(job->cols);                        \
+        const size_t xs = job->xq_stride;                                                                  \
+        const int8_t *xq = (const int8_t *)job->xq + (size_t)j0 * xs;                                     \
+        const uint8_t *sp = job->packed->data + (size_t)r * job->packed->row_stride;                      \
+        const uint8_t *mp = sp + (SB) * nbp, *qp = mp + (MB) * nbp;                                         \
+        (void)mp;                                                                                          \
+        const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);          \
+        const __m512i pick1 = _mm512_add_epi32(pick0, _mm512_set1_epi32(4));                               \
+        __m512 acc[MAX_NJ], acc2[MAX_NJ];                                                                  \
+        __m256 offs[MAX_NJ];                                                                               \
+        for (int jj = 0; jj < NJ; jj++) acc[jj] = acc2[jj] = _mm512_setzero_ps(), offs[jj] = _mm256_setzero_ps(); \
+        for (int64_t g = 0; g < nbp; g += 8) {                                                             \
+            const __m256 wd = SCALES;                                                                      \
+            __m512 s[MAX_NJ];                                                                              \
+            for (int jj = 0; jj < NJ; jj++) {                                                              \
+                const float *xd = (const float *)(const void *)(xq + (size_t)jj * xs + 32 * nbp);          \
+                s[jj] = _mm512_castps256_ps512(_mm256_mul_ps(wd, _mm256_loadu_ps(xd + g)));                \
+                if (HAS_OFFS) offs[jj] = _mm256_fmadd_ps(OFFS, _mm256_loadu_ps(xd + nbp + g), offs[jj]);   \
+            }                                                                                              \
+            for (int h = 0; h < 2; h++) {                                                                  \
+                const int64_t b = g + 4 * h;                                                               \
+                if (b >= nb4) break;                                                                       \
+                const uint8_t *q = qp + (QB) * (size_t)(b / 4);                                            \
+                _mm_prefetch((const char *)(q + 1024), _MM_HINT_T0);                                       \
+                const wquad_s w = UNPACK;                                                                  \
+                for (int jj = 0; jj < NJ; jj++) {                                                          \
+                    const int8_t *x = xq + (size_t)jj * xs + 32 * b;                                       \
+                    __m512i xa = _mm512_loadu_si512((const void *)x), xb = _mm512_loadu_si512((const void *)(x + 64)); \
+                    if (SIGNED) {                                                                          \
+                        xa = _mm512_mask_sub_epi8(xa, w.na, _mm512_setzero_si512(), xa);                   \
+                        xb = _mm512_mask_sub_epi8(xb, w.nb, _mm512_setzero_si512(), xb);                   \
+                    }                                                                                      \
+                    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.a, xa);                      \
+                    p = _mm512_dpbusd_epi32(p, w.b, xb);                                                   \
+                    const __m512 sc = _mm512_permutexvar_ps(h ? pick1 : pick0, s[jj]);                     \
+                    if (NJ < 4 && h) acc2[jj] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2[jj]);      \
+                    else acc[jj] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc[jj]);                    \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int jj = 0; jj < NJ; jj++)                                                                    \
+            job->y[(j0 + jj) * job->rows + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[jj], acc2[jj])) + hsum8(offs[jj]); \
+    }                                                                                                      \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
+            const int64_t left = job->batch - j0;                                                          \
+            const int nj = left >= 4 ? 4 : (int)left;                                                      \
+            for (int64_t r = r0; r < r1; r++) {                                                            \
+                if (nj == 4) NAME##_row(job, r, 4, j0);                                                    \
+                else if (nj == 3) NAME##_row(job, r, 3, j0);                                               \
+                else if (nj == 2) NAME##_row(job, r, 2, j0);                                               \
+                else NAME##_row(job, r, 1, j0);                                                            \
+            }                                                                                              \
+            j0 += nj;                                                                                      \
+        }                                                                                                  \
+    }
+
+QUAD_KERNEL(vec_q4_0q, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, _mm256_mul_ps(wd, _mm256_set1_ps(-8.0f)))
+QUAD_KERNEL(vec_q4_1q, 2, 2, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, f16x8(mp + 2 * g))
+QUAD_KERNEL(vec_iq4_nlq, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1,
+            _mm256_mul_ps(wd, _mm256_set1_ps(-127.0f)))
+QUAD_KERNEL(vec_mxfp4q, 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_lut(q, fp4_plus12_q)), 0, 1,
+            _mm256_mul_ps(wd, _mm256_set1_ps(-12.0f)))
+QUAD_KERNEL(vec_q5_0q, 2, 0, 80, f16x8(sp + 2 * g), UNSIGNED(q5_4(q)), 0, 1, _mm256_mul_ps(wd, _mm256_set1_ps(-16.0f)))
+QUAD_KERNEL(vec_q5_1q, 2, 2, 80, f16x8(sp + 2 * g), UNSIGNED(q5_4(q)), 0, 1, f16x8(mp + 2 * g))
+QUAD_KERNEL(vec_q1_0q, 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), UNSIGNED(q1_4(q)), 0, 1,
+            _mm256_mul_ps(wd, _mm256_set1_ps(-8.0f)))
+QUAD_KERNEL(vec_q8_0q, 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd)
+
+bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
+    ops->quant_q8x32q = quant_q8x32q;
+/* max_batch 64: these run Q4_0 at ~300 GFLOP/s at any batch, the panel GEMM ~250 at t = 64
+ * and ~310 at 128 (dev machine, one core, 256 x 4096). vec_plain (the kernel on the caller's layout, run when
+ * the repacked copy cannot be allocated) stays the one kern_packed.inc's init saved. */
+#define SET(K, FN, PACK)                                                                                       \
+    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X32Q, "CPU avx512 " #K " (repacked by 4 blocks, q8_0 VNNI)", 64, PACK, true}
+    SET(Q4_0, vec_q4_0q, pack4_q4_0);
+    SET(Q4_1, vec_q4_1q, pack4_q4_1);
+    SET(IQ4_NL, vec_iq4_nlq, pack4_iq4_nl);
+    SET(MXFP4, vec_mxfp4q, pack4_mxfp4);
+    SET(Q5_0, vec_q5_0q, pack4_q5_0);
+    SET(Q5_1, vec_q5_1q, pack4_q5_1);
+    SET(Q1_0, vec_q1_0q, pack4_q1_0);
+    SET(Q8_0, vec_q8_0q, pack4_q8_0);
+#undef SET
+    return true;
+}
+
+#else
+bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
+    (void)ops;
+    return false;
+}
+#endif
