@@ -191,7 +191,9 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
 
 /* Times both kernels on a synthetic 32 x 4096 weight (zero bytes: the kernels' speed does not
  * depend on the values), hot in L2, interleaved, best of 5 each; the alternative must win by 3%.
- * About 0.2-1 ms, once per kind and path. Returns 1 or 2; 1 when memory is short. */
+ * About 0.2-1 ms, once per kind and path. Returns 1 or 2; 0 when memory is short: the main
+ * kernel serves this call and the choice is not stored (a stored 1 would pin a possibly slower
+ * kernel for the life of the process because one allocation failed once). */
 static int time_pick(const bp_cpu_ops *ops, bp_kind k) {
     enum { ROWS = 32, COLS = 4096, TRIES = 5 };
     const bp_kind_traits *kt = bp_kind_traits_of(k);
@@ -202,7 +204,7 @@ static int time_pick(const bp_cpu_ops *ops, bp_kind k) {
     uint8_t *w = bp_calloc(ROWS, rb);
     float *x = bp_malloc(sizeof(float) * (COLS + ROWS));
     void *xq = ab ? bp_aligned_alloc(64, ab) : NULL;
-    int pick = 1;
+    int pick = 0;
     if (!w || !x || (ab && !xq)) goto out;
     for (int i = 0; i < COLS; i++) x[i] = (float)(i % 7) - 3.0f;
     quantize_act(ops, v[0]->act, x, COLS, xq);
@@ -236,7 +238,7 @@ static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) 
         if (!pick) {
             /* Two threads may both time it: each stores a valid choice. */
             pick = time_pick(ops, k);
-            atomic_store_explicit(slot, pick, memory_order_relaxed);
+            if (pick) atomic_store_explicit(slot, pick, memory_order_relaxed);
         }
     }
     return pick == 2 ? &ops->vec_alt[k] : main;
