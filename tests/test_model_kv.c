@@ -74,8 +74,11 @@ int main(void) {
         run_model(name, model_tiny_path(archs[i]), ref);
     }
     /* Gemma: 9 caches x 32 positions of a 262,144-entry vocabulary; under a sanitizer (-O0 +
-     * ASan) that is minutes, and the tiny models above cover the same code. */
-    if (SANITIZED) fprintf(stderr, "sanitizer build: Gemma 3 270M's KV kinds not run (the tiny models were)\n");
+     * ASan) that is minutes, under valgrind (BP_TEST_QUICK) an hour, and the tiny models above
+     * cover the same code. */
+    if (SANITIZED || bp_test_quick())
+        fprintf(stderr, "%s: Gemma 3 270M's KV kinds not run (the tiny models were)\n",
+                SANITIZED ? "sanitizer build" : "BP_TEST_QUICK");
     else run_model("gemma3-270m", model_gemma_path(), "tests/model/ref/gemma3-270m.logits.bin");
     return bp_test_finish();
 }
