@@ -34,6 +34,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "sbs_util.h"
 
 enum { NODES = 8, MAX_LIST = 16 };
 
@@ -42,34 +43,6 @@ static double cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float randf(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-static int type_by_name(const char *name) {
-    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
-        if (ggml_blck_size((enum ggml_type)t) == 0) continue;
-        const char *n = ggml_type_name((enum ggml_type)t);
-        if (n && !strcasecmp(n, name)) return t;
-    }
-    return -1;
 }
 
 typedef struct shape {
@@ -86,7 +59,7 @@ static void *make_rows(enum ggml_type type, const shape *s, size_t *bytes) {
     int64_t tile = s->ctx < 64 ? s->ctx : 64;
     float *src = malloc(sizeof(float) * (size_t)(tile * n_per));
     if (!out || !src) return NULL;
-    for (int64_t i = 0; i < tile * n_per; i++) src[i] = randf();
+    for (int64_t i = 0; i < tile * n_per; i++) src[i] = sbs_f();
     ggml_quantize_chunk(type, src, out, 0, tile, n_per, NULL);
     for (int64_t r = tile; r < s->ctx; r++) memcpy(out + (size_t)r * rb, out + (size_t)(r % tile) * rb, rb);
     free(src);
@@ -154,7 +127,7 @@ static int run_one(ggml_backend_t backend, ggml_backend_dev_t dev, enum ggml_typ
     }
     ggml_backend_buffer_t abuf = ggml_backend_alloc_ctx_tensors_from_buft(actx, ggml_backend_cpu_buffer_type());
     float *qv = malloc(sizeof(float) * (size_t)(s->dim * s->t * s->heads));
-    for (int64_t i = 0; i < s->dim * s->t * s->heads; i++) qv[i] = randf();
+    for (int64_t i = 0; i < s->dim * s->t * s->heads; i++) qv[i] = sbs_f();
     ggml_backend_tensor_set(q, qv, 0, ggml_nbytes(q));
     free(qv);
     /* Causal over the last t positions: query i sees keys 0 .. ctx - t + i. */
@@ -166,15 +139,15 @@ static int run_one(ggml_backend_t backend, ggml_backend_dev_t dev, enum ggml_typ
 
     for (int gi = 0; gi < ngraphs; gi++) ggml_backend_graph_compute(backend, g[gi]);
     int cap = 4096, n = 0;
-    double *tm = malloc(sizeof(double) * (size_t)cap), start = now_s(), cpu0 = cpu_s();
-    while (n < cap && (n < 5 || now_s() - start < min_s)) {
+    double *tm = malloc(sizeof(double) * (size_t)cap), start = sbs_now(), cpu0 = cpu_s();
+    while (n < cap && (n < 5 || sbs_now() - start < min_s)) {
         int gi = n % ngraphs;
-        double t0 = now_s();
+        double t0 = sbs_now();
         ggml_backend_graph_compute(backend, g[gi]);
-        tm[n++] = (now_s() - t0) / NODES;
+        tm[n++] = (sbs_now() - t0) / NODES;
     }
-    double wall = now_s() - start, share = wall >= 0.05 ? (cpu_s() - cpu0) / wall / threads : -1;
-    qsort(tm, (size_t)n, sizeof *tm, cmp_double);
+    double wall = sbs_now() - start, share = wall >= 0.05 ? (cpu_s() - cpu0) / wall / threads : -1;
+    qsort(tm, (size_t)n, sizeof *tm, sbs_cmp);
     double med = n % 2 ? tm[n / 2] : 0.5 * (tm[n / 2 - 1] + tm[n / 2]);
     printf("{\"lib\": \"ggml\", \"op\": \"attention\", \"kind\": \"%s\", \"ctx\": %lld, \"heads\": %lld, \"kv_heads\": %lld, "
            "\"dim\": %lld, \"t\": %lld, \"median_us\": %.6g, \"gbps\": %.6g, \"tokens_per_s\": %.6g, \"layers\": %d, "
@@ -235,7 +208,7 @@ int main(int argc, char **argv) {
     ggml_backend_cpu_set_n_threads(backend, threads);
     int rc = 0;
     for (int k = 0; k < nk; k++) {
-        int type = type_by_name(kinds[k]);
+        int type = sbs_type(kinds[k]) == GGML_TYPE_COUNT ? -1 : (int)sbs_type(kinds[k]);
         if (type < 0 || s.dim % ggml_blck_size((enum ggml_type)type)) {
             fprintf(stderr, "ggml_attn: %s: no such ggml type, or dim %lld not a multiple of its block\n", kinds[k],
                     (long long)s.dim);

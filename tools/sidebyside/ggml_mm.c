@@ -30,37 +30,9 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "sbs_util.h"
 
 enum { MAX_NODES = 8, MAX_LIST = 64, TILE_ROWS = 64 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float randf(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-/* Our kind names are ggml's type names in upper case ("Q4_K" = "q4_K"). */
-static int type_by_name(const char *name) {
-    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
-        if (ggml_blck_size((enum ggml_type)t) == 0) continue; /* removed types */
-        const char *n = ggml_type_name((enum ggml_type)t);
-        if (n && !strcasecmp(n, name)) return t;
-    }
-    return -1;
-}
 
 /* The buffer type llama.cpp's loader would pick for this weight: the first extra buffer type
  * whose supports_op accepts the matmul, else the plain CPU buffer. */
@@ -100,7 +72,7 @@ static void *make_weight(enum ggml_type type, int64_t rows, int64_t cols, size_t
         fprintf(stderr, "ggml_mm: out of memory\n");
         exit(1);
     }
-    for (int64_t i = 0; i < tile * cols; i++) src[i] = randf();
+    for (int64_t i = 0; i < tile * cols; i++) src[i] = sbs_f();
     for (int64_t i = 0; i < cols; i++) imat[i] = 1.0f;
     ggml_quantize_chunk(type, src, w, 0, tile, cols, ggml_quantize_requires_imatrix(type) ? imat : NULL);
     for (int64_t r = tile; r < rows; r++) memcpy(w + (size_t)r * rb, w + (size_t)(r % tile) * rb, rb);
@@ -154,22 +126,22 @@ static int run_one(ggml_backend_t backend, ggml_backend_dev_t dev, enum ggml_typ
     }
     ggml_backend_buffer_t abuf = ggml_backend_alloc_ctx_tensors_from_buft(actx, ggml_backend_cpu_buffer_type());
     float *xv = malloc(sizeof(float) * (size_t)(cols * batch));
-    for (int64_t i = 0; i < cols * batch; i++) xv[i] = randf();
+    for (int64_t i = 0; i < cols * batch; i++) xv[i] = sbs_f();
     ggml_backend_tensor_set(x, xv, 0, sizeof(float) * (size_t)(cols * batch));
     free(xv);
 
     /* Warm-up: every graph once (ggml plans its work buffer at first use). */
     for (int gi = 0; gi < ngraphs; gi++) ggml_backend_graph_compute(backend, g[gi]);
     int cap = 4096, n = 0;
-    double *t = malloc(sizeof(double) * (size_t)cap), start = now_s();
+    double *t = malloc(sizeof(double) * (size_t)cap), start = sbs_now();
     /* At least 5 graphs, 3 when one takes over a second (ggml's Q2_0 prefill: ~30 s for 5). */
-    while (n < cap && (n < (n && t[0] * NODES > 1.0 ? 3 : 5) || now_s() - start < min_s)) {
+    while (n < cap && (n < (n && t[0] * NODES > 1.0 ? 3 : 5) || sbs_now() - start < min_s)) {
         int gi = n % ngraphs;
-        double t0 = now_s();
+        double t0 = sbs_now();
         ggml_backend_graph_compute(backend, g[gi]);
-        t[n++] = (now_s() - t0) / NODES;
+        t[n++] = (sbs_now() - t0) / NODES;
     }
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    qsort(t, (size_t)n, sizeof *t, sbs_cmp);
     double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     printf("{\"lib\": \"ggml\", \"kind\": \"%s\", \"batch\": %lld, \"rows\": %lld, \"cols\": %lld, \"median_us\": %.6g, "
            "\"gbps\": %.6g, \"gflops\": %.6g, \"buffer\": \"%s\", \"copies\": %d, \"samples\": %d}\n",
@@ -227,7 +199,7 @@ int main(int argc, char **argv) {
     ggml_backend_cpu_set_n_threads(backend, threads);
     int rc = 0;
     for (int k = 0; k < nk; k++) {
-        int type = type_by_name(kinds[k]);
+        int type = sbs_type(kinds[k]) == GGML_TYPE_COUNT ? -1 : (int)sbs_type(kinds[k]);
         if (type < 0) {
             fprintf(stderr, "ggml_mm: ggml has no type %s\n", kinds[k]);
             rc = 1;
