@@ -4,6 +4,8 @@
 # but itself). Needs python3 with numpy and the gguf package (scripts/install-deps.sh).
 #   tests/vectors/gen_vectors.py --check   dequant/quant/matmul vectors (its own check mode)
 #   tools/gen_iq_tables.py                 src/kinds/iq_tables.h, compared byte for byte
+#   tests/vectors/ops/gen_ops.py --check, tests/vectors/conv_moe/gen_conv_moe.py --check
+#                                          the op layer's and conv2d/MoE's float64 vectors
 #   tests/gguf/gen_gguf.py                 tests/gguf/* and the seeds in tests/fuzz/corpus,
 #                                          regenerated in place, then compared with the
 #                                          checksums taken before
@@ -11,6 +13,9 @@ set -u
 cd "$(dirname "$0")/.."
 fail=0
 python3 tests/vectors/gen_vectors.py --check || { echo "FAIL: tests/vectors differ from gen_vectors.py"; fail=1; }
+python3 tests/vectors/ops/gen_ops.py --check >/dev/null || { echo "FAIL: tests/vectors/ops differ from gen_ops.py"; fail=1; }
+python3 tests/vectors/conv_moe/gen_conv_moe.py --check >/dev/null ||
+    { echo "FAIL: tests/vectors/conv_moe differ from gen_conv_moe.py"; fail=1; }
 python3 tools/gen_iq_tables.py | cmp -s - src/kinds/iq_tables.h ||
     { echo "FAIL: src/kinds/iq_tables.h differs from tools/gen_iq_tables.py"; fail=1; }
 sums() { find tests/gguf tests/fuzz/corpus -type f ! -name '*.py' ! -path '*/crashers/*' -print0 | sort -z | xargs -0 sha256sum; }
