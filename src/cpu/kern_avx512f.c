@@ -7,8 +7,9 @@
  * FMA, and ran once per input). The accumulators hide the FMA latency; the float kinds keep
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to 1e-9 NMSE).
  *
- * Batch 1 runs the AVX2 row kernel (below, g_decode: faster cold). Each tile row is prefetched
- * 1 KB ahead (eight weight streams at once outran the hardware prefetcher).
+ * Batch 1 runs a one-row kernel (below: ROW_KERNEL for F16 and BF16, the AVX2 one for F32),
+ * faster cold than the tile. Each tile row is prefetched 1 KB ahead (eight weight streams at
+ * once outran the hardware prefetcher).
  *
  * Every (row, input) has one accumulator summed in column order, whatever tile it falls in,
  * so results do not depend on the thread count (the row split) or the batch grouping. The
@@ -88,10 +89,40 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         for (; r < r1; r++) NAME##_cols(job, r, 1);                                                        \
     }
 
-/* Batch 1 runs the AVX2 row kernel this file's kernels replace (one weight stream, four
- * accumulators): cold, it read 33-38 GB/s on one core of the dev machine where the 8-row tile
- * (8 weight streams) read 24-32, though the tile was as fast hot. Set by the init. */
-static bp_cpu_vec_fn g_decode[3];
+/* Batch 1 runs a one-row kernel (one weight stream, four accumulators): cold, the AVX2 one read
+ * 33-38 GB/s on one core of the dev machine where the 8-row tile (8 weight streams) read 24-32,
+ * though the tile was as fast hot. F32 keeps the AVX2 one (set by the init); F16 and BF16 run
+ * this one on zmm registers, 64 weights per step and 2 KB of software prefetch ahead: at 2
+ * threads, cold, 4096 x 4096 (Zen 5, 2 vCPU) F16 read 42.9 -> 50-51 GB/s and BF16 41 -> 51 (the
+ * AVX2 kernel converts 8 halves per instruction and was bound by that, not by memory; F32,
+ * which converts nothing, read the same ~51 either way). Same column order for any r0, r1. */
+#define ROW_KERNEL(NAME, LOAD)                                                                                \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                         \
+        const float *x = job->x;                                                                              \
+        const int64_t n = job->cols;                                                                          \
+        for (int64_t r = r0; r < r1; r++) {                                                                   \
+            const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                          \
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                       \
+            int64_t c = 0;                                                                                    \
+            for (; c + 64 <= n; c += 64) {                                                                    \
+                _mm_prefetch((const char *)(w + 2 * c + 2048), _MM_HINT_T0);                                  \
+                _mm_prefetch((const char *)(w + 2 * c + 2048 + 64), _MM_HINT_T0);                             \
+                s0 = _mm512_fmadd_ps(LOAD(w + 2 * c, 0xffff), _mm512_loadu_ps(x + c), s0);                    \
+                s1 = _mm512_fmadd_ps(LOAD(w + 2 * c + 32, 0xffff), _mm512_loadu_ps(x + c + 16), s1);          \
+                s2 = _mm512_fmadd_ps(LOAD(w + 2 * c + 64, 0xffff), _mm512_loadu_ps(x + c + 32), s2);          \
+                s3 = _mm512_fmadd_ps(LOAD(w + 2 * c + 96, 0xffff), _mm512_loadu_ps(x + c + 48), s3);          \
+            }                                                                                                 \
+            for (; c < n; c += 16) {                                                                          \
+                const __mmask16 m = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);       \
+                s0 = _mm512_fmadd_ps(LOAD(w + 2 * c, m), _mm512_maskz_loadu_ps(m, x + c), s0);                 \
+            }                                                                                                 \
+            job->y[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));    \
+        }                                                                                                     \
+    }
+ROW_KERNEL(row_f16, ld_f16)
+ROW_KERNEL(row_bf16, ld_bf16)
+
+static bp_cpu_vec_fn g_decode[3] = {NULL, row_f16, row_bf16};
 
 FLOAT_KERNEL(vec_f32, ld_f32, 4, 0)
 FLOAT_KERNEL(vec_f16, ld_f16, 2, 1)
@@ -101,8 +132,8 @@ bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
 /* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
  * t = 32, these ~2x that (Zen 5, one core, hot). */
     if (!ops->vec[BP_KIND_F32].fn || !ops->vec[BP_KIND_F16].fn || !ops->vec[BP_KIND_BF16].fn) return false;
+    g_decode[0] = ops->vec[BP_KIND_F32].fn;
 #define SET(K, I, FN, NAME)                                                                                            \
-    g_decode[I] = ops->vec[BP_KIND_##K].fn;                                                                           \
     ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_F32, "CPU avx512 " #K " (" NAME ": batches 8 rows x 3 inputs, decode one row, 4 accumulators)", 64, NULL, true}
     SET(F32, 0, vec_f32, "f32 FMA");
     SET(F16, 1, vec_f16, "F16C + f32 FMA");
