@@ -57,13 +57,17 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
          * and 16 columns in every group cost 15-18% at t = 16-32 (one thread, hot 512 x 4096, F32,  \
          * F16 and BF16 alike; 2 threads at 4096 x 4096 read the same either way). */                \
         const bool pf = j0 == 0;                                                                           \
+        /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, where 1 KB read F32,     \
+         * F16, BF16 at 103-106, 186-190, 184-193 GFLOP/s and 2 KB 111-113, 206-212, 195-207 (2   \
+         * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                  \
+        const int pfd = NR >= 8 ? 1024 : 2048;                                                             \
         int64_t c = c0;                                                                                    \
         _Pragma("GCC unroll 2") for (; c + 16 <= c1; c += 16) {                                            \
             __m512 xv[MAX_NJ];                                                                             \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);   \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
                 if (pf)                                                                                    \
-                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + 1024), _MM_HINT_T0); \
+                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + pfd), _MM_HINT_T0); \
                 __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), 0xffff);                          \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
                     acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
