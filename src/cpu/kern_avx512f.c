@@ -11,8 +11,9 @@
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to 1e-9 NMSE).
  *
  * Batch 1 runs a one-row kernel (below: ROW_KERNEL for F16 and BF16, the AVX2 one for F32),
- * faster cold than the tile. Each tile row is prefetched 1 KB ahead (eight weight streams at
- * once outran the hardware prefetcher).
+ * faster cold than the tile. Each tile row is prefetched ahead (1 KB in 8-row tiles, 2 KB in
+ * 4-row ones, by the first group of inputs only): eight weight streams at once outran the
+ * hardware prefetcher.
  *
  * Every (row, input) has one accumulator summed in column order, whatever tile it falls in,
  * so results do not depend on the thread count (the row split) or the batch grouping. The
