@@ -16,7 +16,7 @@
  *   kern_avx512pz.c the repacked kinds again, 4 blocks per zmm pair, VNNI (half the float work)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
- *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 12 x 16 on zmm
+ *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 8 x 32 on zmm
  *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, NVFP4: decode a group once, up to 8 inputs */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -61,7 +61,8 @@ typedef struct bp_cpu_job {
     bp_dequant_fn dequant; /* for GEMM panels: the ISA's fast one or the reference */
 } bp_cpu_job;
 
-enum { BP_CPU_SCRATCH_FLOATS = 2 * BP_CPU_NR * BP_CPU_KC + 1024 };
+/* 3 panels: a row buffer and two packed panels (the AVX-512 float GEMM packs two at a time). */
+enum { BP_CPU_SCRATCH_FLOATS = 3 * BP_CPU_NR * BP_CPU_KC + 1024 };
 
 /* Computes y[r] for r in [r0, r1) of one input (decode). */
 typedef void (*bp_cpu_vec_fn)(const bp_cpu_job *job, int64_t r0, int64_t r1);

@@ -1,14 +1,19 @@
 /* AVX-512 decode and small-batch kernels for the float kinds (F32, F16, BF16): a register tile
  * of R = 8 rows by up to 3 inputs, or 4 x 4 for a batch of 4 (one pass over the weights: 2 + 2
- * read them twice and ran F32 at 0.66x ggml). Wider input tiles (2 x 8) and column blocking
- * both measured slower on the dev machine (short weight streams defeat the prefetcher). Per 16 columns: NJ activation loads, then per row one
+ * read them twice and ran F32 at 0.66x ggml). Wider input tiles (2 x 8) measured slower on the
+ * dev machine. Column blocking for every batch did too (short weight streams defeat the
+ * prefetcher), so batches up to 4 (one group of inputs) stream whole rows; larger ones, where
+ * each group re-reads the tile's rows, go through 2 KB blocks of each row so that the re-reads
+ * come from L1 (COLBLK_BYTES, measured there). Per 16 columns: NJ activation loads, then per row one
  * weight load (converted to f32: vcvtph2ps for F16, a 16-bit shift for BF16) and NJ FMAs, so an
  * activation load serves 8 rows and a weight load NJ inputs (the AVX2 kernels loaded both per
  * FMA, and ran once per input). The accumulators hide the FMA latency; the float kinds keep
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to 1e-9 NMSE).
  *
- * Batch 1 runs the AVX2 row kernel (below, g_decode: faster cold). Each tile row is prefetched
- * 1 KB ahead (eight weight streams at once outran the hardware prefetcher).
+ * Batch 1 runs a one-row kernel (below: ROW_KERNEL for F16 and BF16, the AVX2 one for F32),
+ * faster cold than the tile. Each tile row is prefetched ahead (1 KB in 8-row tiles, 2 KB in
+ * 4-row ones, by the first group of inputs only): eight weight streams at once outran the
+ * hardware prefetcher.
  *
  * Every (row, input) has one accumulator summed in column order, whatever tile it falls in,
  * so results do not depend on the thread count (the row split) or the batch grouping. The
@@ -20,7 +25,11 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-enum { R = 8, MAX_NJ = 4 };
+/* COLBLK_BYTES: a column block's bytes per weight row (8 rows: 16 KB, a third of L1). One
+ * thread, hot 512 x 4096 weight, Zen 5, min of 200 calls, unblocked -> 2 KB blocks: F32 t = 8
+ * 119 -> 145 GFLOP/s, t = 32 121 -> 159; F16 t = 16 186 -> 200; BF16 t = 8 177 -> 196, t = 16
+ * 184 -> 203, t = 32 190 -> 210 (4 KB blocks were a little slower for the half kinds, 1 KB for F32). */
+enum { R = 8, MAX_NJ = 4, MAX_BATCH = 64, COLBLK_BYTES = 2048 };
 
 static ALWAYS_INLINE __m512 ld_f32(const uint8_t *p, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, (const float *)(const void *)p);
@@ -33,46 +42,79 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
 }
 
 #define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC)                                                                    \
+    /* Columns [c0, c1) of an NR x NJ tile; part: the tile's accumulators between column blocks   \
+     * (read unless c0 == 0; written unless c1 == n, when the sums go to y instead). */           \
     static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int NR, const int NJ,    \
-                                          int64_t j0) {                                                    \
+                                          int64_t j0, int64_t c0, int64_t c1, __m512 *part) {              \
         const int64_t n = job->cols;                                                                       \
         const float *x = job->x + j0 * n;                                                                  \
         const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                           \
         const size_t rb = job->row_bytes;                                                                 \
         __m512 acc[24]; /* NR * NJ <= 24, flat: GCC keeps it in registers */                              \
-        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                                                       \
-            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_setzero_ps();                                  \
-        int64_t c = 0;                                                                                     \
-        _Pragma("GCC unroll 2") for (; c + 16 <= n; c += 16) {                                             \
+        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                               \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                           \
+                acc[i * NJ + j] = c0 ? part[i * NJ + j] : _mm512_setzero_ps();                             \
+        /* Prefetch in the first group only (the others find the block in L1): a prefetch per row \
+         * and 16 columns in every group cost 15-18% at t = 16-32 (one thread, hot 512 x 4096, F32,  \
+         * F16 and BF16 alike; 2 threads at 4096 x 4096 read the same either way). */                \
+        const bool pf = j0 == 0;                                                                           \
+        /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, where 1 KB read F32,     \
+         * F16, BF16 at 103-106, 186-190, 184-193 GFLOP/s and 2 KB 111-113, 206-212, 195-207 (2   \
+         * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                  \
+        const int pfd = NR >= 8 ? 1024 : 2048;                                                             \
+        int64_t c = c0;                                                                                    \
+        _Pragma("GCC unroll 2") for (; c + 16 <= c1; c += 16) {                                            \
             __m512 xv[MAX_NJ];                                                                             \
-            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);                           \
-            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                                                 \
-                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + 1024), _MM_HINT_T0); \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);   \
+            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
+                if (pf)                                                                                    \
+                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + pfd), _MM_HINT_T0); \
                 __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), 0xffff);                          \
-                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);            \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
+                    acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
             }                                                                                              \
         }                                                                                                  \
-        if (c < n) {                                                                                       \
-            const __mmask16 m = (__mmask16)((1u << (n - c)) - 1);                                          \
+        if (c < c1) {                                                                                      \
+            const __mmask16 m = (__mmask16)((1u << (c1 - c)) - 1);                                         \
             __m512 xv[MAX_NJ];                                                                             \
-            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * n + c);                  \
-            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                                                 \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * n + c); \
+            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
                 __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), m);                               \
-                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);            \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
+                    acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
             }                                                                                              \
         }                                                                                                  \
-        _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                                                       \
-            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) job->y[(j0 + j) * job->rows + r + i] = _mm512_reduce_add_ps(acc[i * NJ + j]); \
+        if (c1 < n) {                                                                                      \
+            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                           \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) part[i * NJ + j] = acc[i * NJ + j];   \
+        } else {                                                                                           \
+            _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                           \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
+                    job->y[(j0 + j) * job->rows + r + i] = _mm512_reduce_add_ps(acc[i * NJ + j]);          \
+        }                                                                                                  \
     }                                                                                                      \
-    /* Rows outer, inputs inner: a tile's rows (8 x 16 KB of F16 at 4096 columns) are re-read      \
-     * from L1/L2 for each group of inputs, and the weights stream from memory once per call. */   \
+    /* Rows outer, inputs inner: a tile's rows are re-read for each group of inputs, and the       \
+     * weights stream from memory once per call. With more than one group, in column blocks of     \
+     * COLBLK_BYTES per row (the accumulators parked in part between blocks), so that the re-reads \
+     * come from L1 rather than L2; the sums keep their column order, so results are the same. */  \
     static ALWAYS_INLINE void NAME##_cols(const bp_cpu_job *job, int64_t r, const int NR) {                \
-        for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
-            const int64_t left = job->batch - j0;                                                          \
-            if (left == 4 && NR <= 4) NAME##_tile(job, r, NR, 4, j0), j0 += 4;                             \
-            else if (left >= 3 && left != 4) NAME##_tile(job, r, NR, 3, j0), j0 += 3;                      \
-            else if (left >= 2) NAME##_tile(job, r, NR, 2, j0), j0 += 2;                                   \
-            else NAME##_tile(job, r, NR, 1, j0), j0 += 1;                                                  \
+        __m512 part[MAX_BATCH * R];                                                                        \
+        const int64_t n = job->cols;                                                                       \
+        const int64_t blk = job->batch > 4 && job->batch <= MAX_BATCH ? COLBLK_BYTES / (ESZ) : n;                      \
+        for (int64_t c0 = 0; c0 < n; c0 += blk) {                                                          \
+            const int64_t c1 = n - c0 < blk ? n : c0 + blk;                                                \
+            __m512 *pp = part;                                                                             \
+            for (int64_t j0 = 0; j0 < job->batch;) {                                                       \
+                const int64_t left = job->batch - j0;                                                      \
+                int nj;                                                                                    \
+                if (left == 4 && NR <= 4) NAME##_tile(job, r, NR, nj = 4, j0, c0, c1, pp);                 \
+                else if (left >= 3 && left != 4) NAME##_tile(job, r, NR, nj = 3, j0, c0, c1, pp);          \
+                else if (left >= 2) NAME##_tile(job, r, NR, nj = 2, j0, c0, c1, pp);                       \
+                else NAME##_tile(job, r, NR, nj = 1, j0, c0, c1, pp);                                      \
+                j0 += nj;                                                                                  \
+                pp += NR * nj;                                                                             \
+            }                                                                                              \
+            if (c1 == n) break;                                                                            \
         }                                                                                                  \
     }                                                                                                      \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
@@ -88,10 +130,40 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         for (; r < r1; r++) NAME##_cols(job, r, 1);                                                        \
     }
 
-/* Batch 1 runs the AVX2 row kernel this file's kernels replace (one weight stream, four
- * accumulators): cold, it read 33-38 GB/s on one core of the dev machine where the 8-row tile
- * (8 weight streams) read 24-32, though the tile was as fast hot. Set by the init. */
-static bp_cpu_vec_fn g_decode[3];
+/* Batch 1 runs a one-row kernel (one weight stream, four accumulators): cold, the AVX2 one read
+ * 33-38 GB/s on one core of the dev machine where the 8-row tile (8 weight streams) read 24-32,
+ * though the tile was as fast hot. F32 keeps the AVX2 one (set by the init); F16 and BF16 run
+ * this one on zmm registers, 64 weights per step and 2 KB of software prefetch ahead: at 2
+ * threads, cold, 4096 x 4096 (Zen 5, 2 vCPU) F16 read 42.9 -> 50-51 GB/s and BF16 41 -> 51 (the
+ * AVX2 kernel converts 8 halves per instruction and was bound by that, not by memory; F32,
+ * which converts nothing, read the same ~51 either way). Same column order for any r0, r1. */
+#define ROW_KERNEL(NAME, LOAD)                                                                                \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                         \
+        const float *x = job->x;                                                                              \
+        const int64_t n = job->cols;                                                                          \
+        for (int64_t r = r0; r < r1; r++) {                                                                   \
+            const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                          \
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                       \
+            int64_t c = 0;                                                                                    \
+            for (; c + 64 <= n; c += 64) {                                                                    \
+                _mm_prefetch((const char *)(w + 2 * c + 2048), _MM_HINT_T0);                                  \
+                _mm_prefetch((const char *)(w + 2 * c + 2048 + 64), _MM_HINT_T0);                             \
+                s0 = _mm512_fmadd_ps(LOAD(w + 2 * c, 0xffff), _mm512_loadu_ps(x + c), s0);                    \
+                s1 = _mm512_fmadd_ps(LOAD(w + 2 * c + 32, 0xffff), _mm512_loadu_ps(x + c + 16), s1);          \
+                s2 = _mm512_fmadd_ps(LOAD(w + 2 * c + 64, 0xffff), _mm512_loadu_ps(x + c + 32), s2);          \
+                s3 = _mm512_fmadd_ps(LOAD(w + 2 * c + 96, 0xffff), _mm512_loadu_ps(x + c + 48), s3);          \
+            }                                                                                                 \
+            for (; c < n; c += 16) {                                                                          \
+                const __mmask16 m = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);       \
+                s0 = _mm512_fmadd_ps(LOAD(w + 2 * c, m), _mm512_maskz_loadu_ps(m, x + c), s0);                 \
+            }                                                                                                 \
+            job->y[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));    \
+        }                                                                                                     \
+    }
+ROW_KERNEL(row_f16, ld_f16)
+ROW_KERNEL(row_bf16, ld_bf16)
+
+static bp_cpu_vec_fn g_decode[3] = {NULL, row_f16, row_bf16};
 
 FLOAT_KERNEL(vec_f32, ld_f32, 4, 0)
 FLOAT_KERNEL(vec_f16, ld_f16, 2, 1)
@@ -101,8 +173,8 @@ bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
 /* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
  * t = 32, these ~2x that (Zen 5, one core, hot). */
     if (!ops->vec[BP_KIND_F32].fn || !ops->vec[BP_KIND_F16].fn || !ops->vec[BP_KIND_BF16].fn) return false;
+    g_decode[0] = ops->vec[BP_KIND_F32].fn;
 #define SET(K, I, FN, NAME)                                                                                            \
-    g_decode[I] = ops->vec[BP_KIND_##K].fn;                                                                           \
     ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_F32, "CPU avx512 " #K " (" NAME ": batches 8 rows x 3 inputs, decode one row, 4 accumulators)", 64, NULL, true}
     SET(F32, 0, vec_f32, "f32 FMA");
     SET(F16, 1, vec_f16, "F16C + f32 FMA");
