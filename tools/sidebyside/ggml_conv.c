@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    for (char *tok = strtok(kl, ","); tok && nk < MAX_LIST; tok = strtok(NULL, ",")) kinds[nk++] = tok;
+    nk = sbs_split(kl, kinds, MAX_LIST);
     ggml_backend_load_all();
     ggml_backend_t be = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
     if (!be) {

@@ -158,12 +158,6 @@ static int run_one(ggml_backend_t backend, ggml_backend_dev_t dev, enum ggml_typ
     return 0;
 }
 
-static int split(char *arg, char **out, int max) {
-    int n = 0;
-    for (char *tok = strtok(arg, ","); tok && n < max; tok = strtok(NULL, ",")) out[n++] = tok;
-    return n;
-}
-
 int main(int argc, char **argv) {
     char *kinds[MAX_LIST], *batches_s[MAX_LIST];
     int nk = 0, nb = 0, threads = 2;
@@ -171,8 +165,8 @@ int main(int argc, char **argv) {
     double cold_mib = 256, min_ms = 300;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i];
-        if (!strcmp(a, "--kind")) nk = split(argv[i + 1], kinds, MAX_LIST);
-        else if (!strcmp(a, "--batch")) nb = split(argv[i + 1], batches_s, MAX_LIST);
+        if (!strcmp(a, "--kind")) nk = sbs_split(argv[i + 1], kinds, MAX_LIST);
+        else if (!strcmp(a, "--batch")) nb = sbs_split(argv[i + 1], batches_s, MAX_LIST);
         else if (!strcmp(a, "--rows")) rows = atoll(argv[i + 1]);
         else if (!strcmp(a, "--cols")) cols = atoll(argv[i + 1]);
         else if (!strcmp(a, "--threads")) threads = atoi(argv[i + 1]);

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <time.h>
 
@@ -44,6 +45,13 @@ static inline enum ggml_type sbs_type(const char *name) {
             !strcasecmp(ggml_type_name((enum ggml_type)t), name))
             return (enum ggml_type)t;
     return GGML_TYPE_COUNT;
+}
+
+/* A comma-separated list in place: up to max pieces into out[], their count. */
+static inline int sbs_split(char *arg, char **out, int max) {
+    int n = 0;
+    for (char *tok = strtok(arg, ","); tok && n < max; tok = strtok(NULL, ",")) out[n++] = tok;
+    return n;
 }
 
 #endif
