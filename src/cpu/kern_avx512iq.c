@@ -426,23 +426,25 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     init_iq1();
     init_ue4m3();
 /* max_batch: these decode each group once per 8 inputs, the panel GEMM dequantizes and
- * requantizes each panel once per call. GFLOP/s these / the GEMM at t = 32 on the dev machine
- * (Zen 5, 256 x 4096, one core, hot): IQ1_S 178/116, IQ1_M 153/69, TQ1_0 199/59, TQ2_0
- * 263/225, IQ2_XS ties; the GEMM wins at 32 for IQ2_XXS 170/197, IQ3_S 133/179 (IQ2_S, IQ3_XXS
- * alike) but ran 104-125 at t = 17 against these kernels' 124-165 at 16: their limit is 24,
- * the others' 32, so GFLOP/s does not dip right after the limit. */
+ * requantizes each panel once per call (a fixed cost of about 20 inputs' worth of these
+ * kernels). Where the two meet, 4096 x 4096, 2 threads, hot, on the dev machine (Zen 5, 2 vCPU),
+ * GFLOP/s these / the GEMM: IQ3_XXS 300/314 and IQ3_S 285/299 at t = 24 (they meet at ~22);
+ * IQ2_XXS 354/364 and IQ2_S 363/360 at 28; IQ2_XS 442/431 at 40, 435/474 at 48; IQ1_S 370/346,
+ * IQ1_M 307/295, NVFP4 296/273, TQ2_0 693/641, TQ1_0 659/218 at 64 (these stay faster past 64;
+ * 64 keeps t = 65 on the GEMM for every kind, where the kernel tests check it). Each limit sits
+ * where the two meet, so GFLOP/s does not dip past it. */
 #define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass)", MAXB, NULL, true}
-    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 24);
-    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 24);
+    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 28);
+    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 40);
+    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 28);
     SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 24);
     SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 24);
-    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 32);
-    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 64);
+    SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 64);
+    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 64);
     ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 4 inputs per pass)"; /* MAXNJ 4, above */
-    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 32);
-    SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0", 32);
+    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 64);
+    SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0", 64);
 #undef SET
     return true;
 }

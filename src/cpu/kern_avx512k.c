@@ -241,18 +241,19 @@ K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
 
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
 /* max_batch: where the panel GEMM (which dequantizes and requantizes each panel once for all
- * inputs) overtakes. Measured on the dev machine (Zen 5, 256 x 4096, one core, hot), GFLOP/s
- * these / the GEMM at t = 32: Q2_K 231/216, Q3_K 226/217, Q4_K 211/168, Q5_K 208/139, Q6_K
- * 200/216, IQ4_XS 230/116; at t = 16 these win for every kind. Q6_K's GEMM at t = 17 ran 133
- * after 226 here at t = 16: the limit sits where the two meet, so GFLOP/s does not dip. */
+ * inputs) overtakes. Measured on the dev machine (Zen 5, 2 vCPU, 4096 x 4096, 2 threads, hot),
+ * GFLOP/s these / the GEMM: Q5_K 476/479 at t = 44; Q3_K 489/479 at 44, 493/497 at 48; IQ4_XS
+ * 472/457 at 44, 470/483 at 48; Q2_K 528/531, Q4_K 526/531, Q6_K 554/522 at 48. At t = 32 these
+ * win for every kind (by 1.1-1.3x). Each limit sits where the two meet, so GFLOP/s does not dip
+ * past it. At 14336 x 4096 the GEMM does relatively worse (IQ4_XS 468/336 at 48). */
 #define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass)", MAXB, NULL, true}
-    SET(Q2_K, vec_q2_k, 32);
-    SET(Q3_K, vec_q3_k, 32);
-    SET(Q4_K, vec_q4_k, 32);
-    SET(Q5_K, vec_q5_k, 32);
-    SET(Q6_K, vec_q6_k, 32);
+    SET(Q2_K, vec_q2_k, 48);
+    SET(Q3_K, vec_q3_k, 44);
+    SET(Q4_K, vec_q4_k, 48);
+    SET(Q5_K, vec_q5_k, 44);
+    SET(Q6_K, vec_q6_k, 48);
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
-    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass)", 32, NULL, true};
+    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass)", 44, NULL, true};
 #undef SET
     return true;
 }
