@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench_model.h"
 #include "cli.h"
@@ -47,12 +46,6 @@ bool bp_bench_model_requested(int argc, char **argv) {
         if (argv[i][0] != '-' && n > 5 && !strcmp(argv[i] + n - 5, ".gguf")) return true;
     }
     return false;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int parse(int argc, char **argv, mopts *o) {
@@ -101,15 +94,15 @@ static void stats(test_result *r, int reps) {
 /* One timed run of a test; < 0 on failure (message printed). */
 static double run_pp(bp_context *c, const int32_t *tok, int n) {
     if (bp_context_truncate(c, 0)) return -1;
-    double t0 = now_s();
+    double t0 = bp_bench_now();
     if (bp_context_eval(c, tok, n, 1)) return -1;
-    return now_s() - t0;
+    return bp_bench_now() - t0;
 }
 
 static double run_tg(bp_context *c, const int32_t *tok, int n, int64_t n_vocab) {
     if (bp_context_truncate(c, 0)) return -1;
     int32_t t = tok[0];
-    double t0 = now_s();
+    double t0 = bp_bench_now();
     for (int i = 0; i < n; i++) {
         if (bp_context_eval(c, &t, 1, 1)) return -1;
         /* the next token depends on this step's logits, as generation does */
@@ -119,7 +112,7 @@ static double run_tg(bp_context *c, const int32_t *tok, int n, int64_t n_vocab) 
             if (lg[v] > lg[best]) best = v;
         t = (int32_t)best;
     }
-    return now_s() - t0;
+    return bp_bench_now() - t0;
 }
 
 int bp_bench_model(int argc, char **argv) {

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_common.h"
 #include "cpu/cpu.h"
 #include "ops/ops_internal.h"
 
@@ -107,22 +108,6 @@ static double cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
@@ -234,14 +219,14 @@ static int bench_attention_one(const bopts *o, bp_kind kind, int64_t ctx, int64_
     int cap = 4096, n = 0;
     tm = malloc(sizeof(double) * (size_t)cap);
     if (!tm) goto out;
-    double start = now_s(), cpu0 = cpu_s();
-    while (n < cap && (n < 5 || now_s() - start < o->min_ms / 1000.0)) {
-        double t0 = now_s();
+    double start = bp_bench_now(), cpu0 = cpu_s();
+    while (n < cap && (n < 5 || bp_bench_now() - start < o->min_ms / 1000.0)) {
+        double t0 = bp_bench_now();
         bp_attention(&ad, q, t, pos, c, n % layers, out);
-        tm[n++] = now_s() - t0;
+        tm[n++] = bp_bench_now() - t0;
     }
-    double wall = now_s() - start, share = wall >= 0.05 ? (cpu_s() - cpu0) / wall / bp_cpu_threads() : -1;
-    double med = median(tm, n);
+    double wall = bp_bench_now() - start, share = wall >= 0.05 ? (cpu_s() - cpu0) / wall / bp_cpu_threads() : -1;
+    double med = bp_bench_median(tm, n);
     *r = (attn_res){.kind = bp_kind_lookup(kind)->name, .ctx = ctx, .heads = heads, .kvh = kvh, .dim = dim, .t = t,
                     .us = med * 1e6, .gbps = (double)layer_bytes / med / 1e9, .tok_s = (double)t / med};
     r->share = share;
@@ -339,18 +324,18 @@ typedef bp_status (*call_fn)(void *ctx);
 static double time_calls(const bopts *o, call_fn fn, void *ctx) {
     fn(ctx);
     int cap = 100000, n = 0;
-    double *tm = malloc(sizeof(double) * (size_t)cap), start = now_s();
+    double *tm = malloc(sizeof(double) * (size_t)cap), start = bp_bench_now();
     if (!tm) return -1;
-    while (n < cap && (n < 5 || now_s() - start < o->min_ms / 1000.0)) {
-        double t0 = now_s();
+    while (n < cap && (n < 5 || bp_bench_now() - start < o->min_ms / 1000.0)) {
+        double t0 = bp_bench_now();
         if (fn(ctx)) {
             fprintf(stderr, "bench: %s\n", bp_last_error());
             free(tm);
             return -1;
         }
-        tm[n++] = now_s() - t0;
+        tm[n++] = bp_bench_now() - t0;
     }
-    double med = median(tm, n);
+    double med = bp_bench_median(tm, n);
     free(tm);
     return med;
 }
@@ -487,7 +472,7 @@ static int bench_jobs(const bopts *o) {
                 if (round % 2) rb[round] = time_calls(o, call_separate, &c), ra[round] = time_calls(o, call_jobs, &c);
                 else ra[round] = time_calls(o, call_jobs, &c), rb[round] = time_calls(o, call_separate, &c);
             }
-            double a = median(ra, 3), b = median(rb, 3);
+            double a = bp_bench_median(ra, 3), b = bp_bench_median(rb, 3);
             if (o->json)
                 printf("%s\n  {\"case\": \"%s\", \"t\": %lld, \"matmul_us\": %.6g, \"separate_us\": %.6g}", first ? "" : ",",
                        sets[s].name, (long long)t, a * 1e6, b * 1e6);

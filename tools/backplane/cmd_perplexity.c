@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "cli_common.h"
@@ -24,12 +23,6 @@ static void on_chunk(int64_t i, double ppl, void *user) {
     if (user) return; /* --json */
     printf("[%lld]%.4f,", (long long)i + 1, ppl);
     fflush(stdout);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int bp_cmd_perplexity(int argc, char **argv) {
@@ -96,9 +89,9 @@ int bp_cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "perplexity: %zu tokens, %lld per chunk, %lld chunks\n", n_ids, (long long)ctx,
                 (long long)(chunks && chunks < (int64_t)n_ids / ctx ? chunks : (int64_t)n_ids / ctx));
     bp_perplexity_result r;
-    double t0 = now_s();
+    double t0 = bp_bench_now();
     s = bp_context_perplexity(c, ids, (int64_t)n_ids, ctx, chunks, bos, on_chunk, json ? (void *)1 : NULL, &r);
-    double dt = now_s() - t0;
+    double dt = bp_bench_now() - t0;
     if (s) {
         rc = bp_cli_error("perplexity", s);
         goto out;

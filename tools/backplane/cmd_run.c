@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "cli_common.h"
@@ -83,12 +82,6 @@ static int parse(int argc, char **argv, ropts *o) {
         return -1;
     }
     return 0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Grows a byte buffer for --json's text. */
@@ -194,15 +187,15 @@ int bp_cmd_run(int argc, char **argv) {
         fflush(stdout);
     }
 
-    double t0 = now_s();
+    double t0 = bp_bench_now();
     if ((s = bp_context_eval(c, ids, (int64_t)n_ids, 1))) {
         rc = bp_cli_error("prompt", s);
         goto out;
     }
-    double t_prompt = now_s() - t0;
+    double t_prompt = bp_bench_now() - t0;
     int generated = 0;
     bool eog = false;
-    t0 = now_s();
+    t0 = bp_bench_now();
     for (; generated < n_gen; generated++) {
         bp_token tok;
         if ((s = bp_sampler_sample(smp, bp_context_logits(c, 0), &tok))) {
@@ -226,7 +219,7 @@ int bp_cmd_run(int argc, char **argv) {
             goto out;
         }
     }
-    double t_gen = now_s() - t0;
+    double t_gen = bp_bench_now() - t0;
     if (!o.json) printf("\n");
     bp_cli_model_report(&ses, c, o.json ? stdout : stderr, o.json, (int64_t)n_ids, t_prompt, generated, t_gen,
                         eog ? "end of generation" : "token limit", out.p ? out.p : "");

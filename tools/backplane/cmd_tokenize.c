@@ -30,12 +30,6 @@ static int usage(FILE *f) {
     return f == stderr ? 2 : 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* CPU time of this process: on a shared machine wall time includes waiting for a core. */
 static double cpu_s(void) {
     struct timespec ts;
@@ -96,9 +90,9 @@ static int bench(const opts *o, bp_gguf *f) {
     bp_tokenizer *tok = NULL;
     for (int r = 0; r < reps; r++) {
         bp_tokenizer_free(tok);
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = bp_bench_now(), c0 = cpu_s();
         bp_status s = bp_tokenizer_create(f, &tok);
-        t[r] = now_s() - t0;
+        t[r] = bp_bench_now() - t0;
         c[r] = cpu_s() - c0;
         if (s != BP_OK) {
             free(t);
@@ -136,9 +130,9 @@ static int bench(const opts *o, bp_gguf *f) {
         int er = reps < 9 ? 9 : reps;
         for (int r = 0; r < er; r++) {
             bp_token *ids = NULL;
-            double t0 = now_s();
+            double t0 = bp_bench_now();
             bp_status s = bp_tokenizer_encode_alloc(tok, text, n, true, true, &ids, &n_ids);
-            t[r] = now_s() - t0;
+            t[r] = bp_bench_now() - t0;
             bp_tokens_free(ids);
             if (s != BP_OK) {
                 free(text);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -12,12 +11,6 @@
 #include "cpu/cpu.h"
 #include "model_cli.h"
 #include "seam/seam_internal.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The progress line: rewritten in place on a terminal when the percentage moves; elsewhere (a
  * log, CI) only the "loaded" line that follows. */
@@ -42,11 +35,11 @@ int bp_cli_model_open(const char *path, bool show_progress, bp_cli_model_session
     progress_state ps = {.path = path, .last = -1};
     bool tty = show_progress && isatty(2);
     if (tty) mp.progress = progress, mp.progress_user = &ps;
-    double t0 = now_s();
+    double t0 = bp_bench_now();
     bp_status st = bp_model_load(path, &mp, &s->model);
     if (tty) fprintf(stderr, "\r\033[K");
     if (st) return bp_cli_error("load", st);
-    s->load_seconds = now_s() - t0;
+    s->load_seconds = bp_bench_now() - t0;
     bp_model_get_info(s->model, &s->info);
     if ((st = bp_tokenizer_create(bp_model_gguf(s->model), &s->tok))) {
         bp_model_free(s->model);

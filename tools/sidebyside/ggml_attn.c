@@ -202,14 +202,14 @@ int main(int argc, char **argv) {
     ggml_backend_cpu_set_n_threads(backend, threads);
     int rc = 0;
     for (int k = 0; k < nk; k++) {
-        int type = sbs_type(kinds[k]) == GGML_TYPE_COUNT ? -1 : (int)sbs_type(kinds[k]);
-        if (type < 0 || s.dim % ggml_blck_size((enum ggml_type)type)) {
+        const enum ggml_type type = sbs_type(kinds[k]);
+        if (type == GGML_TYPE_COUNT || s.dim % ggml_blck_size(type)) {
             fprintf(stderr, "ggml_attn: %s: no such ggml type, or dim %lld not a multiple of its block\n", kinds[k],
                     (long long)s.dim);
             rc = 1;
             continue;
         }
-        rc |= run_one(backend, dev, (enum ggml_type)type, kinds[k], &s, (size_t)(cold_mib * 1048576.0), min_ms / 1000.0,
+        rc |= run_one(backend, dev, type, kinds[k], &s, (size_t)(cold_mib * 1048576.0), min_ms / 1000.0,
                       threads);
     }
     ggml_backend_free(backend);

@@ -193,22 +193,22 @@ int main(int argc, char **argv) {
     ggml_backend_cpu_set_n_threads(backend, threads);
     int rc = 0;
     for (int k = 0; k < nk; k++) {
-        int type = sbs_type(kinds[k]) == GGML_TYPE_COUNT ? -1 : (int)sbs_type(kinds[k]);
-        if (type < 0) {
+        const enum ggml_type type = sbs_type(kinds[k]);
+        if (type == GGML_TYPE_COUNT) {
             fprintf(stderr, "ggml_mm: ggml has no type %s\n", kinds[k]);
             rc = 1;
             continue;
         }
-        if (cols % ggml_blck_size((enum ggml_type)type)) {
+        if (cols % ggml_blck_size(type)) {
             fprintf(stderr, "ggml_mm: %s needs columns in multiples of %lld\n", kinds[k],
-                    (long long)ggml_blck_size((enum ggml_type)type));
+                    (long long)ggml_blck_size(type));
             rc = 1;
             continue;
         }
         for (int b = 0; b < nb; b++) {
             int64_t t = atoll(batches_s[b]);
             if (t < 1) continue;
-            rc |= run_one(backend, dev, (enum ggml_type)type, kinds[k], rows, cols, t, (size_t)(cold_mib * 1048576.0),
+            rc |= run_one(backend, dev, type, kinds[k], rows, cols, t, (size_t)(cold_mib * 1048576.0),
                           min_ms / 1000.0);
         }
     }
