@@ -4,9 +4,12 @@
  *
  * At 2 threads these kinds are limited by instructions per weight, not memory, so each kernel
  * decodes a 32-weight group ONCE into unsigned bytes g, a 32-bit negate mask k and int16 group
- * scales, pairs two groups in a zmm, and then serves every input of the pass (up to 8) with
- * four instructions per 64 weights: load, masked negate of the activations where k is set (the
- * weight's sign moved onto x), vpmaddubsw, vpdpwssd (scale and accumulate). The AVX2 kernels
+ * scales, pairs two groups in a zmm, and then serves every input of the pass (up to 16, 8 at a
+ * time) with four instructions per 64 weights: load, masked negate of the activations where k
+ * is set (the weight's sign moved onto x), vpmaddubsw, vpdpwssd (scale and accumulate). What
+ * capped t >= 8 (measured on one Zen 5 core by removing parts): the per-input block end
+ * (scalar d_w * d_x, its broadcast, IQ1's 16-sum term added after the fact) cost as much as
+ * the decode; it is now 3 FP ops per input and block (SERVE). The AVX2 kernels
  * rebuilt the sign bytes from a 128-entry table per input, 32 weights at a time, and ran once
  * per input.
  *  - Sign masks come straight from the bits: IQ2_S / IQ3_S store them; the ksigns kinds store
@@ -22,13 +25,14 @@
 #include "cpu/avx2_util.h"
 #include "kinds/iq_tables.h"
 
-enum { MAX_NJ = 8 };
+enum { MAX_NJ = 16 };
 
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
 /* Per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per block (b, i). Up to
- * MAXNJ inputs per pass: 8 where decoding a group costs more than serving an input (the grid
- * and 1-bit kinds: +10-25% at t = 8-16 over 4 on the dev machine, 1000 x 4096), 4 for TQ2_0. */
+ * MAXNJ inputs per pass: 16 for the grid and 1-bit kinds (decode once per 16 inputs, served 8 at
+ * a time: +0-25% at t = 16 over 8 per decode, one Zen 5 core, 256 x 4096), 8 for TQ1_0 and
+ * NVFP4, 4 for TQ2_0. */
 #define ROW_KERNEL(NAME, BYTES, ELEMS, MAXNJ, ...)                                                        \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
         const int64_t nb = job->cols / (ELEMS);                                                           \
@@ -37,17 +41,18 @@ enum { MAX_NJ = 8 };
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                           \
         __m512 acc[MAX_NJ];                                                                               \
         float offs[MAX_NJ];                                                                               \
-        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps(), offs[jj] = 0; \
+        _Pragma("GCC unroll 16") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps(), offs[jj] = 0; \
         for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                         \
-        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] =       \
+        _Pragma("GCC unroll 16") for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] =       \
             _mm512_reduce_add_ps(acc[jj]) + offs[jj];                                                     \
     }                                                                                                     \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
             const int64_t left = job->batch - j0;                                                         \
-            const int nj = left >= 8 && (MAXNJ) >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;             \
+            const int nj = left >= 16 && (MAXNJ) >= 16 ? 16 : left >= 8 && (MAXNJ) >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;             \
             for (int64_t r = r0; r < r1; r++) {                                                           \
-                if (nj == 8) NAME##_row(job, r, 8, j0);                                                   \
+                if (nj == 16) NAME##_row(job, r, 16, j0);                                                 \
+                else if (nj == 8) NAME##_row(job, r, 8, j0);                                                   \
                 else if (nj == 4) NAME##_row(job, r, 4, j0);                                              \
                 else if (nj == 2) NAME##_row(job, r, 2, j0);                                              \
                 else NAME##_row(job, r, 1, j0);                                                           \
@@ -66,52 +71,54 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* Integer accumulators per input: with 4 or more inputs their chains are independent enough;
- * with 1-2, alternate group pairs go to two of them (one chain of vpdpwssd, ~5 cycles each,
- * left a single input's decode latency-bound). */
-#define SI(jj, IB) si[NJ >= 4 ? 0 : ((IB) >> 1) & 1][jj]
-#define BLOCK_START                                                                                       \
-    __m512i si[2][MAX_NJ];                                                                                \
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = si[1][jj] = _mm512_setzero_si512();
-#define BLOCK_END(D)                                                                                      \
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_fmadd_ps(                    \
-        _mm512_set1_ps((D) * XQ(jj, i)->d),                                                               \
-        _mm512_cvtepi32_ps(NJ >= 4 ? si[0][jj] : _mm512_add_epi32(si[0][jj], si[1][jj])), acc[jj]);
-/* IQ1: si += coef16 . bsums for every input (the -9 shift), then the block's float scale. */
-#define BLOCK_END_SHIFT(COEF, D)                                                                          \
-    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) si[0][jj] = _mm512_add_epi32(                 \
-        si[0][jj], zext(_mm256_madd_epi16((COEF), _mm256_loadu_si256((const __m256i *)XQ(jj, i)->bsums)))); \
-    BLOCK_END(D)
-
-/* The 8 groups of a block two at a time, a pair filling one zmm: GRPG(ib, g) sets group ib's
- * unsigned weights (ymm); KP(p) and SCP(p) give pair p's 64-bit negate mask and zmm of int16
- * scales, prepared for the whole block in vector code (scalar bit work per group cost ~20
- * instructions per 32 weights). Per input and 64 weights: a load, a masked negate where the
- * weight is negative (the sign moved onto x), vpmaddubsw, vpdpwssd. */
-#define GROUP_PAIRS_V(GRPG, KP, SCP)                                                                      \
-    _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
+/* Every input of the pass, 8 at a time (the decoded pairs stay in registers, 8 int32
+ * accumulators beside them). Per input and 64 weights: a load, a masked negate where the weight
+ * is negative (the sign moved onto x; SIGNS 0: none), vpmaddubsw, vpdpwssd. An input's
+ * accumulator starts at INIT(jj) (zero, or IQ1's shift term from the 16-sums); with 1-2 inputs,
+ * alternate pairs go to two of them (one chain of vpdpwssd, ~5 cycles each, left a single
+ * input's decode latency-bound). Block end: (int sum * d_w) * d_x, the input's d read as an
+ * embedded broadcast: 3 FP ops, where a scalar d_w * d_x and its broadcast per input cost ~25%
+ * at t = 8 (Zen 5). Every input's arithmetic is the same whatever NJ, so results do not depend
+ * on the batch grouping. */
+#define ADD_NONE(P, V) (V)
+#define DECODE_PAIR(GRPG, ADDP, P)                                                                        \
+    {                                                                                                     \
         __m256i g0, g1;                                                                                   \
-        GRPG(ib, g0)                                                                                      \
-        GRPG(ib + 1, g1)                                                                                  \
-        const __m512i g = pair(g0, g1), sc = SCP(ib / 2);                                                 \
-        const __mmask64 k = KP(ib / 2);                                                                   \
-        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                         \
-            __m512i xv = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib));                      \
-            if (!__builtin_constant_p(k) || k) xv = _mm512_mask_sub_epi8(xv, k, _mm512_setzero_si512(), xv); \
-            SI(jj, ib) = _mm512_dpwssd_epi32(SI(jj, ib), _mm512_maddubs_epi16(g, xv), sc);                \
+        GRPG(2 * (P), g0)                                                                                 \
+        GRPG(2 * (P) + 1, g1)                                                                             \
+        G_[P] = ADDP(P, pair(g0, g1));                                                                    \
+    }
+#define SERVE(GRPG, ADDP, SIGNS, KP, SCP, INIT, D)                                                        \
+    {                                                                                                     \
+        const __m512 dw_ = _mm512_set1_ps(D);                                                             \
+        __m512i G_[4];                                                                                    \
+        if (NJ < 8) _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) DECODE_PAIR(GRPG, ADDP, p)        \
+        _Pragma("GCC unroll 2") for (int h_ = 0; h_ < NJ; h_ += 8) {                                      \
+            const int n_ = NJ - h_ < 8 ? NJ - h_ : 8;                                                     \
+            __m512i si[2][8];                                                                             \
+            _Pragma("GCC unroll 8") for (int q = 0; q < n_; q++) si[0][q] = INIT(h_ + q),                 \
+                                                                  si[1][q] = _mm512_setzero_si512();      \
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                                         \
+                if (NJ >= 8 && h_ == 0) DECODE_PAIR(GRPG, ADDP, p)                                        \
+                const __m512i sc_ = SCP(p);                                                               \
+                const __mmask64 k_ = KP(p);                                                               \
+                _Pragma("GCC unroll 8") for (int q = 0; q < n_; q++) {                                    \
+                    __m512i xv = _mm512_loadu_si512((const void *)(XQ(h_ + q, i)->q + 64 * p));           \
+                    if (SIGNS) xv = _mm512_mask_sub_epi8(xv, k_, _mm512_setzero_si512(), xv);              \
+                    __m512i *s_ = &si[n_ >= 4 ? 0 : p & 1][q];                                            \
+                    *s_ = _mm512_dpwssd_epi32(*s_, _mm512_maddubs_epi16(G_[p], xv), sc_);                  \
+                }                                                                                         \
+            }                                                                                             \
+            _Pragma("GCC unroll 8") for (int q = 0; q < n_; q++) {                                        \
+                const __m512i s_ = n_ >= 4 ? si[0][q] : _mm512_add_epi32(si[0][q], si[1][q]);             \
+                acc[h_ + q] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s_), dw_),                 \
+                                              _mm512_set1_ps(XQ(h_ + q, i)->d), acc[h_ + q]);             \
+            }                                                                                             \
         }                                                                                                 \
     }
-
-/* Unsigned weights plus a per-pair byte vector ADDP(p) (IQ1_M's delta). */
-#define GROUP_PAIRS_V2(GRPG, ADDP, SCP)                                                                   \
-    _Pragma("GCC unroll 4") for (int ib = 0; ib < 8; ib += 2) {                                           \
-        __m256i g0, g1;                                                                                   \
-        GRPG(ib, g0)                                                                                      \
-        GRPG(ib + 1, g1)                                                                                  \
-        const __m512i g = _mm512_add_epi8(pair(g0, g1), ADDP(ib / 2)), sc = SCP(ib / 2);                  \
-        _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) SI(jj, ib) = _mm512_dpwssd_epi32(         \
-            SI(jj, ib), _mm512_maddubs_epi16(g, _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 32 * ib))), sc); \
-    }
+#define SI_ZERO(JJ) _mm512_setzero_si512()
+/* IQ1: coef16 . bsums (the -9 shift), coef_ a zmm of 16 int16 with the upper half zero. */
+#define SI_SHIFT(JJ) _mm512_madd_epi16(_mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)XQ(JJ, i)->bsums)), coef_)
 
 /* vpermw indices: lanes 0-15 take word a, 16-31 word b (a pair's two 32-weight scales)... */
 static ALWAYS_INLINE __m512i idx2(int a, int b) { return pair(_mm256_set1_epi16((short)a), _mm256_set1_epi16((short)b)); }
@@ -168,15 +175,13 @@ static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsig
 #define KP_MEM(P) ((__mmask64)smask[P])
 #define KP_NONE(P) ((__mmask64)0)
 #define SCP_2(P) _mm512_permutexvar_epi16(idx2(2 * (P), 2 * (P) + 1), scw)
-ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_BLOCK_ELEMS_IQ2_XXS, 8, {
-    BLOCK_START
+ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_BLOCK_ELEMS_IQ2_XXS, 16, {
     /* the 8 aux words are the high dwords of the block's 8 qwords at 2 */
     const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512((const void *)(b + 2)), 32));
     uint64_t smask[4];
     parity_signs8(fields7(aux), smask);
     const __m512i scw = top4_scales(aux);
-    GROUP_PAIRS_V(G_IQ2_XXS, KP_MEM, SCP_2)
-    BLOCK_END(f16(b) * 0.125f)
+    SERVE(G_IQ2_XXS, ADD_NONE, 1, KP_MEM, SCP_2, SI_ZERO, f16(b) * 0.125f)
 })
 
 #define G_IQ2_XS(IB, G)                                                                                   \
@@ -193,15 +198,13 @@ static ALWAYS_INLINE __m512i nibble_scales(const uint8_t *p) {
     return zext(_mm256_or_si256(_mm256_slli_epi16(w, 1), _mm256_set1_epi16(1)));
 }
 #define SCP_4(P) _mm512_permutexvar_epi16(idx4(4 * (P)), scw)
-ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, 8, {
-    BLOCK_START
+ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, 16, {
     /* 32 u16: 9-bit grid index, 7-bit sign field */
     const __m512i v = _mm512_loadu_si512((const void *)(b + 2));
     uint64_t smask[4];
     parity_signs8(_mm512_cvtepi16_epi8(_mm512_srli_epi16(v, 9)), smask);
     const __m512i scw = nibble_scales(b + 66);
-    GROUP_PAIRS_V(G_IQ2_XS, KP_MEM, SCP_4)
-    BLOCK_END(f16(b) * 0.125f)
+    SERVE(G_IQ2_XS, ADD_NONE, 1, KP_MEM, SCP_4, SI_ZERO, f16(b) * 0.125f)
 })
 
 #define G_IQ2_S(IB, G)                                                                                    \
@@ -212,22 +215,18 @@ ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, 8, {
                      qs[2] | ((qh << 4) & 0x300u), qs[3] | ((qh << 2) & 0x300u));                         \
     }
 #define KP_IQ2_S(P) ((__mmask64)bp_load_u64(b + 34 + 8 * (P)))
-ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_BLOCK_ELEMS_IQ2_S, 8, {
-    BLOCK_START
+ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_BLOCK_ELEMS_IQ2_S, 16, {
     const __m512i scw = nibble_scales(b + 74);
-    GROUP_PAIRS_V(G_IQ2_S, KP_IQ2_S, SCP_4)
-    BLOCK_END(f16(b) * 0.125f)
+    SERVE(G_IQ2_S, ADD_NONE, 1, KP_IQ2_S, SCP_4, SI_ZERO, f16(b) * 0.125f)
 })
 
 #define G_IQ3_XXS(IB, G) G = grid32x8(bp_iq3xxs_grid, b + 2 + 8 * (IB), 0);
-ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, 8, {
-    BLOCK_START
+ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, 16, {
     const __m256i aux = load32(b + 66);
     uint64_t smask[4];
     parity_signs8(fields7(aux), smask);
     const __m512i scw = top4_scales(aux);
-    GROUP_PAIRS_V(G_IQ3_XXS, KP_MEM, SCP_2)
-    BLOCK_END(f16(b) * 0.25f)
+    SERVE(G_IQ3_XXS, ADD_NONE, 1, KP_MEM, SCP_2, SI_ZERO, f16(b) * 0.25f)
 })
 
 #define G_IQ3_S(IB, G)                                                                                    \
@@ -238,8 +237,7 @@ ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, 8, {
                              (int)bp_iq3s_grid[ix[1]], (int)bp_iq3s_grid[ix[0]]);                           \
     }
 #define KP_IQ3_S(P) ((__mmask64)bp_load_u64(b + 74 + 8 * (P)))
-ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_BLOCK_ELEMS_IQ3_S, 8, {
-    BLOCK_START
+ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_BLOCK_ELEMS_IQ3_S, 16, {
     /* 64 9-bit grid indices: the low bytes at 2, the 9th bits in order in the 8 bytes at 66 */
     const uint64_t hi = bp_load_u64(b + 66);
     uint16_t idx[64];
@@ -252,8 +250,7 @@ ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_BLOCK_ELEMS_IQ3_S, 8, {
     const __m128i v = _mm_cvtsi32_si128((int)bp_load_u32(b + 106));
     const __m128i lh = _mm_unpacklo_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)));
     const __m512i scw = _mm512_zextsi128_si512(_mm_or_si128(_mm_slli_epi16(_mm_cvtepu8_epi16(lh), 1), _mm_set1_epi16(1)));
-    GROUP_PAIRS_V(G_IQ3_S, KP_IQ3_S, SCP_2)
-    BLOCK_END(f16(b))
+    SERVE(G_IQ3_S, ADD_NONE, 1, KP_IQ3_S, SCP_2, SI_ZERO, f16(b))
 })
 
 /* ---- IQ1_S / IQ1_M: w + 9 = 8 (g + 1) + (delta + 1), unsigned; -9 * scale * sum(x) per 16 -- */
@@ -280,8 +277,7 @@ static void init_iq1(void) {
         G = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),                   \
                      q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));                     \
     }
-ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 8, {
-    BLOCK_START
+ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 16, {
     /* u16 ib at 34: four 3-bit high index parts, 3-bit scale at 12, delta sign at 15 */
     const __m128i qh8 = _mm_loadu_si128((const __m128i *)(b + 34));
     const __m128i s8 = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1),
@@ -291,8 +287,8 @@ ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 8, {
     const __m128i dm8 = _mm_sub_epi16(_mm_set1_epi16(-7), _mm_slli_epi16(_mm_srli_epi16(qh8, 15), 1));
     const __m128i c8 = _mm_mullo_epi16(s8, dm8);
     const __m256i coef = _mm256_set_m128i(_mm_unpackhi_epi16(c8, c8), _mm_unpacklo_epi16(c8, c8));
-    GROUP_PAIRS_V(G_IQ1_S, KP_NONE, SCP_2)
-    BLOCK_END_SHIFT(coef, f16(b) * 0.125f)
+    const __m512i coef_ = _mm512_zextsi256_si512(coef);
+    SERVE(G_IQ1_S, ADD_NONE, 0, KP_NONE, SCP_2, SI_SHIFT, f16(b) * 0.125f)
 })
 
 #define G_IQ1_M(IB, G)                                                                                    \
@@ -302,9 +298,8 @@ ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 8, {
                      ((qw >> 16) & 0xffu) | (hh & 0x700u), (qw >> 24) | ((hh >> 4) & 0x700u));            \
     }
 /* Pair P's delta bytes: 2 for each 8-weight segment whose delta is +1 (bit clear), else 0. */
-#define GP_IQ1_M(P) _mm512_maskz_mov_epi64((__mmask8)(dplus >> (8 * (P))), _mm512_set1_epi8(2))
-ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, 8, {
-    BLOCK_START
+#define GP_IQ1_M(P, V) _mm512_add_epi8((V), _mm512_maskz_mov_epi64((__mmask8)(dplus >> (8 * (P))), _mm512_set1_epi8(2)))
+ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, 16, {
     /* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them */
     const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
                                          7, 6, 7, 6, 7);
@@ -323,8 +318,8 @@ ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, 8, {
     const __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(nl, nh), _mm_unpacklo_epi8(nl, nh));
     const uint32_t dplus = ~(uint32_t)_mm256_test_epi8_mask(nib, _mm256_set1_epi8(8));
     const __m512i scw = zext(sc16);
-    GROUP_PAIRS_V2(G_IQ1_M, GP_IQ1_M, SCP_4)
-    BLOCK_END_SHIFT(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)), _cvtsh_ss(dbits) * 0.125f)
+    const __m512i coef_ = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)));
+    SERVE(G_IQ1_M, GP_IQ1_M, 0, KP_NONE, SCP_4, SI_SHIFT, _cvtsh_ss(dbits) * 0.125f)
 })
 
 /* ---- TQ2_0: qs[64] | d, element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 ------------- */
@@ -433,7 +428,7 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
  * IQ1_M 307/295, NVFP4 296/273, TQ2_0 693/641, TQ1_0 659/218 at 64 (these stay faster past 64;
  * 64 keeps t = 65 on the GEMM for every kind, where the kernel tests check it). Each limit sits
  * where the two meet, so GFLOP/s does not dip past it. */
-#define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass)", MAXB, NULL, true}
+#define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 16 inputs per pass)", MAXB, NULL, true}
     SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 28);
     SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 40);
     SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 28);
@@ -442,7 +437,10 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 64);
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 64);
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 64);
-    ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 4 inputs per pass)"; /* MAXNJ 4, above */
+    /* MAXNJ above */
+    ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 4 inputs per pass)";
+    ops->vec[BP_KIND_TQ1_0].name = "CPU avx512 TQ1_0 (q8_K VNNI, 8 inputs per pass)";
+    ops->vec[BP_KIND_NVFP4].name = "CPU avx512 NVFP4 (q8_0 VNNI, 8 inputs per pass)";
     SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 64);
     SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0", 64);
 #undef SET
