@@ -148,6 +148,7 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2g8_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
