@@ -117,21 +117,30 @@ static ALWAYS_INLINE float amax32(const float *x) {
     return _mm_cvtss_f32(s);
 }
 
+/* 32 floats times id, rounded to int32 (nearest-even), in four registers. */
+static ALWAYS_INLINE void round32(const float *x, float id, __m256i r[4]) {
+    const __m256 vid = _mm256_set1_ps(id);
+    for (int k = 0; k < 4; k++) r[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
+}
+/* Four registers of int32 (each within int8) as 32 bytes in order. */
+static ALWAYS_INLINE __m256i pack32(const __m256i r[4]) {
+    __m256i v = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+    /* packs work per 128-bit lane: restore element order. */
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+/* 32 floats times id, rounded, as 32 int8 in order. */
+static ALWAYS_INLINE __m256i quant32v(const float *x, float id) {
+    __m256i r[4];
+    round32(x, id, r);
+    return pack32(r);
+}
 /* 32 floats times id, rounded, packed to int8 in order; returns the sum of the 32 quants. */
 static ALWAYS_INLINE int32_t quant32(const float *x, float id, int8_t *q) {
-    __m256 vid = _mm256_set1_ps(id);
-    __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), vid));
-    __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
-    __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
-    __m256i d = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d));
-    __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
-    __m256i v = _mm256_packs_epi16(ab, cd);
-    /* packs work per 128-bit lane: restore element order. */
-    v = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256((__m256i *)q, v);
-    __m128 sf = _mm_castsi128_ps(_mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
-    __m128i s4 = _mm_castps_si128(sf);
+    __m256i r[4];
+    round32(x, id, r);
+    _mm256_storeu_si256((__m256i *)q, pack32(r));
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(r[0], r[1]), _mm256_add_epi32(r[2], r[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
     return _mm_cvtsi128_si32(s4);

@@ -69,29 +69,52 @@ static panel panel_of(float *scratch) {
     return p;
 }
 
+/* 8 registers of 8 dwords (register i = row i) -> register k = dword k of every row. */
+static ALWAYS_INLINE void transpose8(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+        r[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+    }
+}
+
+/* Rows [p, p + nr) x columns [c0, c0 + kc) -> w, |w| and the block scales (rows past nr: 0).
+ * Eight rows' 32 quants at a time are transposed in registers into the k4-major layout. */
 static void pack(const bp_cpu_job *job, const panel *pp, int64_t p, int nr, int64_t c0, int64_t kc, int qb) {
     const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
     for (int i = 0; i < nr; i++)
         job->dequant(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb), pp->rowbuf + i * KC, kc / be);
     const int nb = (int)(kc / qb);
-    int32_t *dst = (int32_t *)(void *)pp->w;
-    for (int i = 0; i < NR; i++) {
-        const float *w = pp->rowbuf + i * KC;
-        for (int b = 0; b < nb; b++) {
-            int32_t q[16]; /* up to 64 bytes: one block */
-            if (i < nr) {
-                float id;
-                pp->dw[b * NR + i] = block_scale(w + b * qb, qb, &id);
-                for (int k = 0; k < qb; k += 32) quant32(w + b * qb + k, id, (int8_t *)q + k);
-            } else {
-                pp->dw[b * NR + i] = 0;
-                memset(q, 0, sizeof q);
-            }
-            for (int k4 = 0; k4 < qb / 4; k4++) dst[(b * qb / 4 + k4) * NR + i] = q[k4];
+    for (int b = 0; b < nb; b++) {
+        float id[NR];
+        for (int i = 0; i < NR; i++) {
+            id[i] = 0;
+            pp->dw[b * NR + i] = i < nr ? block_scale(pp->rowbuf + i * KC + b * qb, qb, &id[i]) : 0.0f;
         }
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < qb; k += 32) {
+                __m256i r[8];
+                for (int i = 0; i < 8; i++)
+                    r[i] = 8 * h + i < nr ? quant32v(pp->rowbuf + (8 * h + i) * KC + b * qb + k, id[8 * h + i])
+                                          : _mm256_setzero_si256();
+                transpose8(r);
+                const size_t off = (size_t)(b * qb + k) / 4 * NR * 4 + 32 * h; /* dword (k4, 8h) */
+                for (int j = 0; j < 8; j++) {
+                    _mm256_store_si256((__m256i *)(void *)(pp->w + off + 64 * j), r[j]);
+                    _mm256_store_si256((__m256i *)(void *)(pp->aw + off + 64 * j), _mm256_abs_epi8(r[j]));
+                }
+            }
     }
-    for (int64_t k = 0; k < kc * NR; k += 32)
-        _mm256_store_si256((__m256i *)(void *)(pp->aw + k), _mm256_abs_epi8(_mm256_load_si256((const __m256i *)(const void *)(pp->w + k))));
 }
 
 /* tile[M x 16] += sum over nblk blocks of d_w d_x (int8 w . int8 x). */
@@ -104,6 +127,7 @@ static ALWAYS_INLINE void micro(const int M, const int QB, const panel *pp, cons
         for (int i = 0; i < M; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
         const int8_t *wb = pp->w + (size_t)b * QB * NR, *ab = pp->aw + (size_t)b * QB * NR;
         const int8_t *xb = xq + b * QB;
+#pragma GCC unroll 2
         for (int k4 = 0; k4 < QB / 4; k4++) {
             const __m256i a0 = load32(ab + 64 * k4), a1 = load32(ab + 64 * k4 + 32);
             const __m256i w0 = load32(wb + 64 * k4), w1 = load32(wb + 64 * k4 + 32);
