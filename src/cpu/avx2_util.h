@@ -146,4 +146,44 @@ static ALWAYS_INLINE int32_t quant32(const float *x, float id, int8_t *q) {
     return _mm_cvtsi128_si32(s4);
 }
 
+/* ---- multi-input kernels over bp_q8x256 activations (kern_avx2q.c, kern_avx2iq.c) ---- */
+
+/* Inputs per pass (accumulators in 16 ymm) and rows per block. */
+enum { KQ_NJ = 4, KQ_RB = 16 };
+
+/* Input jj's activations of block i, in a row kernel over NJ inputs (xb, xs in scope). */
+#define XJ(jj) ((const bp_q8x256 *)(const void *)(xb + (size_t)(jj) * xs) + i)
+/* The frame of a multi-input row kernel: acc per input, block loop with b at block i, y. */
+#define KQ_ROW_BEGIN(BB)                                                                 \
+    const int64_t nb = job->cols / 256;                                                  \
+    const size_t xs = job->xq_stride;                                                    \
+    const uint8_t *xb = (const uint8_t *)job->xq + (size_t)j0 * xs;                      \
+    const uint8_t *b = job->w + (size_t)r * job->row_bytes;                              \
+    __m256 acc[KQ_NJ];                                                                   \
+    __m256i sumi[KQ_NJ];                                                                 \
+    for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm256_setzero_ps();                       \
+    for (int64_t i = 0; i < nb; i++, b += (BB)) {                                        \
+        for (int jj = 0; jj < NJ; jj++) sumi[jj] = _mm256_setzero_si256();
+#define KQ_ROW_END                                                                       \
+    }                                                                                    \
+    for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = hsum8(acc[jj]);
+
+/* Rows in blocks of KQ_RB, each block run for every group of up to KQ_NJ inputs: the block's
+ * weights (16 rows x 2.3 KB at 4096 columns) stay in L1/L2 across the groups, where a whole
+ * chunk of rows per group (hundreds of rows) came again from L3. */
+#define KQ_MULTI(NAME, ROW)                                                                        \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
+        for (int64_t rb = r0; rb < r1; rb += KQ_RB) {                                              \
+            const int64_t re = r1 - rb < KQ_RB ? r1 : rb + KQ_RB;                                  \
+            for (int64_t j0 = 0; j0 < job->batch; j0 += KQ_NJ) {                                   \
+                const int64_t left = job->batch - j0;                                              \
+                for (int64_t r = rb; r < re; r++) {                                                \
+                    if (left >= 4) ROW(job, r, 4, j0);                                             \
+                    else if (left == 3) ROW(job, r, 3, j0);                                        \
+                    else if (left == 2) ROW(job, r, 2, j0);                                        \
+                    else ROW(job, r, 1, j0);                                                       \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
 #endif
