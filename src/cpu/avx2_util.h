@@ -104,6 +104,30 @@ static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
     return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
 }
 
+/* Q5_K group pair j of a block (quants at 48, qh at 16): the low group's and the high group's 32
+ * unsigned 5-bit values; *qh steps to the next pair (start it at load32(b + 16)). */
+static ALWAYS_INLINE void q5_k_pair(const uint8_t *b, int j, __m256i *qh, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    const __m256i v = load32(b + 48 + 32 * j);
+    const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(*qh, one), 4);
+    const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(*qh, 1), one), 4);
+    *qh = _mm256_srli_epi16(*qh, 2);
+    *lo = _mm256_or_si256(_mm256_and_si256(v, m4), h0);
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h1);
+}
+
+/* Q6_K half h of a block: its four 32-element runs as unsigned 6-bit values (stored +32). */
+static ALWAYS_INLINE void q6_k_half(const uint8_t *b, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    const __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32), qh = load32(b + 128 + 32 * h);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+}
+
 /* Activation quantizers' helpers (kern_avx2.c, kern_avx2g8.c; same rounding as the scalar ones:
  * nearest-even). */
 static ALWAYS_INLINE __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }

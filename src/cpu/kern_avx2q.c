@@ -84,6 +84,39 @@ static ALWAYS_INLINE __m256i mins_dot(const uint8_t mn[8], const bp_q8x256 *x) {
 
 /* The k-quants for NJ inputs at once (KQ_MULTI, avx2_util.h): each block's quants and scales
  * are unpacked once and multiplied with every input's activations. */
+/* 32 unsigned quants q times the int16 multipliers s into every input's sums (activations at
+ * byte xo of each input's block i). */
+static ALWAYS_INLINE void kq_run(__m256i *sumi, const int NJ, const uint8_t *xb, size_t xs, int64_t i, int xo, __m256i q,
+                                 __m256i s) {
+    for (int jj = 0; jj < NJ; jj++) sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(q, load32(XJ(jj)->q + xo), s));
+}
+/* Q3_K / Q6_K block end: the quants were stored + 2^sh, so 2^sh * (scales . group sums) comes
+ * off each input's sums before d scales them. */
+static ALWAYS_INLINE void kq_offset_end(__m256 *acc, const __m256i *sumi, const int NJ, const uint8_t *xb, size_t xs,
+                                        int64_t i, __m256i sc16, const int sh, float d) {
+    for (int jj = 0; jj < NJ; jj++) {
+        const __m256i t = _mm256_sub_epi32(sumi[jj], _mm256_slli_epi32(group_dot(sc16, XJ(jj)), sh));
+        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(t), acc[jj]);
+    }
+}
+
+/* Q4_K / Q5_K: group pair j (lo, hi: 32 unsigned quants each) times scales sc[2j], sc[2j + 1]
+ * into every input's sums. */
+static ALWAYS_INLINE void kq_pair(__m256i *sumi, const int NJ, const uint8_t *xb, size_t xs, int64_t i, int j,
+                                  __m256i lo, __m256i hi, const uint8_t sc[8]) {
+    kq_run(sumi, NJ, xb, xs, i, 64 * j, lo, _mm256_set1_epi16(sc[2 * j]));
+    kq_run(sumi, NJ, xb, xs, i, 64 * j + 32, hi, _mm256_set1_epi16(sc[2 * j + 1]));
+}
+/* Q4_K / Q5_K block end: d * sums - dmin * (mins . group sums), per input. */
+static ALWAYS_INLINE void kq_mins_end(__m256 *acc, const __m256i *sumi, const int NJ, const uint8_t *xb, size_t xs,
+                                      int64_t i, const uint8_t *b, const uint8_t mn[8]) {
+    const float d = f16(b), dmin = f16(b + 2);
+    for (int jj = 0; jj < NJ; jj++) {
+        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
+        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * XJ(jj)->d), _mm256_cvtepi32_ps(mins_dot(mn, XJ(jj))), acc[jj]);
+    }
+}
+
 static ALWAYS_INLINE void q4_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q4_K)
@@ -91,76 +124,36 @@ static ALWAYS_INLINE void q4_k_row(const bp_cpu_job *job, int64_t r, const int N
     scale_min_k4(b + 4, sc, mn);
     for (int j = 0; j < 4; j++) {
         const __m256i v = load32(b + 16 + 32 * j);
-        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        const __m256i slo = _mm256_set1_epi16(sc[2 * j]), shi = _mm256_set1_epi16(sc[2 * j + 1]);
-        for (int jj = 0; jj < NJ; jj++) {
-            sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(lo, load32(XJ(jj)->q + 64 * j), slo));
-            sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(hi, load32(XJ(jj)->q + 64 * j + 32), shi));
-        }
+        kq_pair(sumi, NJ, xb, xs, i, j, _mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), sc);
     }
-    const float d = f16(b), dmin = f16(b + 2);
-    for (int jj = 0; jj < NJ; jj++) {
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * XJ(jj)->d), _mm256_cvtepi32_ps(mins_dot(mn, XJ(jj))), acc[jj]);
-    }
+    kq_mins_end(acc, sumi, NJ, xb, xs, i, b, mn);
     KQ_ROW_END
 }
 KQ_MULTI(vec_q4_k, q4_k_row)
 
 static ALWAYS_INLINE void q5_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q5_K)
     uint8_t sc[8], mn[8];
     scale_min_k4(b + 4, sc, mn);
-    __m256i qh = load32(b + 16);
+    __m256i qh = load32(b + 16), lo, hi;
     for (int j = 0; j < 4; j++) {
-        const __m256i v = load32(b + 48 + 32 * j);
-        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, one), 4);
-        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4);
-        qh = _mm256_srli_epi16(qh, 2);
-        const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), h0);
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h1);
-        const __m256i slo = _mm256_set1_epi16(sc[2 * j]), shi = _mm256_set1_epi16(sc[2 * j + 1]);
-        for (int jj = 0; jj < NJ; jj++) {
-            sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(lo, load32(XJ(jj)->q + 64 * j), slo));
-            sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(hi, load32(XJ(jj)->q + 64 * j + 32), shi));
-        }
+        q5_k_pair(b, j, &qh, &lo, &hi);
+        kq_pair(sumi, NJ, xb, xs, i, j, lo, hi, sc);
     }
-    const float d = f16(b), dmin = f16(b + 2);
-    for (int jj = 0; jj < NJ; jj++) {
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * XJ(jj)->d), _mm256_cvtepi32_ps(mins_dot(mn, XJ(jj))), acc[jj]);
-    }
+    kq_mins_end(acc, sumi, NJ, xb, xs, i, b, mn);
     KQ_ROW_END
 }
 KQ_MULTI(vec_q5_k, q5_k_row)
 
 static ALWAYS_INLINE void q6_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q6_K)
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
     for (int h = 0; h < 2; h++) {
-        const uint8_t *ql = b + 64 * h, *qhp = b + 128 + 32 * h;
-        const __m256i l0 = load32(ql), l1 = load32(ql + 32), qh = load32(qhp);
-        const __m256i q[4] = {
-            _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4))};
-        for (int k = 0; k < 4; k++) {
-            const __m256i s = pair_scales(sc16, 8 * h + 2 * k);
-            for (int jj = 0; jj < NJ; jj++)
-                sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(q[k], load32(XJ(jj)->q + 128 * h + 32 * k), s));
-        }
+        __m256i q[4];
+        q6_k_half(b, h, q);
+        for (int k = 0; k < 4; k++) kq_run(sumi, NJ, xb, xs, i, 128 * h + 32 * k, q[k], pair_scales(sc16, 8 * h + 2 * k));
     }
-    const float d = f16(b + 208);
-    for (int jj = 0; jj < NJ; jj++) {
-        /* Quants are stored +32: subtract 32 * sum(scale * activation) once per block. */
-        const __m256i t = _mm256_sub_epi32(sumi[jj], _mm256_slli_epi32(group_dot(sc16, XJ(jj)), 5));
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(t), acc[jj]);
-    }
+    kq_offset_end(acc, sumi, NJ, xb, xs, i, sc16, 5, f16(b + 208)); /* quants stored +32 */
     KQ_ROW_END
 }
 KQ_MULTI(vec_q6_k, q6_k_row)
@@ -173,10 +166,8 @@ static ALWAYS_INLINE void q2_k_row(const bp_cpu_job *job, int64_t r, const int N
     for (int n = 0; n < 2; n++) {
         __m256i v = load32(b + 16 + 32 * n);
         for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_and_si256(v, m3), s = pair_scales(lo16, 8 * n + 2 * j);
+            kq_run(sumi, NJ, xb, xs, i, 128 * n + 32 * j, _mm256_and_si256(v, m3), pair_scales(lo16, 8 * n + 2 * j));
             v = _mm256_srli_epi16(v, 2);
-            for (int jj = 0; jj < NJ; jj++)
-                sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(q, load32(XJ(jj)->q + 128 * n + 32 * j), s));
         }
     }
     const float d = f16(b + 80), dmin = f16(b + 82);
@@ -198,18 +189,12 @@ static ALWAYS_INLINE void q3_k_row(const bp_cpu_job *job, int64_t r, const int N
         for (int j = 0; j < 4; j++) {
             /* value = low 2 bits + 4 * high bit - 4: unsigned 0..7 here, the -4 below. */
             const __m256i q = _mm256_or_si256(_mm256_and_si256(v, m3), _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
-            const __m256i s = pair_scales(sc16, 8 * n + 2 * j);
+            kq_run(sumi, NJ, xb, xs, i, 128 * n + 32 * j, q, pair_scales(sc16, 8 * n + 2 * j));
             v = _mm256_srli_epi16(v, 2);
             hm = _mm256_srli_epi16(hm, 1);
-            for (int jj = 0; jj < NJ; jj++)
-                sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(q, load32(XJ(jj)->q + 128 * n + 32 * j), s));
         }
     }
-    const float d = f16(b + 108);
-    for (int jj = 0; jj < NJ; jj++) {
-        const __m256i t = _mm256_sub_epi32(sumi[jj], _mm256_slli_epi32(group_dot(sc16, XJ(jj)), 2));
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(t), acc[jj]);
-    }
+    kq_offset_end(acc, sumi, NJ, xb, xs, i, sc16, 2, f16(b + 108)); /* quants stored +4 */
     KQ_ROW_END
 }
 KQ_MULTI(vec_q3_k, q3_k_row)
