@@ -83,10 +83,11 @@ HALF_VEC(vec_bf16, load_bf16, bp_bf16_to_f32)
  * left F32 at t = 4 at ~29 GFLOP/s on one core of the dev machine (~45-60 with it).
  * A row's sum (chunk sums added in column order, then the tail) does not depend on which row it is
  * paired with, so results do not depend on how rows are split over threads. */
-/* max_batch: where the f32 panel GEMM caught up on the dev machine (Zen 5, AVX2 path, one core,
- * GFLOP/s multi / GEMM): F32 50 / 48 at t = 16 and 54 / 62 at 32; F16 66 / 47 at 8 and 64 / 74
- * at 16; BF16 66 / 54 at 16 and 64 / 73 at 32. */
-enum { FRB = 8, FCC = 512, FMAXB_F32 = 16, FMAXB_F16 = 12, FMAXB_BF16 = 16 };
+/* max_batch 32: on the dev machine (Zen 5, AVX2 path, 4096 x 4096, 2 threads, one interleaved run
+ * with ggml) these ran F32 151 / 162 GFLOP/s at t = 8 / 16, F16 168 at 8, BF16 163 / 172, where
+ * the f32 panel GEMM ran F32 133, F16 135 / 168, BF16 160 at t = 16-32 (one core alone measured the
+ * crossover lower, ~12-16: two threads share the memory these read once). */
+enum { FRB = 8, FCC = 512, FMAXB_F32 = 32, FMAXB_F16 = 32, FMAXB_BF16 = 32 };
 
 #define FLOAT_MULTI(NAME, ONE, LOAD, CONV, ESZ)                                                            \
     static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int R, const int NJ,    \

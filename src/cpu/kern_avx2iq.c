@@ -394,13 +394,14 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
 /* The grid kinds read the weights once for up to 4 inputs a pass (GRID_KERNEL). max_batch: where
  * the int8 GEMM (kern_avx2g8.c) caught up on the dev machine (Zen 5, AVX2 path, 4096 x 4096,
  * one core; multi-input / GEMM GFLOP/s): IQ2_XXS 108 / 114 at t = 32, IQ2_XS 92 / 92 at 24,
- * IQ2_S 100 / 102 at 32, IQ3_XXS 87 / 81 at 16 and 99 at 24, IQ3_S 75 / 78 at 16. */
+ * IQ2_S 100 / 102 at 32, IQ3_XXS 87 / 81 at 16 and 99 at 24, IQ3_S 75 / 78 at 16 (2 threads: multi-input
+ * 151 / 149 at t = 8 / 16, GEMM 221 at 32). */
 #define SETM(K, FN, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, 4 inputs a pass)", MAXB, NULL, true}
     SETM(IQ2_XXS, vec_iq2_xxs, 28);
     SETM(IQ2_XS, vec_iq2_xs, 24);
     SETM(IQ2_S, vec_iq2_s, 28);
     SETM(IQ3_XXS, vec_iq3_xxs, 16);
-    SETM(IQ3_S, vec_iq3_s, 16);
+    SETM(IQ3_S, vec_iq3_s, 12);
 #undef SETM
     SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K");
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K");
