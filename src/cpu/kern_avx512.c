@@ -23,9 +23,10 @@ enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */ };
 
 static ALWAYS_INLINE int qblock(int64_t cols) { return cols % 64 == 0 ? 64 : 32; }
 
-/* x (T x cols) -> u8 (q + 128), inputs in groups of MR (the last may be smaller): group g's m
- * inputs interleaved per 4 columns (dword k4 of input i at g * MR * cols + 4 (k4 m + i)), so a
- * micro-kernel's broadcasts read one contiguous stream instead of MR rows 4 KB apart (which
+/* x (T x cols) -> u8 (q + 128), inputs in groups of MR (the last may be smaller) and columns in
+ * chunks of KC (the last may be shorter, kc wide): group g's m inputs stored input after input
+ * within each chunk (column c of input i at g * MR * cols + c0 m + i kc + c - c0), so a
+ * micro-kernel's broadcasts read m * kc contiguous bytes instead of m rows 4 KB apart (which
  * share one L1 set). Then T x (cols / QB) float scales. */
 static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
     const int qb = qblock(cols);
@@ -34,8 +35,8 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     for (int64_t t = 0; t < T; t++) {
         const float *xr = x + t * cols;
-        const int64_t g = t / MR, m = T - g * MR < MR ? T - g * MR : MR;
-        uint8_t *qg = q + g * MR * cols + 4 * (t - g * MR);
+        const int64_t g = t / MR, m = T - g * MR < MR ? T - g * MR : MR, i0 = t - g * MR;
+        uint8_t *qg = q + g * MR * cols;
         for (int64_t b = 0; b < cols / qb; b++) {
             const float *xb = xr + b * qb;
             __m512 mx = _mm512_setzero_ps();
@@ -47,10 +48,8 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
             for (int i = 0; i < qb; i += 16) {
                 __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), vid));
                 __m128i b8 = _mm_xor_si128(_mm512_cvtepi32_epi8(v), _mm_set1_epi8((char)0x80));
-                uint8_t *dst = qg + (b * qb + i) / 4 * 4 * m;
-                int32_t u[4];
-                _mm_storeu_si128((__m128i *)(void *)u, b8);
-                for (int j = 0; j < 4; j++) memcpy(dst + j * 4 * m, &u[j], 4);
+                const int64_t c = b * qb + i, c0 = c / KC * KC, kc = cols - c0 < KC ? cols - c0 : KC;
+                _mm_storeu_si128((__m128i *)(void *)(qg + c0 * m + i0 * kc + c - c0), b8);
             }
         }
     }
@@ -157,7 +156,7 @@ static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int n
 /* y[M inputs x NW * 16 rows] (+)= one packed pair x one group of inputs over nblk blocks of QB
  * columns. Per block the int sums start at -128 x the weights' sums and are scaled once. */
 static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const int8_t *pk, const uint8_t *xg,
-                                const float *xd, int64_t ldd, int nblk, const float *dw, const int32_t *nws, float *y,
+                                int64_t ldx, const float *xd, int64_t ldd, int nblk, const float *dw, const int32_t *nws, float *y,
                                 int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
     __m512 accf[2][MR];
     __m512i acci[2][MR];
@@ -175,7 +174,7 @@ static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const i
             for (int i = 0; i < M; i++) acci[r][i] = s0;
         }
         const int8_t *pb = pk + (size_t)b * (QB / 4) * 128;
-        const uint8_t *xb = xg + (size_t)b * QB * M;
+        const uint8_t *xb = xg + (size_t)b * QB;
 #pragma GCC unroll 16
         for (int k4 = 0; k4 < QB / 4; k4++) {
             __m512i wv[2];
@@ -184,7 +183,7 @@ static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const i
 #pragma GCC unroll 8
             for (int i = 0; i < M; i++) {
                 int32_t xv;
-                memcpy(&xv, xb + 4 * (k4 * M + i), 4);
+                memcpy(&xv, xb + i * ldx + 4 * k4, 4);
                 const __m512i xb4 = _mm512_set1_epi32(xv);
 #pragma GCC unroll 2
                 for (int r = 0; r < NW; r++) acci[r][i] = _mm512_dpbusd_epi32(acci[r][i], xb4, wv[r]);
@@ -207,16 +206,16 @@ static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const i
 
 #define MICRO_M(NW, QB)                                                                                     \
     switch (m) {                                                                                            \
-    case 6: micro(NW, 6, QB, pk, xg, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 5: micro(NW, 5, QB, pk, xg, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 4: micro(NW, 4, QB, pk, xg, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 3: micro(NW, 3, QB, pk, xg, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 2: micro(NW, 2, QB, pk, xg, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    default: micro(NW, 1, QB, pk, xg, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                \
+    case 6: micro(NW, 6, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    case 5: micro(NW, 5, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    case 4: micro(NW, 4, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    case 3: micro(NW, 3, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    case 2: micro(NW, 2, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    default: micro(NW, 1, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                \
     }
 _Static_assert(MR == 6, "MICRO_M lists the cases 1 .. MR");
 
-static void micro_any(int nw, int m, int qb, const int8_t *pk, const uint8_t *xg, const float *xd, int64_t ldd, int nblk,
+static void micro_any(int nw, int m, int qb, const int8_t *pk, const uint8_t *xg, int64_t ldx, const float *xd, int64_t ldd, int nblk,
                       const float *dw, const int32_t *nws, float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
     if (nw == 2) {
         if (qb == 64) {
@@ -251,7 +250,7 @@ static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
             const __mmask16 m0 = (__mmask16)((1u << nr0) - 1), m1 = (__mmask16)((1u << nr1) - 1);
             for (int64_t t0 = 0; t0 < T; t0 += MR) {
                 const int m = T - t0 < MR ? (int)(T - t0) : MR;
-                micro_any(nr1 ? 2 : 1, m, qb, pp.pk, xq + t0 * cols + c0 * m, xd + t0 * ldd + c0 / qb, ldd,
+                micro_any(nr1 ? 2 : 1, m, qb, pp.pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd,
                           (int)(kc / qb), pp.dw, pp.nws, job->y + t0 * rows + p, rows, m0, m1, first);
             }
         }
