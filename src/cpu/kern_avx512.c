@@ -103,53 +103,72 @@ static ALWAYS_INLINE void transpose16(__m512i r[16]) {
     }
 }
 
-/* Rows [p, p + nr) x columns [c0, c0 + kc) into half h (rows 16 h ..) of the packed pair:
- * dequantize, requantize per QB block, transpose to k-major dwords, and per block -128 x each
- * row's sum of quants (the +128 of the inputs, taken back where the block's sums start). */
+/* Columns [k0, k0 + n) of the 16 rows in rowbuf (n = 64, or 32 at the last chunk of a kc that
+ * is a multiple of 32 only) into half h (rows 16 h ..) of the packed pair: per QB block each
+ * row's absmax (16 rows' partial maxima transposed and reduced together, not one horizontal
+ * reduction per row), requantized to int8, transposed to k-major dwords in registers, and per
+ * block -128 x each row's sum of quants (the +128 of the inputs, taken back where the block's
+ * sums start). */
+static ALWAYS_INLINE void pack_chunk(const int qb, const int n, const panel *pp, int h, int64_t k0) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512i c128 = _mm512_set1_epi8((char)0x80);
+    int8_t *dst = pp->pk + h * 64;
+    __m512i q[16][4];
+    for (int s = 0; s < n / qb; s++) {
+        const int kb = (int)k0 + s * qb;
+        __m512i mx[16];
+        for (int i = 0; i < NR; i++) {
+            const float *w = pp->rowbuf + i * KC + kb;
+            __m512 m = _mm512_and_ps(_mm512_loadu_ps(w), absmask);
+            for (int k = 16; k < qb; k += 16) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(w + k), absmask));
+            mx[i] = _mm512_castps_si512(m);
+        }
+        transpose16(mx);
+        __m512 amax = _mm512_castsi512_ps(mx[0]);
+        for (int j = 1; j < 16; j++) amax = _mm512_max_ps(amax, _mm512_castsi512_ps(mx[j]));
+        /* The same roundings as one row at a time: 127 / amax (0 for an all-zero block). */
+        const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ),
+                                              _mm512_set1_ps(127.0f), amax);
+        _mm512_store_ps(pp->dw + kb / qb * PW + h * NR, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)));
+        float ids[16];
+        _mm512_storeu_ps(ids, id);
+        for (int i = 0; i < NR; i++) {
+            const __m512 vid = _mm512_set1_ps(ids[i]);
+            for (int k = 0; k < qb; k += 16)
+                q[i][(s * qb + k) / 16] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(pp->rowbuf + i * KC + kb + k), vid));
+        }
+    }
+    /* Row i's 64 bytes: two saturating packs (exact: |q| <= 127) leave dword 4 L + v holding
+     * columns 4 (4 v + L) .. of the row (v: which 16 columns, L: the 128-bit lane), so after
+     * the transpose r[4 L + v] is k4 = k0 / 4 + 4 v + L for all 16 rows. */
+    __m512i r[16];
+    for (int i = 0; i < NR; i++)
+        r[i] = _mm512_packs_epi16(_mm512_packs_epi32(q[i][0], q[i][1]),
+                                  n == 64 ? _mm512_packs_epi32(q[i][2], q[i][3]) : _mm512_setzero_si512());
+    transpose16(r);
+    __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+    for (int L = 0; L < 4; L++)
+#pragma GCC unroll 4
+        for (int v = 0; v < n / 16; v++) {
+            const int k4 = 4 * v + L;
+            _mm512_store_si512((void *)(dst + (k0 / 4 + k4) * 128), r[4 * L + v]);
+            sum[k4 * 4 / qb] = _mm512_dpbusd_epi32(sum[k4 * 4 / qb], c128, r[4 * L + v]);
+        }
+    for (int s = 0; s < n / qb; s++)
+        _mm512_store_si512((void *)(pp->nws + (k0 + s * qb) / qb * PW + h * NR), _mm512_sub_epi32(_mm512_setzero_si512(), sum[s]));
+}
+
+/* Rows [p, p + nr) x columns [c0, c0 + kc) dequantized (rows past nr zero) and packed. */
 static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int nr, int64_t c0, int64_t kc, int qb) {
     const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
     for (int i = 0; i < nr; i++)
         job->dequant(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb), pp->rowbuf + i * KC, kc / be);
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    const int nb = (int)(kc / qb);
-    for (int i = 0; i < NR; i++) {
-        const float *w = pp->rowbuf + i * KC;
-        int8_t *q = pp->qrow + i * KC;
-        for (int b = 0; b < nb; b++) {
-            if (i >= nr) {
-                memset(q + b * qb, 0, (size_t)qb);
-                pp->dw[b * PW + h * NR + i] = 0;
-                continue;
-            }
-            __m512 m = _mm512_setzero_ps();
-            for (int k = 0; k < qb; k += 16) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(w + b * qb + k), absmask));
-            float amax = _mm512_reduce_max_ps(m);
-            float id = amax > 0 ? 127.0f / amax : 0.0f;
-            __m512 vid = _mm512_set1_ps(id);
-            for (int k = 0; k < qb; k += 16) {
-                __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(w + b * qb + k), vid));
-                _mm_storeu_si128((__m128i *)(q + b * qb + k), _mm512_cvtepi32_epi8(v));
-            }
-            pp->dw[b * PW + h * NR + i] = amax / 127.0f;
-        }
-    }
-    /* 64 columns (16 dwords) of all 16 rows at a time: kc is a multiple of 32, so a last half
-     * group (kc % 64 == 32) transposes 8 dwords per row. */
-    int8_t *dst = pp->pk + h * 64;
+    for (int i = nr; i < NR; i++) memset(pp->rowbuf + i * KC, 0, sizeof(float) * (size_t)kc);
     for (int64_t k0 = 0; k0 < kc; k0 += 64) {
-        const int n4 = kc - k0 >= 64 ? 16 : (int)(kc - k0) / 4;
-        const __mmask16 lm = (__mmask16)((1u << n4) - 1);
-        __m512i r[16];
-        for (int i = 0; i < 16; i++) r[i] = _mm512_maskz_loadu_epi32(lm, pp->qrow + i * KC + k0);
-        transpose16(r);
-        for (int j = 0; j < n4; j++) _mm512_store_si512((void *)(dst + (k0 / 4 + j) * 128), r[j]);
-    }
-    const __m512i c128 = _mm512_set1_epi8((char)0x80);
-    for (int b = 0; b < nb; b++) {
-        __m512i s = _mm512_setzero_si512();
-        for (int k4 = b * qb / 4; k4 < (b + 1) * qb / 4; k4++)
-            s = _mm512_dpbusd_epi32(s, c128, _mm512_load_si512((const void *)(dst + k4 * 128)));
-        _mm512_store_si512((void *)(pp->nws + b * PW + h * NR), _mm512_sub_epi32(_mm512_setzero_si512(), s));
+        if (qb == 64) pack_chunk(64, 64, pp, h, k0);
+        else if (kc - k0 >= 64) pack_chunk(32, 64, pp, h, k0);
+        else pack_chunk(32, 32, pp, h, k0); /* kc is a multiple of 32 (of 64 when QB is) */
     }
 }
 
