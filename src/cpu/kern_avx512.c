@@ -12,6 +12,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kinds/iq_tables.h"
+
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* The micro-kernel's tile: MR inputs x two 16-row panels (NW = 2 weight zmm per k4), so each
@@ -146,17 +148,22 @@ static ALWAYS_INLINE void pack_chunk(const int qb, const int n, const panel *pp,
         r[i] = _mm512_packs_epi16(_mm512_packs_epi32(q[i][0], q[i][1]),
                                   n == 64 ? _mm512_packs_epi32(q[i][2], q[i][3]) : _mm512_setzero_si512());
     transpose16(r);
-    __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    /* Per block, four partial sums (one per lane L) so the vpdpbusd do not wait on each other. */
+    __m512i sum[2][4];
+#pragma GCC unroll 4
+    for (int L = 0; L < 4; L++) sum[0][L] = sum[1][L] = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int L = 0; L < 4; L++)
 #pragma GCC unroll 4
         for (int v = 0; v < n / 16; v++) {
             const int k4 = 4 * v + L;
             _mm512_store_si512((void *)(dst + (k0 / 4 + k4) * 128), r[4 * L + v]);
-            sum[k4 * 4 / qb] = _mm512_dpbusd_epi32(sum[k4 * 4 / qb], c128, r[4 * L + v]);
+            sum[k4 * 4 / qb][L] = _mm512_dpbusd_epi32(sum[k4 * 4 / qb][L], c128, r[4 * L + v]);
         }
-    for (int s = 0; s < n / qb; s++)
-        _mm512_store_si512((void *)(pp->nws + (k0 + s * qb) / qb * PW + h * NR), _mm512_sub_epi32(_mm512_setzero_si512(), sum[s]));
+    for (int s = 0; s < n / qb; s++) {
+        const __m512i t = _mm512_add_epi32(_mm512_add_epi32(sum[s][0], sum[s][1]), _mm512_add_epi32(sum[s][2], sum[s][3]));
+        _mm512_store_si512((void *)(pp->nws + (k0 + s * qb) / qb * PW + h * NR), _mm512_sub_epi32(_mm512_setzero_si512(), t));
+    }
 }
 
 /* Rows [p, p + nr) x columns [c0, c0 + kc) dequantized (rows past nr zero) and packed. */
@@ -276,6 +283,53 @@ static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     }
 }
 
+/* Panel dequantizers for the kinds with no fast one on the AVX2 path (IQ1_S, IQ1_M: the
+ * reference's scalar loop cost as much as the whole int8 GEMM at t = 64). Per 16 weights: two
+ * grid rows widened to f32, + delta, x the group's scale: the reference's operations in its
+ * order, so the values are the same bits. */
+static ALWAYS_INLINE void put16_iq1(float *dst, uint64_t g0, uint64_t g1, float dl, float dt0, float dt1) {
+    const __m512 g = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_set_epi64x((long long)g1, (long long)g0)));
+    const __m512 dt = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(dt0), _mm512_set1_ps(dt1));
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_set1_ps(dl), _mm512_add_ps(g, dt)));
+}
+
+/* IQ1_S, 50 bytes: f16 d; 32 low index bytes at 2; per 32 weights a u16 at 34: four 3-bit high
+ * index parts, a 3-bit scale (2 s + 1), the delta sign (bit 15). */
+static void dq_iq1_s(const void *src, float *dst, int64_t nblocks) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ1_S) {
+        const float d = bp_f16_to_f32(bp_load_u16(b));
+        for (int ib = 0; ib < 8; ib++, dst += 32) {
+            const unsigned qh = bp_load_u16(b + 34 + 2 * ib);
+            const float dl = d * (float)(2u * ((qh >> 12) & 7u) + 1u);
+            const float dt = (qh & 0x8000u) ? -BP_IQ1S_DELTA : BP_IQ1S_DELTA;
+            const uint8_t *q = b + 2 + 4 * ib;
+            put16_iq1(dst, bp_iq1s_grid[q[0] | ((qh & 7u) << 8)], bp_iq1s_grid[q[1] | (((qh >> 3) & 7u) << 8)], dl, dt, dt);
+            put16_iq1(dst + 16, bp_iq1s_grid[q[2] | (((qh >> 6) & 7u) << 8)], bp_iq1s_grid[q[3] | (((qh >> 9) & 7u) << 8)],
+                      dl, dt, dt);
+        }
+    }
+}
+
+/* IQ1_M, 56 bytes: 32 low index bytes; 16 qh bytes at 32, a nibble per 8 weights (3 high index
+ * bits, the delta sign); 4 u16 at 48: sixteen 3-bit scales (2 s + 1, one per 16 weights) and in
+ * their top nibbles the f16 d. */
+static void dq_iq1_m(const void *src, float *dst, int64_t nblocks) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ1_M) {
+        uint16_t sc[4];
+        for (int k = 0; k < 4; k++) sc[k] = bp_load_u16(b + 48 + 2 * k);
+        const float d = bp_f16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0u) | ((sc[2] >> 4) & 0x0f00u) |
+                                                 (sc[3] & 0xf000u)));
+        for (int s = 0; s < 16; s++, dst += 16) {
+            const float dl = d * (float)(2u * ((sc[s / 4] >> (3 * (s % 4))) & 7u) + 1u);
+            const unsigned qh = b[32 + s];
+            put16_iq1(dst, bp_iq1s_grid[b[2 * s] | ((qh & 7u) << 8)], bp_iq1s_grid[b[2 * s + 1] | (((qh >> 4) & 7u) << 8)],
+                      dl, (qh & 8u) ? -BP_IQ1M_DELTA : BP_IQ1M_DELTA, (qh & 0x80u) ? -BP_IQ1M_DELTA : BP_IQ1M_DELTA);
+        }
+    }
+}
+
 static size_t prep_bytes(int64_t T, int64_t cols) {
     return (size_t)(T * cols) + sizeof(float) * (size_t)(T * (cols / qblock(cols)));
 }
@@ -286,6 +340,8 @@ bool bp_cpu_avx512_init(bp_cpu_ops *ops) {
     ops->gemm_q8_prep = prep;
     ops->gemm_q8_bytes = prep_bytes;
     ops->gemm_q8_name = "panel GEMM (dequant, int8 requant, VNNI 6x32)";
+    if (!ops->dequant[BP_KIND_IQ1_S]) ops->dequant[BP_KIND_IQ1_S] = dq_iq1_s;
+    if (!ops->dequant[BP_KIND_IQ1_M]) ops->dequant[BP_KIND_IQ1_M] = dq_iq1_m;
     return true;
 }
 
