@@ -115,7 +115,7 @@ static ALWAYS_INLINE void pack_chunk(const int qb, const int n, const panel *pp,
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const __m512i c128 = _mm512_set1_epi8((char)0x80);
     int8_t *dst = pp->pk + h * 64;
-    __m512i q[16][4];
+    float ids[2][16]; /* per block of the chunk: 127 / each row's absmax */
     for (int s = 0; s < n / qb; s++) {
         const int kb = (int)k0 + s * qb;
         __m512i mx[16];
@@ -132,21 +132,20 @@ static ALWAYS_INLINE void pack_chunk(const int qb, const int n, const panel *pp,
         const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ),
                                               _mm512_set1_ps(127.0f), amax);
         _mm512_store_ps(pp->dw + kb / qb * PW + h * NR, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)));
-        float ids[16];
-        _mm512_storeu_ps(ids, id);
-        for (int i = 0; i < NR; i++) {
-            const __m512 vid = _mm512_set1_ps(ids[i]);
-            for (int k = 0; k < qb; k += 16)
-                q[i][(s * qb + k) / 16] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(pp->rowbuf + i * KC + kb + k), vid));
-        }
+        _mm512_storeu_ps(ids[s], id);
     }
     /* Row i's 64 bytes: two saturating packs (exact: |q| <= 127) leave dword 4 L + v holding
      * columns 4 (4 v + L) .. of the row (v: which 16 columns, L: the 128-bit lane), so after
      * the transpose r[4 L + v] is k4 = k0 / 4 + 4 v + L for all 16 rows. */
     __m512i r[16];
-    for (int i = 0; i < NR; i++)
-        r[i] = _mm512_packs_epi16(_mm512_packs_epi32(q[i][0], q[i][1]),
-                                  n == 64 ? _mm512_packs_epi32(q[i][2], q[i][3]) : _mm512_setzero_si512());
+    for (int i = 0; i < NR; i++) {
+        const float *w = pp->rowbuf + i * KC + k0;
+        __m512i q[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < n / 16; v++)
+            q[v] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(w + 16 * v), _mm512_set1_ps(ids[16 * v / qb][i])));
+        r[i] = _mm512_packs_epi16(_mm512_packs_epi32(q[0], q[1]), n == 64 ? _mm512_packs_epi32(q[2], q[3]) : _mm512_setzero_si512());
+    }
     transpose16(r);
     /* Per block, four partial sums (one per lane L) so the vpdpbusd do not wait on each other. */
     __m512i sum[2][4];
