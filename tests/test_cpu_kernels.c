@@ -24,6 +24,8 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         {50, 768},                       /* 3 depth blocks exactly */
         {35, be == 1 ? 37 : be * 5},     /* a partial depth block; odd columns for the float kinds */
         {21, be == 1 ? 1100 : 0},        /* float kinds: 2 KB column blocks with a tail (kern_avx512f.c) */
+        {1100, be == 256 ? 256 : 0},     /* one thread's chunk (~1/8 of the rows) over 128 rows: the
+                                          * 16-input kernels' row blocks (kern_avx512k.c) */
     };
     /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, ...), each side of the
      * max_batch limits (16, 24, 28, 32, 40, 44, 48, 64) and past them (65: the GEMM for every
@@ -32,7 +34,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
     /* quick (valgrind, TSan): no 4096-wide rows, batches 1, 5 and 65, one thread count */
     const bool quick = bp_test_quick();
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        if (quick && shapes[si].cols == 4096) continue;
+        if (quick && (shapes[si].cols == 4096 || shapes[si].rows == 1100)) continue;
         if (shapes[si].cols == 0) continue;
         const int64_t rows = shapes[si].rows, cols = shapes[si].cols;
         size_t rb, wbytes = 0;
@@ -61,6 +63,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
             const int64_t t = batches[bi];
             if (quick && t != 1 && t != 5 && t != 65) continue;
+            if (rows == 1100 && t != 17 && t != 33) continue; /* 16 + 1 and 32 + 1 inputs: enough */
             CHECK_OK(bp_ref_gemm(ki->kind, w, rb * (size_t)rows, rows, cols, x, t, ref));
             CHECK(bp_test_all_finite(ref, (size_t)(t * rows)), "%s t=%lld: the reference output is not finite",
                   ki->name, (long long)t);

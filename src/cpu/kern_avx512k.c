@@ -16,6 +16,7 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2_util.h"
+#include "kinds/iq_tables.h"
 
 enum { MAX_NJ = 4 };
 
@@ -51,7 +52,7 @@ static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_
 
 /* Shared frame: per row, for NJ inputs starting at j0, a float accumulator per input; BODY
  * runs per block with b (the block's bytes) and i (its index), and must add into acc[jj]. */
-#define K_KERNEL(NAME, BYTES, ...)                                                                           \
+#define K_KERNEL(NAME, BYTES, PKIND, ...)                                                                           \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {       \
         const int64_t nb = job->cols / 256;                                                                  \
         const size_t xs = job->xq_stride;                                                                    \
@@ -66,6 +67,12 @@ static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                             \
             const int64_t left = job->batch - j0;                                                            \
+            if (left >= 16) {                                                                                \
+                if (left >= 32) panel16(job, r0, r1, j0, PKIND, BYTES, 2);                                   \
+                else panel16(job, r0, r1, j0, PKIND, BYTES, 1);                                              \
+                j0 += left >= 32 ? 32 : 16;                                                                  \
+                continue;                                                                                    \
+            }                                                                                                \
             const int nj = left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
             for (int64_t r = r0; r < r1; r++) {                                                              \
                 if (nj == 4) NAME##_row(job, r, 4, j0);                                                      \
@@ -86,6 +93,282 @@ static ALWAYS_INLINE __m512i dotsc(__m512i acc, __m512i w, const int8_t *x, __m5
 static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const int8_t *x) {
     __m512i s = dotsc(_mm512_setzero_si512(), w[0], x, sc[0]), s2 = dotsc(_mm512_setzero_si512(), w[1], x + 64, sc[1]);
     return _mm512_add_epi32(dotsc(s, w[2], x + 128, sc[2]), dotsc(s2, w[3], x + 192, sc[3]));
+}
+
+/* ---- 16 inputs per pass (t >= 16): VNNI with the inputs in the lanes -----------------------
+ * Why: per 64 weights and input the kernels above spend two multiply-port ops (vpmaddubsw +
+ * vpdpwssd) plus a per-block float epilogue; on the dev machine (Zen 5) they sat at ~470-540
+ * GFLOP/s from t = 4 on, under ggml's tiled int8 GEMM at t = 16-32. Here one vpdpbusd does 64
+ * multiply-adds: lane j is input j, the four bytes of a lane are four consecutive activations
+ * (transposed once per 128 rows into xt, biased +128 to make them the unsigned operand), and the
+ * weights' four bytes come as an embedded broadcast from the row's block unpacked to int8 (the
+ * broadcast operand is the signed one). Per scale group the int32 sums are scaled once per row
+ * (vpmulld, or vpdpwssd where a group's sum fits 16 bits), not once per 64 weights, and the +128
+ * bias comes back as one per-row constant: -128 * sum_g scale_g * sum(weights of g). */
+enum { PK_Q2, PK_Q3, PK_Q4, PK_Q5, PK_Q6, PK_IQ4 };
+enum { PKB = 2 /* blocks per column chunk */, PRS = 128 /* rows per transpose */, PR = 4 /* rows per step */ };
+
+/* One row's block unpacked: weights as int8 in the activations' order, the per-group scales (as
+ * (scale, 0) word pairs for vpdpwssd kinds), the mins as word pairs, the bias correction, d and
+ * the mins' factor (-dmin). */
+typedef struct prow {
+    _Alignas(64) int8_t w[256];
+    int32_t sc[16];
+    int32_t mnp[8];
+    int32_t negc;
+    float d, f2;
+} prow;
+
+/* k-steps (4 weights) per scale group; groups whose 16-weight sums fit int16 (vpdpwssd); word
+ * pairs of the mins term (0: none, the offsets are in the signed weights). */
+static ALWAYS_INLINE int pk_g(int k) { return k == PK_Q4 || k == PK_Q5 || k == PK_IQ4 ? 8 : 4; }
+static ALWAYS_INLINE bool pk_dpw(int k) { return k == PK_Q2 || k == PK_Q3; }
+static ALWAYS_INLINE int pk_np(int k) { return k == PK_Q2 ? 8 : k == PK_Q4 || k == PK_Q5 ? 4 : 0; }
+
+static ALWAYS_INLINE void unpack_row(const int kind, const uint8_t *b, prow *o) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+    __m512i w[4], sc32 = _mm512_setzero_si512();
+    o->f2 = 0.0f;
+    if (kind == PK_Q4 || kind == PK_Q5) {
+        const __m128i scm = scale_min_k4v(b + 4);
+        sc32 = _mm512_cvtepu8_epi32(scm);
+        _mm_storeu_si128((__m128i *)(void *)o->mnp, _mm_cvtepu8_epi16(_mm_srli_si128(scm, 8)));
+        o->d = f16(b);
+        o->f2 = -f16(b + 2);
+        const uint8_t *qs = b + (kind == PK_Q4 ? 16 : 48);
+        const __m512i qh = bcast32(b + 16);
+        for (int p = 0; p < 4; p++) {
+            w[p] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(qs + 32 * p), cnt2(0, 4)), m4);
+            if (kind == PK_Q5)
+                w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit2(2 * p, 2 * p + 1)), w[p], _mm512_set1_epi8(16));
+        }
+    } else if (kind == PK_Q6) {
+        sc32 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 192)));
+        o->d = f16(b + 208);
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512((const void *)(b + 64 * h)), qh = bcast32(b + 128 + 32 * h);
+            const __m512i m30 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
+            w[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, cnt2(4, 2)), m30));
+            w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(qh, cnt2(0, 2)), m30));
+            w[2 * h] = _mm512_sub_epi8(w[2 * h], c32);
+            w[2 * h + 1] = _mm512_sub_epi8(w[2 * h + 1], c32);
+        }
+    } else if (kind == PK_Q3 || kind == PK_Q2) {
+        const uint8_t *qs = b + (kind == PK_Q3 ? 32 : 16);
+        const __m512i hm = bcast32(b);
+        if (kind == PK_Q3) {
+            sc32 = _mm512_cvtepi16_epi32(scales_q3_k(b + 96));
+            o->d = f16(b + 108);
+        } else {
+            const __m128i raw = _mm_loadu_si128((const __m128i *)b);
+            sc32 = _mm512_cvtepu8_epi32(_mm_and_si128(raw, _mm_set1_epi8(15)));
+            _mm256_storeu_si256((__m256i *)(void *)o->mnp, _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15))));
+            o->d = f16(b + 80);
+            o->f2 = -f16(b + 82);
+        }
+        for (int k = 0; k < 4; k++) {
+            const int sh = 4 * (k % 2);
+            w[k] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(qs + 32 * (k / 2)), cnt2(sh, sh + 2)), m3);
+            /* Q3_K: the high bit set means +0 and clear means -4 (q = low bits + 4 * hbit - 4) */
+            if (kind == PK_Q3)
+                w[k] = _mm512_mask_sub_epi8(w[k], _mm512_testn_epi8_mask(hm, bit2(2 * k, 2 * k + 1)), w[k], _mm512_set1_epi8(4));
+        }
+    } else { /* IQ4_XS, in natural order (the transpose undoes the activations' pair interleave) */
+        const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
+        sc32 = zext(_mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32)));
+        o->d = f16(b);
+        const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)bp_kvalues_iq4nl));
+        /* 128-bit lanes [A, A, B, B] of the pair's 32 bytes, shifted 0, 4, 0, 4 */
+        const __m512i cnt = _mm512_setr_epi32(0, 0, 0, 0, 0x40004, 0x40004, 0x40004, 0x40004, 0, 0, 0, 0, 0x40004, 0x40004,
+                                              0x40004, 0x40004);
+        for (int p = 0; p < 4; p++) {
+            const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b + 8 + 32 * p)));
+            const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(1, 1, 0, 0)), cnt), m4);
+            w[p] = _mm512_shuffle_epi8(tbl, n);
+        }
+    }
+    /* The bias: sum over groups of scale * the group's weight sum, times 128. */
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const int lg = pk_g(kind) == 8 ? 3 : 2;
+    __m512i c = _mm512_setzero_si512();
+    for (int p = 0; p < 4; p++) {
+        _mm512_store_si512((void *)(o->w + 64 * p), w[p]);
+        const __m512i ls = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), w[p]);
+        const __m512i gi = _mm512_srli_epi32(_mm512_add_epi32(_mm512_set1_epi32(16 * p), iota), lg);
+        c = _mm512_add_epi32(c, _mm512_mullo_epi32(ls, _mm512_permutexvar_epi32(gi, sc32)));
+    }
+    o->negc = -128 * _mm512_reduce_add_epi32(c);
+    _mm512_storeu_si512((void *)o->sc, pk_dpw(kind) ? _mm512_and_si512(sc32, _mm512_set1_epi32(0xffff)) : sc32);
+}
+
+/* 16 x 16 dwords transposed in registers: r[j] dword s -> r[s] dword j. */
+static ALWAYS_INLINE void tr16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* u[4i + m], 128-bit lane L: dword 4L + m of inputs 4i..4i+3 */
+    for (int m = 0; m < 4; m++) {
+        const __m512i p0 = _mm512_shuffle_i32x4(u[m], u[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i p1 = _mm512_shuffle_i32x4(u[m], u[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512i q0 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i q1 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        r[m] = _mm512_shuffle_i32x4(p0, q0, _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + m] = _mm512_shuffle_i32x4(p0, q0, _MM_SHUFFLE(3, 1, 3, 1));
+        r[4 + m] = _mm512_shuffle_i32x4(p1, q1, _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + m] = _mm512_shuffle_i32x4(p1, q1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* Block i of 16 inputs: xt[64 k-steps][16 inputs x 4 bytes] (+128), their d, and the mins' word
+ * pairs of activation sums (np of them, per 16 or per 32 elements). */
+static ALWAYS_INLINE void xt_block(const int kind, const uint8_t *xq, size_t xs, int64_t i, uint8_t *xt, int32_t *bt, float *dx) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int c = 0; c < 4; c++) {
+        __m512i r[16];
+        for (int jj = 0; jj < 16; jj++) r[jj] = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 64 * c));
+        tr16(r);
+        for (int s = 0; s < 16; s++) {
+            /* IQ4_XS's pair layout: dwords 4-7 and 8-11 of a pair trade places */
+            const int d = kind == PK_IQ4 && (s >> 2) % 3 ? s ^ 12 : s;
+            _mm512_store_si512((void *)(xt + 64 * (16 * c + d)), _mm512_xor_si512(r[s], bias));
+        }
+    }
+    for (int jj = 0; jj < 16; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        dx[jj] = x->d;
+        if (pk_np(kind) == 8)
+            for (int p = 0; p < 8; p++) bt[16 * p + jj] = (int32_t)bp_load_u32((const uint8_t *)(x->bsums + 2 * p));
+        else if (pk_np(kind) == 4)
+            for (int q = 0; q < 4; q++) {
+                const int lo = x->bsums[4 * q] + x->bsums[4 * q + 1], hi = x->bsums[4 * q + 2] + x->bsums[4 * q + 3];
+                bt[16 * q + jj] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+            }
+    }
+}
+
+/* acc + u8 x against the 4 int8 at p in every lane (a broadcast load; an inline-asm {1to16}
+ * memory operand measured no faster on the dev machine). */
+static ALWAYS_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i x, const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_dpbusd_epi32(acc, x, _mm512_set1_epi32(v));
+}
+
+/* R rows (their nbk blocks unpacked at pr[rr * PKB + kb]) against NX groups of 16 inputs (group n's
+ * transposed activations at xt + n * XT_N, ...): one broadcast weight dword feeds NX vpdpbusd. */
+enum { XT_N = PKB * 4096, BT_N = PKB * 128, DX_N = PKB * 16 };
+static ALWAYS_INLINE void rows16(const int kind, const int R, const int NX, const prow *pr, int nbk, const uint8_t *xt,
+                                 const int32_t *bt, const float *dx, __m512 *facc) {
+    const int G = pk_g(kind), np = pk_np(kind);
+    for (int kb = 0; kb < nbk; kb++) {
+        const uint8_t *x = xt + 4096 * kb;
+        __m512i iacc[PR][2];
+        _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) iacc[rr][n] = _mm512_set1_epi32(pr[rr * PKB + kb].negc);
+        for (int g = 0; g < 64 / G; g++) {
+            __m512i sub[PR][2];
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) sub[rr][n] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int s = g * G; s < g * G + G; s++) {
+                __m512i xv[2];
+                for (int n = 0; n < NX; n++) xv[n] = _mm512_load_si512((const void *)(x + n * XT_N + 64 * s));
+                _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                    const int8_t *wp = pr[rr * PKB + kb].w + 4 * s;
+                    for (int n = 0; n < NX; n++) sub[rr][n] = dpbusd_bcast(sub[rr][n], xv[n], wp);
+                }
+            }
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                const __m512i scv = _mm512_set1_epi32(pr[rr * PKB + kb].sc[g]);
+                for (int n = 0; n < NX; n++)
+                    iacc[rr][n] = pk_dpw(kind) ? _mm512_dpwssd_epi32(iacc[rr][n], sub[rr][n], scv)
+                                               : _mm512_add_epi32(iacc[rr][n], _mm512_mullo_epi32(sub[rr][n], scv));
+            }
+        }
+        for (int n = 0; n < NX; n++) {
+            const __m512 dxv = _mm512_load_ps(dx + n * DX_N + 16 * kb);
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                const prow *p = &pr[rr * PKB + kb];
+                __m512 *f = &facc[rr * 2 + n];
+                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[rr][n]), _mm512_mul_ps(dxv, _mm512_set1_ps(p->d)), *f);
+                if (np) {
+                    __m512i m = _mm512_setzero_si512();
+                    for (int q = 0; q < np; q++)
+                        m = _mm512_dpwssd_epi32(m, _mm512_load_si512((const void *)(bt + n * BT_N + 128 * kb + 16 * q)),
+                                                _mm512_set1_epi32(p->mnp[q]));
+                    *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dxv, _mm512_set1_ps(p->f2)), *f);
+                }
+            }
+        }
+    }
+}
+
+/* Rows r..r+R-1, column chunk kb0..kb0+nbk-1: unpack, compute, then park the sums in racc (16
+ * floats per row and input group) or, in the last chunk, write them out. */
+static ALWAYS_INLINE void step16(const bp_cpu_job *job, const int kind, const size_t BYTES, const int R, const int NX, int64_t r,
+                                 int64_t j0, int64_t kb0, int nbk, bool last, prow *pr, const uint8_t *xt, const int32_t *bt,
+                                 const float *dx, float *racc) {
+    __m512 facc[PR * 2];
+    for (int rr = 0; rr < R; rr++) {
+        const uint8_t *b = job->w + (size_t)(r + rr) * job->row_bytes + (size_t)kb0 * BYTES;
+        for (int kb = 0; kb < nbk; kb++) unpack_row(kind, b + (size_t)kb * BYTES, &pr[rr * PKB + kb]);
+        for (int n = 0; n < NX; n++) facc[rr * 2 + n] = kb0 ? _mm512_load_ps(racc + 16 * (2 * rr + n)) : _mm512_setzero_ps();
+    }
+    rows16(kind, R, NX, pr, nbk, xt, bt, dx, facc);
+    for (int rr = 0; rr < R; rr++)
+        for (int n = 0; n < NX; n++) {
+            if (!last) {
+                _mm512_store_ps(racc + 16 * (2 * rr + n), facc[rr * 2 + n]);
+                continue;
+            }
+            _Alignas(64) float o[16];
+            _mm512_store_ps(o, facc[rr * 2 + n]);
+            for (int jj = 0; jj < 16; jj++) job->y[(j0 + 16 * n + jj) * job->rows + r + rr] = o[jj];
+        }
+}
+
+/* Inputs j0..j0+16*NX-1, rows [r0, r1). Each row and input's sums run in the same order whatever
+ * its chunk, thread, step (PR rows or 1) or NX, so results do not depend on the thread count or
+ * on how a batch is grouped. ~36 KB of stack. */
+static ALWAYS_INLINE void panel16(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, const int kind, const size_t BYTES,
+                                  const int NX) {
+    const int64_t nb = job->cols / 256;
+    const size_t xs = job->xq_stride;
+    _Alignas(64) uint8_t xt[2 * XT_N];
+    _Alignas(64) int32_t bt[2 * BT_N];
+    _Alignas(64) float dx[2 * DX_N];
+    _Alignas(64) float racc[PRS * 32];
+    prow pr[PR * PKB];
+    for (int64_t rs = r0; rs < r1; rs += PRS) {
+        const int64_t re = rs + PRS < r1 ? rs + PRS : r1;
+        for (int64_t kb0 = 0; kb0 < nb; kb0 += PKB) {
+            const int nbk = nb - kb0 < PKB ? (int)(nb - kb0) : PKB;
+            const bool last = kb0 + nbk == nb;
+            for (int n = 0; n < NX; n++) {
+                const uint8_t *xq = (const uint8_t *)job->xq + (size_t)(j0 + 16 * n) * xs;
+                for (int kb = 0; kb < nbk; kb++)
+                    xt_block(kind, xq, xs, kb0 + kb, xt + n * XT_N + 4096 * kb, bt + n * BT_N + 128 * kb, dx + n * DX_N + 16 * kb);
+            }
+            for (int64_t r = rs; r < re;) {
+                float *ra = racc + 32 * (r - rs);
+                if (re - r >= PR) {
+                    step16(job, kind, BYTES, PR, NX, r, j0, kb0, nbk, last, pr, xt, bt, dx, ra);
+                    r += PR;
+                } else {
+                    step16(job, kind, BYTES, 1, NX, r, j0, kb0, nbk, last, pr, xt, bt, dx, ra);
+                    r += 1;
+                }
+            }
+        }
+    }
 }
 
 /* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins (scale_min_k4v), 128 bytes of nibbles --- */
@@ -113,9 +396,9 @@ static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const
         }                                                                                                   \
     }
 
-K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, Q45K_BODY(b + 16, (void)0))
+K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, PK_Q4, Q45K_BODY(b + 16, (void)0))
 /* Q5_K: qh[32] at 16, bit j of qh[l] is the fifth bit of group j's element l; quants at 48. */
-K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, {
+K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, PK_Q5, {
     const __m512i qh = bcast32(b + 16);
     Q45K_BODY(b + 48, w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit2(2 * p, 2 * p + 1)), w[p],
                                                   _mm512_set1_epi8(16)))
@@ -124,7 +407,7 @@ K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, {
 /* ---- Q6_K: ql[128], qh[64], 16 int8 scales, d. Half h, zmm k (elements 128h + 64k ..):
  * k = 0: low nibbles of ql[64h .. 64h + 63] | qh bits 0-1 (first 32) and 2-3 (next 32);
  * k = 1: high nibbles | qh bits 4-5 and 6-7. Quants stored +32. */
-K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, {
+K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, PK_Q6, {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
     const __m512i sc16 = zext(sc16y);
@@ -150,7 +433,7 @@ K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, {
 
 /* ---- Q2_K: 16 scale bytes (low nibble scale, high nibble min), qs[64], d, dmin. zmm k (of 4)
  * is elements 64k..64k+63: bit pairs 2(2k%4) and 2(2k%4)+2 of qs[32(k/2) ..]. ----------------- */
-K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
+K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, {
     const __m512i m3 = _mm512_set1_epi8(3);
     const __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
     const __m256i mn16 = _mm256_srli_epi16(raw, 4);
@@ -174,7 +457,7 @@ K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
 /* ---- Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales (+32), d. Like Q2_K plus the high bit
  * (bit 2k and 2k+1 of hmask for zmm k's halves) as +4; the stored -4 comes back through the
  * activation sums. */
-K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
+K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, {
     const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     const __m256i sc16y = scales_q3_k(b + 96);
     const __m512i sc16 = zext(sc16y);
@@ -209,7 +492,7 @@ static ALWAYS_INLINE __m512i idx_abab(int a) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(ab), ab, 1);
 }
 
-K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
+K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, {
     const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_abs));
     /* the 8 6-bit scales minus 32, as words */
     const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
