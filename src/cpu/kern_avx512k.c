@@ -11,7 +11,9 @@
  * Small batches: each kernel computes up to 4 inputs per pass over a row (multi = true), so the
  * weights are read from memory once per call and unpacked once per 4 inputs. 8 per pass fit the
  * registers too, but ran Q4_K / Q6_K at t = 8 at 0.4-0.6x the speed of two passes of 4 once the
- * rows no longer fit L2 (1000 x 4096 on the dev machine). */
+ * rows no longer fit L2 (1000 x 4096 on the dev machine). From 16 inputs on, groups of 16 or 32
+ * run a second kernel (panel16, below) with the inputs in the lanes: one vpdpbusd per 64
+ * multiply-adds instead of two multiply ops and a per-input epilogue. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
@@ -524,19 +526,19 @@ K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, {
 
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
 /* max_batch: where the panel GEMM (which dequantizes and requantizes each panel once for all
- * inputs) overtakes. Measured on the dev machine (Zen 5, 2 vCPU, 4096 x 4096, 2 threads, hot),
- * GFLOP/s these / the GEMM: Q5_K 476/479 at t = 44; Q3_K 489/479 at 44, 493/497 at 48; IQ4_XS
- * 472/457 at 44, 470/483 at 48; Q2_K 528/531, Q4_K 526/531, Q6_K 554/522 at 48. At t = 32 these
- * win for every kind (by 1.1-1.3x). Each limit sits where the two meet, so GFLOP/s does not dip
- * past it. At 14336 x 4096 the GEMM does relatively worse (IQ4_XS 468/336 at 48). */
-#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass)", MAXB, NULL, true}
-    SET(Q2_K, vec_q2_k, 48);
-    SET(Q3_K, vec_q3_k, 44);
-    SET(Q4_K, vec_q4_k, 48);
-    SET(Q5_K, vec_q5_k, 44);
-    SET(Q6_K, vec_q6_k, 48);
+ * inputs) overtakes. With 16/32 inputs per pass (t >= 16) these stay ahead of it past t = 64 on
+ * the dev machine (Zen 5, 2 vCPU, 4096 x 4096, 2 threads, hot, best of 40, GFLOP/s at t = 64 /
+ * the GEMM at t = 65): Q4_K 780/544, Q6_K 764/543, Q3_K 750/586, Q2_K 695/586, Q5_K 646/455;
+ * IQ4_XS 1.1-2x in noisier runs. 64 is the limit the tests cover on each side; the old limits
+ * (44-48) were where the 4-input kernels met the GEMM. */
+#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", MAXB, NULL, true}
+    SET(Q2_K, vec_q2_k, 64);
+    SET(Q3_K, vec_q3_k, 64);
+    SET(Q4_K, vec_q4_k, 64);
+    SET(Q5_K, vec_q5_k, 64);
+    SET(Q6_K, vec_q6_k, 64);
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
-    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass)", 44, NULL, true};
+    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", 64, NULL, true};
 #undef SET
     return true;
 }
