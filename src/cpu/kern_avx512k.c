@@ -52,18 +52,42 @@ static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_
 /* The activations of input jj of the job, block i. */
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
-/* Shared frame: per row, for NJ inputs starting at j0, a float accumulator per input; BODY
- * runs per block with b (the block's bytes) and i (its index), and must add into acc[jj]. */
-#define K_KERNEL(NAME, BYTES, PKIND, ...)                                                                           \
+/* The lane sums of s[0..3] in one xmm (s[jj]'s in lane jj); exact, in any order. */
+static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(1, 0, 3, 2)));
+    u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si128(u);
+}
+
+/* Shared frame: per row, for NJ inputs starting at j0. BODY runs per block with b (the block's
+ * bytes) and i (its index); per input jj it sets sv[jj] (int32 lanes summing to the block's exact
+ * scaled dot, offsets included) and, for kinds with mins (SEP), mv[jj] (lanes summing to sum of
+ * min x activation sum); per block d and f2 (-dmin). Per (row, input) and block the float work
+ * is then y = fma(S, dx * d, y), y = fma(M, dx * f2, y): the same operations, in the same order,
+ * as panel16's lanes, so an input's result does not depend on which kernel its group ran. */
+#define K_KERNEL(NAME, BYTES, PKIND, SEP, ...)                                                               \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {       \
         const int64_t nb = job->cols / 256;                                                                  \
         const size_t xs = job->xq_stride;                                                                    \
         const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                      \
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                              \
-        __m512 acc[MAX_NJ];                                                                                  \
-        for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps();                                       \
-        for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                               \
-        for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = _mm512_reduce_add_ps(acc[jj]);   \
+        __m128 acc = _mm_setzero_ps();                                                                       \
+        for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                     \
+            __m512i sv[MAX_NJ], mv[MAX_NJ];                                                                  \
+            float d, f2 = 0.0f;                                                                              \
+            for (int jj = 0; jj < MAX_NJ; jj++) sv[jj] = mv[jj] = _mm512_setzero_si512();                    \
+            __VA_ARGS__                                                                                      \
+            const __m128 dx = _mm_setr_ps(XQ(0, i)->d, NJ > 1 ? XQ(1, i)->d : 0.0f, NJ > 2 ? XQ(2, i)->d : 0.0f, \
+                                          NJ > 3 ? XQ(3, i)->d : 0.0f);                                      \
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(sv)), _mm_mul_ps(dx, _mm_set1_ps(d)), acc);              \
+            if (SEP) acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(mv)), _mm_mul_ps(dx, _mm_set1_ps(f2)), acc);     \
+        }                                                                                                    \
+        _Alignas(16) float o[4];                                                                             \
+        _mm_store_ps(o, acc);                                                                                \
+        for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = o[jj];                           \
     }                                                                                                        \
     /* Inputs outer, rows inner (as kern_packed.inc, which says why). */                                     \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
@@ -379,8 +403,8 @@ static ALWAYS_INLINE void panel16(const bp_cpu_job *job, int64_t r0, int64_t r1,
         const __m512i m4 = _mm512_set1_epi8(0x0f);                                                          \
         const __m128i scm = scale_min_k4v(b + 4);                                                            \
         const __m512i sc16 = zext(_mm256_cvtepu8_epi16(scm));                                               \
-        /* d and -dmin as vectors once per block; per input only its activation scale */                  \
-        const __m512 dv = _mm512_set1_ps(f16(b)), ndminv = _mm512_set1_ps(-f16(b + 2));                   \
+        d = f16(b);                                                                                         \
+        f2 = -f16(b + 2);                                                                                   \
         const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));                            \
         __m512i w[4], sc[4];                                                                                \
         for (int p = 0; p < 4; p++) {                                                                       \
@@ -390,17 +414,15 @@ static ALWAYS_INLINE void panel16(const bp_cpu_job *job, int64_t r0, int64_t r1,
         }                                                                                                   \
         for (int jj = 0; jj < NJ; jj++) {                                                                   \
             const bp_q8x256 *x = XQ(jj, i);                                                                 \
-            const __m512i s = dot4(w, sc, x->q);                                                            \
+            sv[jj] = dot4(w, sc, x->q);                                                                     \
             /* the mins term: min j pairs with the activation sums of groups 2j, 2j+1 */                  \
-            const __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums))); \
-            const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dv, _mm512_mul_ps(_mm512_cvtepi32_ps(m), ndminv)); \
-            acc[jj] = _mm512_fmadd_ps(t, _mm512_set1_ps(x->d), acc[jj]);                                   \
+            mv[jj] = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));         \
         }                                                                                                   \
     }
 
-K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, PK_Q4, Q45K_BODY(b + 16, (void)0))
+K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, PK_Q4, 1, Q45K_BODY(b + 16, (void)0))
 /* Q5_K: qh[32] at 16, bit j of qh[l] is the fifth bit of group j's element l; quants at 48. */
-K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, PK_Q5, {
+K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, PK_Q5, 1, {
     const __m512i qh = bcast32(b + 16);
     Q45K_BODY(b + 48, w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit2(2 * p, 2 * p + 1)), w[p],
                                                   _mm512_set1_epi8(16)))
@@ -409,11 +431,11 @@ K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, PK_Q5, {
 /* ---- Q6_K: ql[128], qh[64], 16 int8 scales, d. Half h, zmm k (elements 128h + 64k ..):
  * k = 0: low nibbles of ql[64h .. 64h + 63] | qh bits 0-1 (first 32) and 2-3 (next 32);
  * k = 1: high nibbles | qh bits 4-5 and 6-7. Quants stored +32. */
-K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, PK_Q6, {
+K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, PK_Q6, 0, {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
     const __m512i sc16 = zext(sc16y);
-    const float d = f16(b + 208);
+    d = f16(b + 208);
     __m512i w[4], sc[4];
     for (int h = 0; h < 2; h++) {
         const __m512i ql = _mm512_loadu_si512((const void *)(b + 64 * h));
@@ -426,21 +448,20 @@ K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, PK_Q6, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = dot4(w, sc, x->q);
-        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 5);
-        s = _mm512_sub_epi32(s, zext(off));
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 5);
+        sv[jj] = _mm512_sub_epi32(dot4(w, sc, x->q), zext(off));
     }
 })
 
 /* ---- Q2_K: 16 scale bytes (low nibble scale, high nibble min), qs[64], d, dmin. zmm k (of 4)
  * is elements 64k..64k+63: bit pairs 2(2k%4) and 2(2k%4)+2 of qs[32(k/2) ..]. ----------------- */
-K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, {
+K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, 1, {
     const __m512i m3 = _mm512_set1_epi8(3);
     const __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
     const __m256i mn16 = _mm256_srli_epi16(raw, 4);
     const __m512i sc16 = zext(_mm256_and_si256(raw, _mm256_set1_epi16(15)));
-    const float d = f16(b + 80), dmin = f16(b + 82);
+    d = f16(b + 80);
+    f2 = -f16(b + 82);
     __m512i w[4], sc[4];
     for (int k = 0; k < 4; k++) {
         const int sh = 4 * (k % 2);
@@ -449,22 +470,20 @@ K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        const __m512i s = dot4(w, sc, x->q);
-        __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));
-        acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s),
-                                                         _mm512_mul_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m))));
+        sv[jj] = dot4(w, sc, x->q);
+        mv[jj] = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));
     }
 })
 
 /* ---- Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales (+32), d. Like Q2_K plus the high bit
  * (bit 2k and 2k+1 of hmask for zmm k's halves) as +4; the stored -4 comes back through the
  * activation sums. */
-K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, {
+K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, 0, {
     const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     const __m256i sc16y = scales_q3_k(b + 96);
     const __m512i sc16 = zext(sc16y);
     const __m512i hm = bcast32(b);
-    const float d = f16(b + 108);
+    d = f16(b + 108);
     __m512i w[4], sc[4];
     for (int k = 0; k < 4; k++) {
         const int sh = 4 * (k % 2);
@@ -474,10 +493,8 @@ K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = dot4(w, sc, x->q);
-        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
-        s = _mm512_sub_epi32(s, zext(off));
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
+        sv[jj] = _mm512_sub_epi32(dot4(w, sc, x->q), zext(off));
     }
 })
 
@@ -494,7 +511,7 @@ static ALWAYS_INLINE __m512i idx_abab(int a) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(ab), ab, 1);
 }
 
-K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, {
+K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, 0, {
     const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_abs));
     /* the 8 6-bit scales minus 32, as words */
     const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
@@ -502,7 +519,7 @@ K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, {
     const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
     const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
     const __m512i scw = _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(ls));
-    const float d = f16(b);
+    d = f16(b);
     __m512i w[4], sc[4];
     __mmask64 neg[4];
     for (int p = 0; p < 4; p++) {
@@ -520,7 +537,7 @@ K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, {
             if (p % 2) s2 = _mm512_dpwssd_epi32(s2, _mm512_maddubs_epi16(w[p], xv), sc[p]);
             else s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w[p], xv), sc[p]);
         }
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), acc[jj]);
+        sv[jj] = _mm512_add_epi32(s, s2);
     }
 })
 
