@@ -67,23 +67,37 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
  * scaled dot, offsets included) and, for kinds with mins (SEP), mv[jj] (lanes summing to sum of
  * min x activation sum); per block d and f2 (-dmin). Per (row, input) and block the float work
  * is then y = fma(S, dx * d, y), y = fma(M, dx * f2, y): the same operations, in the same order,
- * as panel16's lanes, so an input's result does not depend on which kernel its group ran. */
+ * as panel16's lanes, so an input's result does not depend on which kernel its group ran.
+ * Decode (a batch of 1, DEC) keeps 16 float lanes and one reduction per row instead: that costs
+ * 4 ops per block where the exact sums cost ~15, and decode results need not match a batch's
+ * (bp_cpu_kernel_name: batch 1 may even run the AVX2 kernel). */
 #define K_KERNEL(NAME, BYTES, PKIND, SEP, ...)                                                               \
-    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {       \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const bool DEC) { \
         const int64_t nb = job->cols / 256;                                                                  \
         const size_t xs = job->xq_stride;                                                                    \
         const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                      \
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                              \
         __m128 acc = _mm_setzero_ps();                                                                       \
+        __m512 acc1 = _mm512_setzero_ps();                                                                   \
         for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                     \
             __m512i sv[MAX_NJ], mv[MAX_NJ];                                                                  \
             float d, f2 = 0.0f;                                                                              \
             for (int jj = 0; jj < MAX_NJ; jj++) sv[jj] = mv[jj] = _mm512_setzero_si512();                    \
             __VA_ARGS__                                                                                      \
+            if (DEC) {                                                                                       \
+                const float dx1 = XQ(0, i)->d;                                                               \
+                acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv[0]), _mm512_set1_ps(dx1 * d), acc1);            \
+                if (SEP) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mv[0]), _mm512_set1_ps(dx1 * f2), acc1);  \
+                continue;                                                                                    \
+            }                                                                                                \
             const __m128 dx = _mm_setr_ps(XQ(0, i)->d, NJ > 1 ? XQ(1, i)->d : 0.0f, NJ > 2 ? XQ(2, i)->d : 0.0f, \
                                           NJ > 3 ? XQ(3, i)->d : 0.0f);                                      \
             acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(sv)), _mm_mul_ps(dx, _mm_set1_ps(d)), acc);              \
             if (SEP) acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(mv)), _mm_mul_ps(dx, _mm_set1_ps(f2)), acc);     \
+        }                                                                                                    \
+        if (DEC) {                                                                                           \
+            job->y[j0 * job->rows + r] = _mm512_reduce_add_ps(acc1);                                         \
+            return;                                                                                          \
         }                                                                                                    \
         _Alignas(16) float o[4];                                                                             \
         _mm_store_ps(o, acc);                                                                                \
@@ -101,9 +115,10 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
             }                                                                                                \
             const int nj = left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
             for (int64_t r = r0; r < r1; r++) {                                                              \
-                if (nj == 4) NAME##_row(job, r, 4, j0);                                                      \
-                else if (nj == 2) NAME##_row(job, r, 2, j0);                                                 \
-                else NAME##_row(job, r, 1, j0);                                                              \
+                if (nj == 4) NAME##_row(job, r, 4, j0, false);                                               \
+                else if (nj == 2) NAME##_row(job, r, 2, j0, false);                                          \
+                else if (job->batch > 1) NAME##_row(job, r, 1, j0, false);                                   \
+                else NAME##_row(job, r, 1, j0, true);                                                        \
             }                                                                                                \
             j0 += nj;                                                                                        \
         }                                                                                                    \
