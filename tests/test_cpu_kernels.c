@@ -26,6 +26,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         {21, be == 1 ? 1100 : 0},        /* float kinds: 2 KB column blocks with a tail (kern_avx512f.c) */
         {1100, be == 256 ? 256 : 0},     /* one thread's chunk (~1/8 of the rows) over 128 rows: the
                                           * 16-input kernels' row blocks (kern_avx512k.c) */
+        {17, be == 32 ? 352 : 0},        /* 32-element kinds: a partial GEMM depth block after a whole one */
     };
     /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, ...), each side of the
      * max_batch limits (16, 24, 28, 32, 40, 44, 48, 64) and past them (65: the GEMM for every
