@@ -13,11 +13,12 @@
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
  *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
- *   kern_avx512pz.c the repacked kinds again, 4 blocks per zmm pair, VNNI (half the float work)
+ *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
  *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 8 x 32 on zmm
- *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, NVFP4: decode a group once, up to 8 inputs */
+ *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): decode a group once,
+ *                   up to 8 inputs */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -338,8 +339,8 @@ static void run_task(void *ctx, int ith, int nth) {
 
 static size_t act_bytes(bp_cpu_act act, int64_t cols) {
     switch (act) {
-    case BP_ACT_Q8X32P:
-    case BP_ACT_Q8X32Q: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
+    case BP_ACT_Q8X32P: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
+    case BP_ACT_Q8X32Q: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 4 * sizeof(float));
     case BP_ACT_Q8X32: return (size_t)(cols / 32) * sizeof(bp_q8x32);
     case BP_ACT_Q8X256:
     case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);
