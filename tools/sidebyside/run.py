@@ -60,7 +60,11 @@ def cpu_name():
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     extra = [x for x, f in (("VNNI", "avx512_vnni"), ("BF16", "avx512_bf16"), ("FP16", "avx512_fp16"))
              if f in flags]
-    return f"{name} ({isa}{', ' + '/'.join(extra) if extra else ''}), {os.cpu_count()} CPUs"
+    forced = os.environ.get("BACKPLANE_CPU_ISA")
+    # A table made with the path forced (e.g. the AVX2 kernels on an AVX-512 machine, beside a
+    # ggml built without AVX-512) must say so, or it reads as this CPU's default figures.
+    note = f"; backplane forced to BACKPLANE_CPU_ISA={forced}" if forced else ""
+    return f"{name} ({isa}{', ' + '/'.join(extra) if extra else ''}), {os.cpu_count()} CPUs{note}"
 
 
 def all_kinds(bp):
@@ -128,12 +132,17 @@ def main():
     ap.add_argument("--ggml-min-ms", type=int, default=150,
                     help="ggml_mm's timing budget per figure (at least 5 graphs); default 150")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--from-json", metavar="FILE", help="print the table of an earlier --json run")
+    ap.add_argument("--from-json", metavar="FILE", nargs="+",
+                    help="print the table of earlier --json runs (several: one table, e.g. a run taken "
+                         "in chunks of kinds; the bandwidth is the median over all their probes)")
     args = ap.parse_args()
     if args.from_json:
-        with open(args.from_json) as f:
-            doc = json.load(f)
-        print_table(doc["meta"], doc["rows"], args.wide)
+        docs = []
+        for path in args.from_json:
+            with open(path) as f:
+                docs.append(json.load(f))
+        meta, rows = merge_runs(docs) if len(docs) > 1 else (docs[0]["meta"], docs[0]["rows"])
+        print_table(meta, rows, args.wide)
         return
     args.batch = [int(b) for b in args.batch.split(",")]
     if args.ggml_env is None:
@@ -173,7 +182,8 @@ def main():
                          "of_bw": p / bw if b == 1 and p and bw else None})
     meta = {"cpu": cpu_name(), "threads": args.threads, "rounds": args.rounds, "rows": args.rows, "cols": args.cols,
             "cold_mib": args.cold_mib, "read_bandwidth_gbps": bw,
-            "read_bandwidth_range": [min(bws), max(bws)] if bws else None, "read_bandwidth_n": len(bws), "ggml": env.get("GGML_LABEL", "?"),
+            "read_bandwidth_range": [min(bws), max(bws)] if bws else None, "read_bandwidth_n": len(bws),
+            "read_bandwidth_samples": bws, "ggml": env.get("GGML_LABEL", "?"),
             "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime(t0)), "minutes": (time.time() - t0) / 60,
             "ggml_env": args.ggml_env,
             "load_avg_start": load0[0], "load_avg_end": os.getloadavg()[0]}
@@ -181,6 +191,30 @@ def main():
         print(json.dumps({"meta": meta, "rows": rows}, indent=1))
         return
     print_table(meta, rows, args.wide)
+
+
+def merge_runs(docs):
+    """One table from runs taken in chunks (so a long run need not hold the machine at once): rows
+    concatenated; the read bandwidth is the median over every chunk's probes and "of BW" is
+    recomputed against it, so all rows are held to one figure."""
+    first, last = docs[0]["meta"], docs[-1]["meta"]
+    for d in docs[1:]:
+        m = d["meta"]
+        if (m["cpu"], m["threads"], m["rows"], m["cols"], m["ggml"]) != \
+                (first["cpu"], first["threads"], first["rows"], first["cols"], first["ggml"]):
+            sys.exit("run.py: --from-json files come from different setups (CPU, threads, shape or ggml)")
+    bws = [b for d in docs for b in d["meta"].get("read_bandwidth_samples") or []]
+    bw = statistics.median(bws) if bws else None
+    meta = dict(first, read_bandwidth_gbps=bw, read_bandwidth_n=len(bws), read_bandwidth_samples=bws,
+                read_bandwidth_range=[min(bws), max(bws)] if bws else None,
+                minutes=sum(d["meta"]["minutes"] for d in docs), load_avg_end=last["load_avg_end"],
+                date_utc=first["date_utc"] + " to " + last["date_utc"] + f" ({len(docs)} chunks)")
+    rows = []
+    for d in docs:
+        for r in d["rows"]:
+            p = r["backplane"]
+            rows.append(dict(r, of_bw=p / bw if r["batch"] == 1 and p and bw else None))
+    return meta, rows
 
 
 def print_table(meta, rows, wide):
