@@ -32,7 +32,7 @@
  * (row bytes - 2048): 256 of 2304 bytes a row for Q4_0, 512 of 2560 for Q4_1 (its mins), which
  * then came from the hardware prefetcher or not at all. At 2 threads, 4096 x 4096, cold (Zen 5,
  * 2 vCPU), Q4_1 read ~80% of the read bandwidth where Q4_0 read ~93%. Now each step of 8 blocks
- * prefetches the lines up to PF_AHEAD past its share (row bytes x 8 / blocks) of the row: one
+ * prefetches its own share of the row, PF_AHEAD on (pf_group): one
  * thread, cold, Q4_1 then read 34.5 GB/s as Q4_0 (was 24.5), Q5_1 33.9 (24.9), in proportion to
  * their bytes; Q4_0, MXFP4, Q8_0 unchanged (~34-36). */
 enum { MAX_NJ = 4, PF_AHEAD = 2048 };
@@ -222,20 +222,13 @@ static const int8_t iq4nl_plus127_q[16] = {0, 23, 44, 62, 78, 92, 105, 117, (int
 static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
 /* Software prefetch PF_AHEAD bytes ahead of a pointer that sweeps the whole row (scales, second
- * fields and quads) at the pace the loop over groups of 8 blocks consumes it (see PF_AHEAD). */
-typedef struct pf_sweep {
-    const uint8_t *next, *base;
-    size_t step; /* row bytes per group of 8 blocks, 16.16 fixed point */
-} pf_sweep;
-static ALWAYS_INLINE pf_sweep pf_start(const bp_cpu_job *job, const uint8_t *row, int64_t nbp) {
-    const uint8_t *base = row + PF_AHEAD;
-    return (pf_sweep){(const uint8_t *)((uintptr_t)base & ~(uintptr_t)63), base,
-                      (job->packed->row_stride << 16) / (size_t)(nbp / 8)};
-}
-/* Before the group at block g: every line up to PF_AHEAD past the end of its share. */
-static ALWAYS_INLINE void pf_to(pf_sweep *pf, int64_t g) {
-    for (const uint8_t *end = pf->base + (((size_t)(g / 8 + 1) * pf->step) >> 16); pf->next < end; pf->next += 64)
-        _mm_prefetch((const char *)pf->next, _MM_HINT_T0);
+ * fields and quads) at the pace the loop consumes it (see PF_AHEAD): before the group of 8
+ * blocks at g, the lines covering that group's BPG bytes (its share of the row), PF_AHEAD on.
+ * A fixed count per group (neighbouring groups may prefetch a line twice): a loop up to a moving
+ * end, with 2 or 3 lines a group in turn, cost ~10% at t = 2 hot (its branch mispredicted). */
+static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t bpg) {
+    const uint8_t *p = row + PF_AHEAD + (size_t)(g / 8) * bpg;
+    for (size_t l = 0; l < (bpg + 63) / 64; l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T0);
 }
 
 /* Rows r0..r1 for every input, NJ at a time (inputs outer, rows inner), through ROW(job, r, NJ, j0). */
@@ -271,9 +264,8 @@ static ALWAYS_INLINE void pf_to(pf_sweep *pf, int64_t g) {
         __m512 acc[MAX_NJ], acc2[MAX_NJ];                                                                  \
         __m256 offs[MAX_NJ];                                                                               \
         for (int jj = 0; jj < NJ; jj++) acc[jj] = acc2[jj] = _mm512_setzero_ps(), offs[jj] = _mm256_setzero_ps(); \
-        pf_sweep pf = pf_start(job, sp, nbp);                                                             \
         for (int64_t g = 0; g < nbp; g += 8) {                                                             \
-            pf_to(&pf, g);                                                                                 \
+            pf_group(sp, g, 8 * ((SB) + (MB)) + 2 * (QB));                                                 \
             const __m256 wd = SCALES;                                                                      \
             __m512 s[MAX_NJ];                                                                              \
             for (int jj = 0; jj < NJ; jj++) {                                                              \
@@ -335,9 +327,8 @@ static ALWAYS_INLINE void vec_nvfp4q_row(const bp_cpu_job *job, int64_t r, const
     const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512 acc[MAX_NJ], acc2[MAX_NJ], offs[MAX_NJ];
     for (int jj = 0; jj < NJ; jj++) acc[jj] = acc2[jj] = offs[jj] = _mm512_setzero_ps();
-    pf_sweep pf = pf_start(job, sp, nbp);
     for (int64_t g = 0; g < nbp; g += 8) {
-        pf_to(&pf, g);
+        pf_group(sp, g, 16 + 128);
         const __m256i e = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sp + 2 * g))), 7);
         const __m512 wd = _mm512_mul_ps(_mm512_cvtph_ps(e), _mm512_set1_ps(128.0f));
         __m512 s[MAX_NJ];
