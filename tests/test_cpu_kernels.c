@@ -24,6 +24,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         {50, 768},                       /* 3 depth blocks exactly */
         {35, be == 1 ? 37 : be * 5},     /* a partial depth block; odd columns for the float kinds */
         {21, be == 1 ? 1100 : 0},        /* float kinds: 2 KB column blocks with a tail (kern_avx512f.c) */
+        {17, be == 32 ? 352 : 0},        /* 32-element kinds: a partial GEMM depth block after a whole one */
     };
     /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, ...), each side of the
      * max_batch limits (16, 24, 28, 32, 40, 44, 48, 64) and past them (65: the GEMM for every

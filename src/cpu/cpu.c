@@ -12,6 +12,7 @@
  *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
  *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
+ *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
  *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
@@ -104,6 +105,7 @@ static void init_once(void) {
             bp_cpu_avx2iq_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2dq_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2dqk_init(&g_ops[BP_CPU_ISA_AVX2]);
+            bp_cpu_avx2dqlo_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2p_init(&g_ops[BP_CPU_ISA_AVX2]);
         }
     }
@@ -148,6 +150,12 @@ const char *bp_cpu_isa_name(bp_cpu_isa isa) {
 bool bp_cpu_isa_available(bp_cpu_isa isa) {
     pthread_once(&g_once, init_once);
     return (unsigned)isa < BP_CPU_ISA_COUNT && g_have[isa];
+}
+
+bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k) {
+    pthread_once(&g_once, init_once);
+    if ((unsigned)isa >= BP_CPU_ISA_COUNT || !g_have[isa] || (unsigned)k >= BP_CPU_MAX_KIND) return NULL;
+    return g_ops[isa].dequant[k];
 }
 
 bp_cpu_isa bp_cpu_isa_current(void) {

@@ -118,7 +118,8 @@ typedef struct bp_cpu_ops {
      * and runs the faster. fn NULL: none. */
     bp_cpu_vec_kernel vec_alt[BP_CPU_MAX_KIND];
     /* Faster dequantizers than the reference for the GEMM panels, per kind (NULL: reference).
-     * Same contract as bp_dequant_fn; values may differ from the reference in the last bit. */
+     * Same contract as bp_dequant_fn, and bit-identical to the reference: test_cpu_dequant
+     * compares every one, value by value. */
     bp_dequant_fn dequant[BP_CPU_MAX_KIND];
     /* Panel GEMM over the thread's share of the row panels. */
     void (*gemm)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
@@ -148,6 +149,10 @@ bool bp_cpu_avx2q_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops);
+/* The GEMM panels' fast dequantizer of kind k on ISA path isa; NULL when that path uses the
+ * reference (or is not available here). For test_cpu_dequant. */
+bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);

@@ -1,24 +1,35 @@
 /* AVX-512 VNNI prefill: an int8 GEMM for every quantized kind. Each panel of 16 weight rows is
- * dequantized once with the kind's reference dequantizer (as the f32 GEMM does) and then
- * re-quantized to int8 per block of QB columns; the inputs are quantized once per call to
- * int8 per block of QB (stored +128, since vpdpbusd multiplies unsigned by signed bytes; the
- * +128 is taken back with the weights' block sums). One vpdpbusd does 64 multiply-adds, four
- * times an f32 FMA's 16, which is what lets prefill pass the f32 GEMM's ceiling.
- * The second rounding of the weights costs ~1e-5 NMSE on top of the kind's own error (the
- * tests hold it to 5e-4); the float kinds keep the exact f32 GEMM. */
+ * dequantized once with the kind's dequantizer (as the f32 GEMM does) and then re-quantized to
+ * int8 per block of QB columns; the inputs are quantized once per call to int8 per block of QB
+ * (stored +128, since vpdpbusd multiplies unsigned by signed bytes; the +128 is taken back by
+ * starting each block's sums at -128 * the weights' block sums). One vpdpbusd does 64
+ * multiply-adds, four times an f32 FMA's 16, which is what lets prefill pass the f32 GEMM's
+ * ceiling. The second rounding of the weights costs ~1e-5 NMSE on top of the kind's own error
+ * (the tests hold it to 5e-4); the float kinds keep the exact f32 GEMM. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 #include <string.h>
 
+#include "kinds/iq_tables.h"
+
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-enum { MR = 8, NR = 16, KC = BP_CPU_KC };
+/* The micro-kernel's tile: MR inputs x two 16-row panels (NW = 2 weight zmm per k4), so each
+ * broadcast input dword feeds two vpdpbusd and each weight load MR: 2 loads + MR broadcasts per
+ * 2 MR vpdpbusd, with 2 MR int and 2 MR f32 accumulators in registers (27 zmm at MR = 6). An
+ * asm loop of that shape runs vpdpbusd at the core's peak on Zen 5 (~8.2 G/s, 2 per clock); one
+ * weight zmm x 8 inputs (the old tile: 9 loads per 8) reached 7.0. */
+enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */ };
 
 static ALWAYS_INLINE int qblock(int64_t cols) { return cols % 64 == 0 ? 64 : 32; }
 
-/* x (T x cols) -> u8 (q + 128) T x cols, then T x (cols / QB) float scales. */
+/* x (T x cols) -> u8 (q + 128), inputs in groups of MR (the last may be smaller) and columns in
+ * chunks of KC (the last may be shorter, kc wide): group g's m inputs stored input after input
+ * within each chunk (column c of input i at g * MR * cols + c0 m + i kc + c - c0), so a
+ * micro-kernel's broadcasts read m * kc contiguous bytes instead of m rows 4 KB apart (which
+ * share one L1 set). Then T x (cols / QB) float scales. */
 static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
     const int qb = qblock(cols);
     uint8_t *q = buf;
@@ -26,31 +37,34 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     for (int64_t t = 0; t < T; t++) {
         const float *xr = x + t * cols;
+        const int64_t g = t / MR, m = T - g * MR < MR ? T - g * MR : MR, i0 = t - g * MR;
+        uint8_t *qg = q + g * MR * cols;
         for (int64_t b = 0; b < cols / qb; b++) {
             const float *xb = xr + b * qb;
-            __m512 m = _mm512_setzero_ps();
-            for (int i = 0; i < qb; i += 16) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(xb + i), absmask));
-            float amax = _mm512_reduce_max_ps(m);
+            __m512 mx = _mm512_setzero_ps();
+            for (int i = 0; i < qb; i += 16) mx = _mm512_max_ps(mx, _mm512_and_ps(_mm512_loadu_ps(xb + i), absmask));
+            float amax = _mm512_reduce_max_ps(mx);
             float id = amax > 0 ? 127.0f / amax : 0.0f;
             d[t * (cols / qb) + b] = amax / 127.0f;
             __m512 vid = _mm512_set1_ps(id);
             for (int i = 0; i < qb; i += 16) {
                 __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), vid));
                 __m128i b8 = _mm_xor_si128(_mm512_cvtepi32_epi8(v), _mm_set1_epi8((char)0x80));
-                _mm_storeu_si128((__m128i *)(q + t * cols + b * qb + i), b8);
+                const int64_t c = b * qb + i, c0 = c / KC * KC, kc = cols - c0 < KC ? cols - c0 : KC;
+                _mm_storeu_si128((__m128i *)(void *)(qg + c0 * m + i0 * kc + c - c0), b8);
             }
         }
     }
 }
 
-/* Scratch layout (floats): rowbuf[NR * KC] | q8 rows (NR * KC bytes) | packed (NR * KC bytes) |
- * scales [KC/32 * NR] | block sums [KC/32 * NR]. */
+/* Scratch layout: rowbuf (NR x KC floats) | q8 rows (NR x KC bytes) | packed pair (KC / 4 x
+ * PW dwords: per k4, rows 0-15 then 16-31) | scales [KC/32 x PW] | -128 x block sums [KC/32 x PW]. */
 typedef struct panel {
     float *rowbuf;
     int8_t *qrow;
     int8_t *pk;
     float *dw;
-    int32_t *ws;
+    int32_t *nws;
 } panel;
 
 static panel panel_of(float *scratch) {
@@ -58,121 +72,269 @@ static panel panel_of(float *scratch) {
     p.rowbuf = scratch;
     p.qrow = (int8_t *)(scratch + NR * KC);
     p.pk = (int8_t *)(scratch + NR * KC + NR * KC / 4);
-    p.dw = scratch + NR * KC + NR * KC / 2;
-    p.ws = (int32_t *)(p.dw + KC / 32 * NR);
+    p.dw = scratch + NR * KC + NR * KC / 4 + PW * KC / 4;
+    p.nws = (int32_t *)(p.dw + KC / 32 * PW);
     return p;
 }
+_Static_assert(NR * KC + NR * KC / 4 + PW * KC / 4 + 2 * (KC / 32) * PW <= BP_CPU_SCRATCH_FLOATS,
+               "the int8 GEMM's panels fit the thread scratch");
 
-static void pack(const bp_cpu_job *job, const panel *pp, int64_t p, int nr, int64_t c0, int64_t kc, int qb) {
+/* 16 x 16 dwords: r[i] holds row i's dwords 0..15; afterwards r[j] holds dword j of rows 0..15. */
+static ALWAYS_INLINE void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* u[4 i + j], 128-bit lane L: dword 4 L + j of rows 4 i .. 4 i + 3. */
+    for (int j = 0; j < 4; j++) {
+        __m512i slo = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512i shi = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        __m512i wlo = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+        __m512i whi = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+        r[j] = _mm512_shuffle_i32x4(slo, wlo, _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + j] = _mm512_shuffle_i32x4(slo, wlo, _MM_SHUFFLE(3, 1, 3, 1));
+        r[8 + j] = _mm512_shuffle_i32x4(shi, whi, _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + j] = _mm512_shuffle_i32x4(shi, whi, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* Columns [k0, k0 + n) of the 16 rows in rowbuf (n = 64, or 32 at the last chunk of a kc that
+ * is a multiple of 32 only) into half h (rows 16 h ..) of the packed pair: per QB block each
+ * row's absmax (16 rows' partial maxima transposed and reduced together, not one horizontal
+ * reduction per row), requantized to int8, transposed to k-major dwords in registers, and per
+ * block -128 x each row's sum of quants (the +128 of the inputs, taken back where the block's
+ * sums start). */
+static ALWAYS_INLINE void pack_chunk(const int qb, const int n, const panel *pp, int h, int64_t k0) {
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512i c128 = _mm512_set1_epi8((char)0x80);
+    int8_t *dst = pp->pk + h * 64;
+    float ids[2][16]; /* per block of the chunk: 127 / each row's absmax */
+    for (int s = 0; s < n / qb; s++) {
+        const int kb = (int)k0 + s * qb;
+        __m512i mx[16];
+        for (int i = 0; i < NR; i++) {
+            const float *w = pp->rowbuf + i * KC + kb;
+            __m512 m = _mm512_and_ps(_mm512_loadu_ps(w), absmask);
+            for (int k = 16; k < qb; k += 16) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(w + k), absmask));
+            mx[i] = _mm512_castps_si512(m);
+        }
+        transpose16(mx);
+        __m512 amax = _mm512_castsi512_ps(mx[0]);
+        for (int j = 1; j < 16; j++) amax = _mm512_max_ps(amax, _mm512_castsi512_ps(mx[j]));
+        /* The same roundings as one row at a time: 127 / amax (0 for an all-zero block). */
+        const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_GT_OQ),
+                                              _mm512_set1_ps(127.0f), amax);
+        _mm512_store_ps(pp->dw + kb / qb * PW + h * NR, _mm512_div_ps(amax, _mm512_set1_ps(127.0f)));
+        _mm512_storeu_ps(ids[s], id);
+    }
+    /* Row i's 64 bytes: two saturating packs (exact: |q| <= 127) leave dword 4 L + v holding
+     * columns 4 (4 v + L) .. of the row (v: which 16 columns, L: the 128-bit lane), so after
+     * the transpose r[4 L + v] is k4 = k0 / 4 + 4 v + L for all 16 rows. */
+    __m512i r[16];
+    for (int i = 0; i < NR; i++) {
+        const float *w = pp->rowbuf + i * KC + k0;
+        __m512i q[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < n / 16; v++)
+            q[v] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(w + 16 * v), _mm512_set1_ps(ids[16 * v / qb][i])));
+        r[i] = _mm512_packs_epi16(_mm512_packs_epi32(q[0], q[1]), n == 64 ? _mm512_packs_epi32(q[2], q[3]) : _mm512_setzero_si512());
+    }
+    transpose16(r);
+    /* Per block, four partial sums (one per lane L) so the vpdpbusd do not wait on each other. */
+    __m512i sum[2][4];
+#pragma GCC unroll 4
+    for (int L = 0; L < 4; L++) sum[0][L] = sum[1][L] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int L = 0; L < 4; L++)
+#pragma GCC unroll 4
+        for (int v = 0; v < n / 16; v++) {
+            const int k4 = 4 * v + L;
+            _mm512_store_si512((void *)(dst + (k0 / 4 + k4) * 128), r[4 * L + v]);
+            sum[k4 * 4 / qb][L] = _mm512_dpbusd_epi32(sum[k4 * 4 / qb][L], c128, r[4 * L + v]);
+        }
+    for (int s = 0; s < n / qb; s++) {
+        const __m512i t = _mm512_add_epi32(_mm512_add_epi32(sum[s][0], sum[s][1]), _mm512_add_epi32(sum[s][2], sum[s][3]));
+        _mm512_store_si512((void *)(pp->nws + (k0 + s * qb) / qb * PW + h * NR), _mm512_sub_epi32(_mm512_setzero_si512(), t));
+    }
+}
+
+/* Rows [p, p + nr) x columns [c0, c0 + kc) dequantized (rows past nr zero) and packed. */
+static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int nr, int64_t c0, int64_t kc, int qb) {
     const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
     for (int i = 0; i < nr; i++)
         job->dequant(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb), pp->rowbuf + i * KC, kc / be);
-    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    const int nb = (int)(kc / qb);
-    for (int i = 0; i < NR; i++) {
-        const float *w = pp->rowbuf + i * KC;
-        int8_t *q = pp->qrow + i * KC;
-        for (int b = 0; b < nb; b++) {
-            if (i >= nr) {
-                memset(q + b * qb, 0, (size_t)qb);
-                pp->dw[b * NR + i] = 0;
-                pp->ws[b * NR + i] = 0;
-                continue;
-            }
-            __m512 m = _mm512_setzero_ps();
-            for (int k = 0; k < qb; k += 16) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(w + b * qb + k), absmask));
-            float amax = _mm512_reduce_max_ps(m);
-            float id = amax > 0 ? 127.0f / amax : 0.0f;
-            __m512 vid = _mm512_set1_ps(id);
-            __m512i s = _mm512_setzero_si512();
-            for (int k = 0; k < qb; k += 16) {
-                __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(w + b * qb + k), vid));
-                s = _mm512_add_epi32(s, v);
-                _mm_storeu_si128((__m128i *)(q + b * qb + k), _mm512_cvtepi32_epi8(v));
-            }
-            pp->dw[b * NR + i] = amax / 127.0f;
-            pp->ws[b * NR + i] = 128 * _mm512_reduce_add_epi32(s);
-        }
+    for (int i = nr; i < NR; i++) memset(pp->rowbuf + i * KC, 0, sizeof(float) * (size_t)kc);
+    for (int64_t k0 = 0; k0 < kc; k0 += 64) {
+        if (qb == 64) pack_chunk(64, 64, pp, h, k0);
+        else if (kc - k0 >= 64) pack_chunk(32, 64, pp, h, k0);
+        else pack_chunk(32, 32, pp, h, k0); /* kc is a multiple of 32 (of 64 when QB is) */
     }
-    /* k-major groups of 4: dword (k4, i) = row i's bytes 4 k4 .. 4 k4 + 3. */
-    const int32_t *src = (const int32_t *)(const void *)pp->qrow;
-    int32_t *dst = (int32_t *)(void *)pp->pk;
-    for (int64_t k4 = 0; k4 < kc / 4; k4++)
-        for (int i = 0; i < NR; i++) dst[k4 * NR + i] = src[i * (KC / 4) + k4];
 }
 
-static ALWAYS_INLINE void micro(const int M, const int QB, const int8_t *pk, const uint8_t *xq, int64_t ldx,
-                                const float *xd, int64_t ldd, int nblk, const float *dw, const int32_t *ws, float *y,
-                                int64_t ldy, __mmask16 mask, int first) {
-    __m512 accf[MR];
+/* y[M inputs x NW * 16 rows] (+)= one packed pair x one group of inputs over nblk blocks of QB
+ * columns. Per block the int sums start at -128 x the weights' sums and are scaled once. */
+static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const int8_t *pk, const uint8_t *xg,
+                                int64_t ldx, const float *xd, int64_t ldd, int nblk, const float *dw, const int32_t *nws, float *y,
+                                int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
+    __m512 accf[2][MR];
+    __m512i acci[2][MR];
+    const __mmask16 mk[2] = {m0, m1};
 #pragma GCC unroll 8
-    for (int i = 0; i < M; i++) accf[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + i * ldy);
+    for (int i = 0; i < M; i++)
+#pragma GCC unroll 2
+        for (int r = 0; r < NW; r++)
+            accf[r][i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mk[r], y + i * ldy + r * NR);
     for (int b = 0; b < nblk; b++) {
-        __m512i acci[MR];
+#pragma GCC unroll 2
+        for (int r = 0; r < NW; r++) {
+            const __m512i s0 = _mm512_load_si512((const void *)(nws + b * PW + r * NR));
 #pragma GCC unroll 8
-        for (int i = 0; i < M; i++) acci[i] = _mm512_setzero_si512();
-        const int8_t *pb = pk + (size_t)b * QB * NR;
-        const uint8_t *xb = xq + b * QB;
+            for (int i = 0; i < M; i++) acci[r][i] = s0;
+        }
+        const int8_t *pb = pk + (size_t)b * (QB / 4) * 128;
+        const uint8_t *xb = xg + (size_t)b * QB;
+#pragma GCC unroll 16
         for (int k4 = 0; k4 < QB / 4; k4++) {
-            __m512i wv = _mm512_loadu_si512((const void *)(pb + k4 * 64));
+            __m512i wv[2];
+#pragma GCC unroll 2
+            for (int r = 0; r < NW; r++) wv[r] = _mm512_load_si512((const void *)(pb + k4 * 128 + r * 64));
 #pragma GCC unroll 8
             for (int i = 0; i < M; i++) {
                 int32_t xv;
                 memcpy(&xv, xb + i * ldx + 4 * k4, 4);
-                acci[i] = _mm512_dpbusd_epi32(acci[i], _mm512_set1_epi32(xv), wv);
+                const __m512i xb4 = _mm512_set1_epi32(xv);
+#pragma GCC unroll 2
+                for (int r = 0; r < NW; r++) acci[r][i] = _mm512_dpbusd_epi32(acci[r][i], xb4, wv[r]);
             }
         }
-        __m512 dv = _mm512_loadu_ps(dw + b * NR);
-        __m512i wsv = _mm512_loadu_si512((const void *)(ws + b * NR));
+#pragma GCC unroll 2
+        for (int r = 0; r < NW; r++) {
+            const __m512 dv = _mm512_load_ps(dw + b * PW + r * NR);
 #pragma GCC unroll 8
-        for (int i = 0; i < M; i++)
-            accf[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acci[i], wsv)),
-                                      _mm512_mul_ps(dv, _mm512_set1_ps(xd[i * ldd + b])), accf[i]);
+            for (int i = 0; i < M; i++)
+                accf[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[r][i]), _mm512_mul_ps(dv, _mm512_set1_ps(xd[i * ldd + b])),
+                                             accf[r][i]);
+        }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < M; i++) _mm512_mask_storeu_ps(y + i * ldy, mask, accf[i]);
+    for (int i = 0; i < M; i++)
+#pragma GCC unroll 2
+        for (int r = 0; r < NW; r++) _mm512_mask_storeu_ps(y + i * ldy + r * NR, mk[r], accf[r][i]);
 }
 
-#define MICRO_CASES(QB)                                                                                   \
-    switch (mr) {                                                                                         \
-    case 8: micro(8, QB, pk, xq, ldx, xd, ldd, nblk, dw, ws, y, ldy, mask, first); break;                  \
-    case 7: micro(7, QB, pk, xq, ldx, xd, ldd, nblk, dw, ws, y, ldy, mask, first); break;                  \
-    case 6: micro(6, QB, pk, xq, ldx, xd, ldd, nblk, dw, ws, y, ldy, mask, first); break;                  \
-    case 5: micro(5, QB, pk, xq, ldx, xd, ldd, nblk, dw, ws, y, ldy, mask, first); break;                  \
-    case 4: micro(4, QB, pk, xq, ldx, xd, ldd, nblk, dw, ws, y, ldy, mask, first); break;                  \
-    case 3: micro(3, QB, pk, xq, ldx, xd, ldd, nblk, dw, ws, y, ldy, mask, first); break;                  \
-    case 2: micro(2, QB, pk, xq, ldx, xd, ldd, nblk, dw, ws, y, ldy, mask, first); break;                  \
-    default: micro(1, QB, pk, xq, ldx, xd, ldd, nblk, dw, ws, y, ldy, mask, first); break;                 \
+#define MICRO_M(NW, QB)                                                                                     \
+    switch (m) {                                                                                            \
+    case 6: micro(NW, 6, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    case 5: micro(NW, 5, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    case 4: micro(NW, 4, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    case 3: micro(NW, 3, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    case 2: micro(NW, 2, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
+    default: micro(NW, 1, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                \
     }
+_Static_assert(MR == 6, "MICRO_M lists the cases 1 .. MR");
 
-static void micro_any(int mr, int qb, const int8_t *pk, const uint8_t *xq, int64_t ldx, const float *xd, int64_t ldd,
-                      int nblk, const float *dw, const int32_t *ws, float *y, int64_t ldy, __mmask16 mask, int first) {
-    if (qb == 64) {
-        MICRO_CASES(64)
+static void micro_any(int nw, int m, int qb, const int8_t *pk, const uint8_t *xg, int64_t ldx, const float *xd, int64_t ldd, int nblk,
+                      const float *dw, const int32_t *nws, float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
+    if (nw == 2) {
+        if (qb == 64) {
+            MICRO_M(2, 64)
+        } else {
+            MICRO_M(2, 32)
+        }
+    } else if (qb == 64) {
+        MICRO_M(1, 64)
     } else {
-        MICRO_CASES(32)
+        MICRO_M(1, 32)
     }
 }
 
-static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
-    const panel pp = panel_of(job->scratch[ith]);
+/* One panel pair (rows p, p + 16; the second absent when nr1 = 0; the last pair of a range may be
+ * one panel) x one depth block, for all inputs. Every (row, input) sums its blocks in the same
+ * order whatever the tile or loop order, so neither the thread split nor the batch grouping can
+ * change a bit. */
+static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr0, int nr1, int64_t c0) {
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
+    const int64_t kc = cols - c0 < KC ? cols - c0 : KC;
     const int qb = qblock(cols);
     const uint8_t *xq = job->xq;
     const float *xd = (const float *)(const void *)(xq + (size_t)(T * cols));
     const int64_t ldd = cols / qb;
-    for (int64_t c0 = 0; c0 < cols; c0 += KC) {
-        int64_t kc = cols - c0 < KC ? cols - c0 : KC;
-        int first = c0 == 0;
-        for (int64_t p = r0; p < r1; p += NR) {
-            int nr = r1 - p < NR ? (int)(r1 - p) : NR;
-            pack(job, &pp, p, nr, c0, kc, qb);
-            __mmask16 mask = (__mmask16)((1u << nr) - 1);
-            for (int64_t t0 = 0; t0 < T; t0 += MR) {
-                int mr = T - t0 < MR ? (int)(T - t0) : MR;
-                micro_any(mr, qb, pp.pk, xq + t0 * cols + c0, cols, xd + t0 * ldd + c0 / qb, ldd, (int)(kc / qb), pp.dw,
-                          pp.ws, job->y + t0 * rows + p, rows, mask, first);
-            }
+    pack(job, pp, 0, p, nr0, c0, kc, qb);
+    if (nr1) pack(job, pp, 1, p + NR, nr1, c0, kc, qb);
+    const __mmask16 m0 = (__mmask16)((1u << nr0) - 1), m1 = (__mmask16)((1u << nr1) - 1);
+    for (int64_t t0 = 0; t0 < T; t0 += MR) {
+        const int m = T - t0 < MR ? (int)(T - t0) : MR;
+        micro_any(nr1 ? 2 : 1, m, qb, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, (int)(kc / qb),
+                  pp->dw, pp->nws, job->y + t0 * rows + p, rows, m0, m1, c0 == 0);
+    }
+}
+
+/* Loop order: panel pairs outside, depth blocks inside, so each weight row is read front to back
+ * (a few streams the prefetcher follows) and the quantized inputs come from L2/L3 once per pair.
+ * With depth blocks outside (as before), the next block of a row was needed only after every
+ * panel of the chunk and came from memory. One thread, 4096 x 4096 (Zen 5, min of 4-20 calls),
+ * depth outside -> pairs outside: t = 64 Q5_K 343-388 -> 409-432 GFLOP/s, IQ4_XS 272-309 ->
+ * 362-419; t = 512 Q5_K 630-643 -> 656-659, IQ4_XS 592-593 -> 607-613; t = 2048 (8 MB of
+ * inputs re-read per pair) both ~590. */
+static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
+    const panel pp = panel_of(job->scratch[ith]);
+    for (int64_t p = r0; p < r1; p += PW) {
+        const int nr0 = r1 - p < NR ? (int)(r1 - p) : NR;
+        const int nr1 = r1 - p <= NR ? 0 : r1 - p - NR < NR ? (int)(r1 - p - NR) : NR;
+        for (int64_t c0 = 0; c0 < job->cols; c0 += KC) pair_block(job, &pp, p, nr0, nr1, c0);
+    }
+}
+
+/* Panel dequantizers for the kinds with no fast one on the AVX2 path (IQ1_S, IQ1_M: the
+ * reference's scalar loop cost as much as the whole int8 GEMM at t = 64). Per 16 weights: two
+ * grid rows widened to f32, + delta, x the group's scale: the reference's operations in its
+ * order, so the values are the same bits. */
+static ALWAYS_INLINE void put16_iq1(float *dst, uint64_t g0, uint64_t g1, float dl, float dt0, float dt1) {
+    const __m512 g = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_set_epi64x((long long)g1, (long long)g0)));
+    const __m512 dt = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(dt0), _mm512_set1_ps(dt1));
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_set1_ps(dl), _mm512_add_ps(g, dt)));
+}
+
+/* IQ1_S, 50 bytes: f16 d; 32 low index bytes at 2; per 32 weights a u16 at 34: four 3-bit high
+ * index parts, a 3-bit scale (2 s + 1), the delta sign (bit 15). */
+static void dq_iq1_s(const void *src, float *dst, int64_t nblocks) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ1_S) {
+        const float d = bp_f16_to_f32(bp_load_u16(b));
+        for (int ib = 0; ib < 8; ib++, dst += 32) {
+            const unsigned qh = bp_load_u16(b + 34 + 2 * ib);
+            const float dl = d * (float)(2u * ((qh >> 12) & 7u) + 1u);
+            const float dt = (qh & 0x8000u) ? -BP_IQ1S_DELTA : BP_IQ1S_DELTA;
+            const uint8_t *q = b + 2 + 4 * ib;
+            put16_iq1(dst, bp_iq1s_grid[q[0] | ((qh & 7u) << 8)], bp_iq1s_grid[q[1] | (((qh >> 3) & 7u) << 8)], dl, dt, dt);
+            put16_iq1(dst + 16, bp_iq1s_grid[q[2] | (((qh >> 6) & 7u) << 8)], bp_iq1s_grid[q[3] | (((qh >> 9) & 7u) << 8)],
+                      dl, dt, dt);
+        }
+    }
+}
+
+/* IQ1_M, 56 bytes: 32 low index bytes; 16 qh bytes at 32, a nibble per 8 weights (3 high index
+ * bits, the delta sign); 4 u16 at 48: sixteen 3-bit scales (2 s + 1, one per 16 weights) and in
+ * their top nibbles the f16 d. */
+static void dq_iq1_m(const void *src, float *dst, int64_t nblocks) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ1_M) {
+        uint16_t sc[4];
+        for (int k = 0; k < 4; k++) sc[k] = bp_load_u16(b + 48 + 2 * k);
+        const float d = bp_f16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0u) | ((sc[2] >> 4) & 0x0f00u) |
+                                                 (sc[3] & 0xf000u)));
+        for (int s = 0; s < 16; s++, dst += 16) {
+            const float dl = d * (float)(2u * ((sc[s / 4] >> (3 * (s % 4))) & 7u) + 1u);
+            const unsigned qh = b[32 + s];
+            put16_iq1(dst, bp_iq1s_grid[b[2 * s] | ((qh & 7u) << 8)], bp_iq1s_grid[b[2 * s + 1] | (((qh >> 4) & 7u) << 8)],
+                      dl, (qh & 8u) ? -BP_IQ1M_DELTA : BP_IQ1M_DELTA, (qh & 0x80u) ? -BP_IQ1M_DELTA : BP_IQ1M_DELTA);
         }
     }
 }
@@ -186,7 +348,9 @@ bool bp_cpu_avx512_init(bp_cpu_ops *ops) {
     ops->gemm_q8 = gemm_q8;
     ops->gemm_q8_prep = prep;
     ops->gemm_q8_bytes = prep_bytes;
-    ops->gemm_q8_name = "panel GEMM (dequant, int8 requant, VNNI 8x16)";
+    ops->gemm_q8_name = "panel GEMM (dequant, int8 requant, VNNI 6x32)";
+    if (!ops->dequant[BP_KIND_IQ1_S]) ops->dequant[BP_KIND_IQ1_S] = dq_iq1_s;
+    if (!ops->dequant[BP_KIND_IQ1_M]) ops->dequant[BP_KIND_IQ1_M] = dq_iq1_m;
     return true;
 }
 

@@ -45,4 +45,8 @@ static inline void bp_store_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1
 
 #define BP_QK_K 256
 
+/* An unsigned E4M3 scale byte (NVFP4) as value / 2, the reference's decoding (ref_lowbit.c);
+ * fast dequantizers build their tables from it rather than decoding E4M3 a second way. */
+float bp_ue4m3_half(uint8_t x);
+
 #endif

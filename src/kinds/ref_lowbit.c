@@ -32,7 +32,7 @@ static float e8m0_half(uint8_t e) {
 
 /* Unsigned E4M3 (bias 7, 3 mantissa bits) -> value / 2. 0x00 and 0x7F (the NaN pattern) read as
  * 0; the top bit is ignored, as gguf and ggml both do. Every result is exact in float. */
-static float ue4m3_half(uint8_t x) {
+float bp_ue4m3_half(uint8_t x) {
     if (x == 0 || x == 0x7F) return 0.0f;
     const int ex = (x >> 3) & 0x0F, man = x & 7;
     const float raw = ex == 0 ? ldexpf((float)man, -9) : ldexpf(1.0f + (float)man / 8.0f, ex - 7);
@@ -96,7 +96,7 @@ void bp_dequant_NVFP4(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_NVFP4, dst += 64) {
         for (int s = 0; s < 4; s++) {
-            const float d = ue4m3_half(b[s]);
+            const float d = bp_ue4m3_half(b[s]);
             for (int j = 0; j < 8; j++) {
                 const uint8_t q = b[4 + 8 * s + j];
                 dst[16 * s + j] = d * (float)fp4_doubled[q & 0x0F];

@@ -1,0 +1,60 @@
+/* Every fast dequantizer the GEMM panels use (per ISA path and kind, cpu_internal.h's
+ * ops->dequant) against the kind's reference dequantizer (src/kinds/ref_*.c), value by value.
+ * The GEMM tests only bound the NMSE of a whole product, so a dequantizer that was wrong in a
+ * few weights of a rare sub-block layout (the tail of a TQ1_0 block, one IQ1_M scale nibble)
+ * could hide under their tolerance; here any differing value fails, naming the kind, the ISA
+ * and the first element. Values must be bit-identical, except where a dequantizer says it
+ * rounds differently: none does today. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_internal.h"
+#include "harness.h"
+
+static void check(bp_cpu_isa isa, const bp_kind_info *ki, uint64_t *rng, int *checked) {
+    bp_dequant_fn fast = bp_cpu_fast_dequant(isa, ki->kind);
+    const bp_kind_traits *kt = bp_kind_traits_of(ki->kind);
+    if (!fast || !kt) return;
+    /* 64 rows of 8 blocks (at least 2048 values): every sub-block position many times over,
+     * and random scale bytes across their range. */
+    const int64_t rows = 64, cols = 8 * ki->block_elems;
+    size_t bytes = 0;
+    uint8_t *w = bp_test_make_weight(ki->kind, rows, cols, rng, &bytes);
+    const size_t n = (size_t)(rows * cols);
+    float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    CHECK(w && want && got, "%s: no test weight: %s", ki->name, bp_last_error());
+    if (w && want && got) {
+        const int64_t nb = rows * cols / ki->block_elems;
+        kt->dequant(w, want, nb);
+        memset(got, 0xff, sizeof(float) * n); /* NaN bytes: an unwritten value fails */
+        fast(w, got, nb);
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (memcmp(&want[i], &got[i], sizeof(float)) != 0) bad = i;
+        CHECK(bad == n, "%s on %s: element %zu (block %zu, offset %zu) is %.9g, the reference %.9g", ki->name,
+              bp_cpu_isa_name(isa), bad, bad / (size_t)ki->block_elems, bad % (size_t)ki->block_elems,
+              bad < n ? (double)got[bad] : 0.0, bad < n ? (double)want[bad] : 0.0);
+        (*checked)++;
+    }
+    free(w);
+    free(want);
+    free(got);
+}
+
+int main(void) {
+    uint64_t rng = 0x243f6a8885a308d3ull;
+    int checked = 0;
+    for (int isa = 0; isa < BP_CPU_ISA_COUNT; isa++) {
+        if (!bp_cpu_isa_available((bp_cpu_isa)isa)) {
+            fprintf(stderr, "ISA %s: not available here\n", bp_cpu_isa_name((bp_cpu_isa)isa));
+            continue;
+        }
+        int before = checked;
+        for (int i = 0; i < bp_kind_table_size(); i++) {
+            const bp_kind_info *ki = bp_kind_at(i);
+            if (ki->role == BP_ROLE_W) check((bp_cpu_isa)isa, ki, &rng, &checked);
+        }
+        fprintf(stderr, "ISA %s: %d fast dequantizers checked\n", bp_cpu_isa_name((bp_cpu_isa)isa), checked - before);
+    }
+    return bp_test_finish();
+}
