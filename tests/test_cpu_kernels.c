@@ -24,6 +24,8 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         {50, 768},                       /* 3 depth blocks exactly */
         {35, be == 1 ? 37 : be * 5},     /* a partial depth block; odd columns for the float kinds */
         {21, be == 1 ? 1100 : 0},        /* float kinds: 2 KB column blocks with a tail (kern_avx512f.c) */
+        {1100, be == 256 ? 256 : 0},     /* one thread's chunk (~1/8 of the rows) over 128 rows: the
+                                          * 16-input kernels' row blocks (kern_avx512k.c) */
         {17, be == 32 ? 352 : 0},        /* 32-element kinds: a partial GEMM depth block after a whole one */
     };
     /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, ...), each side of the
@@ -33,7 +35,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
     /* quick (valgrind, TSan): no 4096-wide rows, batches 1, 5 and 65, one thread count */
     const bool quick = bp_test_quick();
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        if (quick && shapes[si].cols == 4096) continue;
+        if (quick && (shapes[si].cols == 4096 || shapes[si].rows == 1100)) continue;
         if (shapes[si].cols == 0) continue;
         const int64_t rows = shapes[si].rows, cols = shapes[si].cols;
         size_t rb, wbytes = 0;
@@ -47,6 +49,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         float *ref = malloc(sizeof(float) * (size_t)(tmax * rows));
         float *got = malloc(sizeof(float) * (size_t)(tmax * rows));
         float *got1 = malloc(sizeof(float) * (size_t)(tmax * rows));
+        float *big = malloc(sizeof(float) * (size_t)(tmax * rows)); /* t = 64, for the grouping check */
         /* Every kind has a finished reference now: a weight that cannot be made, or a non-finite
          * reference output, is a failure (it was a skip while kinds were pending). */
         CHECK(w != NULL, "%s: no %lld x %lld test weight: %s", ki->name, (long long)rows, (long long)cols,
@@ -62,6 +65,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
             const int64_t t = batches[bi];
             if (quick && t != 1 && t != 5 && t != 65) continue;
+            if (rows == 1100 && t != 17 && t != 33) continue; /* 16 + 1 and 32 + 1 inputs: enough */
             CHECK_OK(bp_ref_gemm(ki->kind, w, rb * (size_t)rows, rows, cols, x, t, ref));
             CHECK(bp_test_all_finite(ref, (size_t)(t * rows)), "%s t=%lld: the reference output is not finite",
                   ki->name, (long long)t);
@@ -97,6 +101,15 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
                         CHECK(!memcmp(out, got1, sizeof(float) * (size_t)(t * rows)),
                               "%s %s %lldx%lld t=%lld: %d threads differ from 1 thread", ki->name,
                               bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, nth);
+                    /* The k-quant kernels (kern_avx512k.c) promise more: an input's result does not
+                     * depend on the batch it came in (4-input and 16/32-input groups sum alike). */
+                    if (pass == 0 && t >= 2 && t < 64 && strstr(bp_cpu_kernel_name(ki->kind, t), "16-32 from t = 16") &&
+                        !strcmp(bp_cpu_kernel_name(ki->kind, t), bp_cpu_kernel_name(ki->kind, 64))) {
+                        CHECK_OK(bp_cpu_gemm(&wt, x, 64, big));
+                        CHECK(!memcmp(out, big, sizeof(float) * (size_t)(t * rows)),
+                              "%s %s %lldx%lld: t=%lld differs from the first %lld inputs of t=64", ki->name,
+                              bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, (long long)t);
+                    }
                 }
                 bp_cpu_set_repack(true);
                 bp_cpu_set_decode_pick(0);
@@ -111,6 +124,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         free(ref);
         free(got);
         free(got1);
+        free(big);
     }
 }
 

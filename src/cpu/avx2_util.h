@@ -104,4 +104,110 @@ static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
     return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
 }
 
+/* Q5_K group pair j of a block (quants at 48, qh at 16): the low group's and the high group's 32
+ * unsigned 5-bit values; *qh steps to the next pair (start it at load32(b + 16)). */
+static ALWAYS_INLINE void q5_k_pair(const uint8_t *b, int j, __m256i *qh, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    const __m256i v = load32(b + 48 + 32 * j);
+    const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(*qh, one), 4);
+    const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(*qh, 1), one), 4);
+    *qh = _mm256_srli_epi16(*qh, 2);
+    *lo = _mm256_or_si256(_mm256_and_si256(v, m4), h0);
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h1);
+}
+
+/* Q6_K half h of a block: its four 32-element runs as unsigned 6-bit values (stored +32). */
+static ALWAYS_INLINE void q6_k_half(const uint8_t *b, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    const __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32), qh = load32(b + 128 + 32 * h);
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+}
+
+/* Activation quantizers' helpers (kern_avx2.c, kern_avx2g8.c; same rounding as the scalar ones:
+ * nearest-even). */
+static ALWAYS_INLINE __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+static ALWAYS_INLINE float amax32(const float *x) {
+    __m256 m = _mm256_max_ps(_mm256_max_ps(abs_ps(_mm256_loadu_ps(x)), abs_ps(_mm256_loadu_ps(x + 8))),
+                             _mm256_max_ps(abs_ps(_mm256_loadu_ps(x + 16)), abs_ps(_mm256_loadu_ps(x + 24))));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 32 floats times id, rounded to int32 (nearest-even), in four registers. */
+static ALWAYS_INLINE void round32(const float *x, float id, __m256i r[4]) {
+    const __m256 vid = _mm256_set1_ps(id);
+    for (int k = 0; k < 4; k++) r[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
+}
+/* Four registers of int32 (each within int8) as 32 bytes in order. */
+static ALWAYS_INLINE __m256i pack32(const __m256i r[4]) {
+    __m256i v = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+    /* packs work per 128-bit lane: restore element order. */
+    return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+/* 32 floats times id, rounded, as 32 int8 in order. */
+static ALWAYS_INLINE __m256i quant32v(const float *x, float id) {
+    __m256i r[4];
+    round32(x, id, r);
+    return pack32(r);
+}
+/* 32 floats times id, rounded, packed to int8 in order; returns the sum of the 32 quants. */
+static ALWAYS_INLINE int32_t quant32(const float *x, float id, int8_t *q) {
+    __m256i r[4];
+    round32(x, id, r);
+    _mm256_storeu_si256((__m256i *)q, pack32(r));
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(r[0], r[1]), _mm256_add_epi32(r[2], r[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    return _mm_cvtsi128_si32(s4);
+}
+
+/* ---- multi-input kernels over bp_q8x256 activations (kern_avx2q.c, kern_avx2iq.c) ---- */
+
+/* Inputs per pass (accumulators in 16 ymm) and rows per block. */
+enum { KQ_NJ = 4, KQ_RB = 16 };
+
+/* Input jj's activations of block i, in a row kernel over NJ inputs (xb, xs in scope). */
+#define XJ(jj) ((const bp_q8x256 *)(const void *)(xb + (size_t)(jj) * xs) + i)
+/* The frame of a multi-input row kernel: acc per input, block loop with b at block i, y. */
+#define KQ_ROW_BEGIN(BB)                                                                 \
+    const int64_t nb = job->cols / 256;                                                  \
+    const size_t xs = job->xq_stride;                                                    \
+    const uint8_t *xb = (const uint8_t *)job->xq + (size_t)j0 * xs;                      \
+    const uint8_t *b = job->w + (size_t)r * job->row_bytes;                              \
+    __m256 acc[KQ_NJ];                                                                   \
+    __m256i sumi[KQ_NJ];                                                                 \
+    for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm256_setzero_ps();                       \
+    for (int64_t i = 0; i < nb; i++, b += (BB)) {                                        \
+        for (int jj = 0; jj < NJ; jj++) sumi[jj] = _mm256_setzero_si256();
+#define KQ_ROW_END                                                                       \
+    }                                                                                    \
+    for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = hsum8(acc[jj]);
+
+/* Rows in blocks of KQ_RB, each block run for every group of up to KQ_NJ inputs: the block's
+ * weights (16 rows x 2.3 KB at 4096 columns) stay in L1/L2 across the groups, where a whole
+ * chunk of rows per group (hundreds of rows) came again from L3. */
+#define KQ_MULTI(NAME, ROW)                                                                        \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
+        for (int64_t rb = r0; rb < r1; rb += KQ_RB) {                                              \
+            const int64_t re = r1 - rb < KQ_RB ? r1 : rb + KQ_RB;                                  \
+            for (int64_t j0 = 0; j0 < job->batch; j0 += KQ_NJ) {                                   \
+                const int64_t left = job->batch - j0;                                              \
+                for (int64_t r = rb; r < re; r++) {                                                \
+                    if (left >= 4) ROW(job, r, 4, j0);                                             \
+                    else if (left == 3) ROW(job, r, 3, j0);                                        \
+                    else if (left == 2) ROW(job, r, 2, j0);                                        \
+                    else ROW(job, r, 1, j0);                                                       \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
 #endif

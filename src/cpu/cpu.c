@@ -13,6 +13,7 @@
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
  *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
  *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M
+ *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs with the sign trick
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
  *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
@@ -89,7 +90,7 @@ static void name_gemms(bp_cpu_isa isa) {
         const bp_kind_traits *t = bp_kind_traits_of((bp_kind)k);
         if (!t) continue;
         bool q8 = use_gemm_q8(&g_ops[isa], (bp_kind)k);
-        snprintf(g_gemm_names[isa][k], sizeof g_gemm_names[isa][k], "CPU %s %s %s", q8 ? "avx512" : g_ops[isa].gemm_isa,
+        snprintf(g_gemm_names[isa][k], sizeof g_gemm_names[isa][k], "CPU %s %s %s", q8 ? isa_names[isa] : g_ops[isa].gemm_isa,
                  t->info.name, q8 ? g_ops[isa].gemm_q8_name : g_ops[isa].gemm_name);
     }
 }
@@ -107,6 +108,7 @@ static void init_once(void) {
             bp_cpu_avx2dqk_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2dqlo_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2p_init(&g_ops[BP_CPU_ISA_AVX2]);
+            bp_cpu_avx2g8_init(&g_ops[BP_CPU_ISA_AVX2]);
         }
     }
     if (g_have[BP_CPU_ISA_AVX2] && cpu_has(BP_CPU_ISA_AVX512)) {

@@ -154,6 +154,7 @@ bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops);
  * reference (or is not available here). For test_cpu_dequant. */
 bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2g8_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);

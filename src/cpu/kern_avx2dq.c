@@ -44,19 +44,13 @@ static void dq_bf16(const void *src, float *dst, int64_t n) {
 
 static void dq_q6_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3), o32 = _mm256_set1_epi8(32);
+    const __m256i o32 = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q6_K, dst += BP_BLOCK_ELEMS_Q6_K) {
         const float d = f16(b + 208);
         const int8_t *sc = (const int8_t *)(b + 192);
         for (int h = 0; h < 2; h++) {
-            __m256i l0 = load32(b + 64 * h), l1 = load32(b + 64 * h + 32), qh = load32(b + 128 + 32 * h);
-            __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4))};
+            __m256i q[4];
+            q6_k_half(b, h, q);
             for (int k = 0; k < 4; k++)
                 put32(dst + 128 * h + 32 * k, _mm256_sub_epi8(q[k], o32), d * sc[8 * h + 2 * k], d * sc[8 * h + 2 * k + 1]);
         }

@@ -40,20 +40,15 @@ static void dq_q4_k(const void *src, float *dst, int64_t nb) {
 /* Q5_K: qh[32] at 16 (bit g of qh[l]: the fifth bit of group g's element l), quants at 48. */
 static void dq_q5_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_K, dst += BP_BLOCK_ELEMS_Q5_K) {
         const float d = f16(b), dmin = f16(b + 2);
         uint8_t sc[8], mn[8];
         scale_min_k4(b + 4, sc, mn);
-        __m256i qh = load32(b + 16);
+        __m256i qh = load32(b + 16), lo, hi;
         for (int j = 0; j < 4; j++) {
-            const __m256i v = load32(b + 48 + 32 * j);
-            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, one), 4);
-            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4);
-            qh = _mm256_srli_epi16(qh, 2);
-            put32_affine(dst + 64 * j, _mm256_or_si256(_mm256_and_si256(v, m4), h0), d * sc[2 * j], dmin * mn[2 * j]);
-            put32_affine(dst + 64 * j + 32, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), h1),
-                         d * sc[2 * j + 1], dmin * mn[2 * j + 1]);
+            q5_k_pair(b, j, &qh, &lo, &hi);
+            put32_affine(dst + 64 * j, lo, d * sc[2 * j], dmin * mn[2 * j]);
+            put32_affine(dst + 64 * j + 32, hi, d * sc[2 * j + 1], dmin * mn[2 * j + 1]);
         }
     }
 }

@@ -213,137 +213,88 @@ static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
 
 /* ---- grid kinds against bp_q8x256 ------------------------------------------------------- */
 
+/* The grid kinds over NJ inputs at once (KQ_MULTI, avx2_util.h): per group of 32 weights DECODE
+ * sets g (unsigned magnitudes), m (sign masks) and sc (int16 multipliers) once, and every
+ * input's activations take the signs; the block's float scale is d * DS. */
+#define GRID_KERNEL(NAME, BB, DS, DECODE)                                                                   \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {     \
+        KQ_ROW_BEGIN(BB)                                                                                    \
+        for (int ib = 0; ib < 8; ib++) {                                                                    \
+            __m256i g, m, sc;                                                                               \
+            DECODE;                                                                                         \
+            for (int jj = 0; jj < NJ; jj++)                                                                 \
+                sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(g, negate_where(load32(XJ(jj)->q + 32 * ib), m), sc)); \
+        }                                                                                                   \
+        const float d = f16(b) * (DS);                                                                      \
+        for (int jj = 0; jj < NJ; jj++)                                                                     \
+            acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]); \
+        KQ_ROW_END                                                                                          \
+    }                                                                                                       \
+    KQ_MULTI(NAME, NAME##_row)
+
 /* IQ2_XXS, 66 bytes: d; per 32 weights 8 bytes: 4 grid indices, u32 of four 7-bit sign
  * indices and a 4-bit scale s: w = d * (2s + 1) / 8 * grid * sign. */
-static void vec_iq2_xxs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_XXS) {
-            const bp_q8x256 *x = &xq[i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int ib = 0; ib < 8; ib++) {
-                const uint8_t *q = b + 2 + 8 * ib;
-                uint32_t aux = bp_load_u32(q + 4);
-                __m256i g = _mm256_set_epi64x((long long)bp_iq2xxs_grid[q[3]], (long long)bp_iq2xxs_grid[q[2]],
-                                              (long long)bp_iq2xxs_grid[q[1]], (long long)bp_iq2xxs_grid[q[0]]);
-                __m256i xs = negate_where(load32(x->q + 32 * ib), ksigns_masks(aux));
-                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1))));
-            }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
-}
+GRID_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, 0.125f, {
+    const uint8_t *q = b + 2 + 8 * ib;
+    const uint32_t aux = bp_load_u32(q + 4);
+    g = _mm256_set_epi64x((long long)bp_iq2xxs_grid[q[3]], (long long)bp_iq2xxs_grid[q[2]],
+                          (long long)bp_iq2xxs_grid[q[1]], (long long)bp_iq2xxs_grid[q[0]]);
+    m = ksigns_masks(aux);
+    sc = _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1));
+})
 
 /* IQ2_XS, 74 bytes: d; 32 u16 at 2 (9-bit grid index, 7-bit sign index); 8 scale bytes at 66,
  * 4 bits per 16 weights: w = d * (2s + 1) / 8 * grid * sign. */
-static void vec_iq2_xs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_XS) {
-            const bp_q8x256 *x = &xq[i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int ib = 0; ib < 8; ib++) {
-                const uint8_t *q = b + 2 + 8 * ib;
-                uint16_t q0 = bp_load_u16(q), q1 = bp_load_u16(q + 2), q2 = bp_load_u16(q + 4), q3 = bp_load_u16(q + 6);
-                __m256i g = _mm256_set_epi64x((long long)bp_iq2xs_grid[q3 & 511], (long long)bp_iq2xs_grid[q2 & 511],
-                                              (long long)bp_iq2xs_grid[q1 & 511], (long long)bp_iq2xs_grid[q0 & 511]);
-                __m256i xs = negate_where(load32(x->q + 32 * ib), signmask4(q0 >> 9, q1 >> 9, q2 >> 9, q3 >> 9));
-                uint8_t sc = b[66 + ib];
-                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, scales2(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
-            }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
-}
+GRID_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, 0.125f, {
+    const uint8_t *q = b + 2 + 8 * ib;
+    const uint16_t q0 = bp_load_u16(q);
+    const uint16_t q1 = bp_load_u16(q + 2);
+    const uint16_t q2 = bp_load_u16(q + 4);
+    const uint16_t q3 = bp_load_u16(q + 6);
+    g = _mm256_set_epi64x((long long)bp_iq2xs_grid[q3 & 511], (long long)bp_iq2xs_grid[q2 & 511],
+                          (long long)bp_iq2xs_grid[q1 & 511], (long long)bp_iq2xs_grid[q0 & 511]);
+    m = signmask4(q0 >> 9, q1 >> 9, q2 >> 9, q3 >> 9);
+    const uint8_t s = b[66 + ib];
+    sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
+})
 
 /* IQ2_S, 82 bytes: d; 32 low index bytes at 2; 32 sign bytes at 34; 8 qh bytes at 66 (2 high
  * index bits per group of 8); 8 scale bytes at 74, 4 bits per 16 weights. */
-static void vec_iq2_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_S) {
-            const bp_q8x256 *x = &xq[i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int ib = 0; ib < 8; ib++) {
-                const uint8_t *qs = b + 2 + 4 * ib;
-                unsigned qh = b[66 + ib];
-                __m256i g = _mm256_set_epi64x((long long)bp_iq2s_grid[qs[3] | ((qh << 2) & 0x300)],
-                                              (long long)bp_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
-                                              (long long)bp_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
-                                              (long long)bp_iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
-                __m256i xs = negate_where(load32(x->q + 32 * ib), sign_masks(bp_load_u32(b + 34 + 4 * ib)));
-                uint8_t sc = b[74 + ib];
-                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, scales2(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)));
-            }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
-}
+GRID_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, 0.125f, {
+    const uint8_t *qs = b + 2 + 4 * ib;
+    const unsigned qh = b[66 + ib];
+    g = _mm256_set_epi64x((long long)bp_iq2s_grid[qs[3] | ((qh << 2) & 0x300)],
+                          (long long)bp_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
+                          (long long)bp_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
+                          (long long)bp_iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
+    m = sign_masks(bp_load_u32(b + 34 + 4 * ib));
+    const uint8_t s = b[74 + ib];
+    sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
+})
 
 /* IQ3_XXS, 98 bytes: d; 64 index bytes at 2 (grid of 4 weights); 8 u32 at 66: four 7-bit sign
  * indices and a 4-bit scale s: w = d * (2s + 1) / 4 * grid * sign. */
-static void vec_iq3_xxs(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ3_XXS) {
-            const bp_q8x256 *x = &xq[i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int ib = 0; ib < 8; ib++) {
-                const uint8_t *q = b + 2 + 8 * ib;
-                uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
-                __m256i g = _mm256_set_epi32((int)bp_iq3xxs_grid[q[7]], (int)bp_iq3xxs_grid[q[6]], (int)bp_iq3xxs_grid[q[5]],
-                                             (int)bp_iq3xxs_grid[q[4]], (int)bp_iq3xxs_grid[q[3]], (int)bp_iq3xxs_grid[q[2]],
-                                             (int)bp_iq3xxs_grid[q[1]], (int)bp_iq3xxs_grid[q[0]]);
-                __m256i xs = negate_where(load32(x->q + 32 * ib), ksigns_masks(aux));
-                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1))));
-            }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.25f), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
-}
+GRID_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, 0.25f, {
+    const uint8_t *q = b + 2 + 8 * ib;
+    const uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
+    g = _mm256_set_epi32((int)bp_iq3xxs_grid[q[7]], (int)bp_iq3xxs_grid[q[6]], (int)bp_iq3xxs_grid[q[5]],
+                         (int)bp_iq3xxs_grid[q[4]], (int)bp_iq3xxs_grid[q[3]], (int)bp_iq3xxs_grid[q[2]],
+                         (int)bp_iq3xxs_grid[q[1]], (int)bp_iq3xxs_grid[q[0]]);
+    m = ksigns_masks(aux);
+    sc = _mm256_set1_epi16((int16_t)(2 * (aux >> 28) + 1));
+})
 
 /* IQ3_S, 110 bytes: d; 64 low index bytes at 2; 8 qh bytes at 66 (9th index bit); 32 sign bytes
  * at 74; 4 scale bytes at 106, 4 bits per 32 weights: w = d * (2s + 1) * grid * sign. */
-static void vec_iq3_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ3_S) {
-            const bp_q8x256 *x = &xq[i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int ib = 0; ib < 8; ib++) {
-                const uint8_t *q = b + 2 + 8 * ib;
-                unsigned qh = b[66 + ib];
-                int gi[8];
-                for (int k = 0; k < 8; k++) gi[k] = (int)bp_iq3s_grid[q[k] | (((qh >> k) & 1u) << 8)];
-                __m256i g = _mm256_loadu_si256((const __m256i *)gi);
-                __m256i xs = negate_where(load32(x->q + 32 * ib), sign_masks(bp_load_u32(b + 74 + 4 * ib)));
-                int s = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15;
-                sumi = _mm256_add_epi32(sumi, dot_us_scaled(g, xs, _mm256_set1_epi16((int16_t)(2 * s + 1))));
-            }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
-}
+GRID_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, 1.0f, {
+    const uint8_t *q = b + 2 + 8 * ib;
+    const unsigned qh = b[66 + ib];
+    int gi[8];
+    for (int k = 0; k < 8; k++) gi[k] = (int)bp_iq3s_grid[q[k] | (((qh >> k) & 1u) << 8)];
+    g = _mm256_loadu_si256((const __m256i *)gi);
+    m = sign_masks(bp_load_u32(b + 74 + 4 * ib));
+    sc = _mm256_set1_epi16((int16_t)(2 * ((b[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1));
+})
 
 /* IQ1 kinds: w = dl * (grid + delta) with grid in {-1, 0, 1} and delta = +-1/8, so w = dl / 8 *
  * (8 grid + sign(delta)): a signed byte in -9..9, one maddubs per 32 weights. */
@@ -440,11 +391,18 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
     SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0");
     SET(Q2_0, vec_q2_0, BP_ACT_Q8X32, "q8_0");
     SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0");
-    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K");
-    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K");
-    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K");
-    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K");
-    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K");
+/* The grid kinds read the weights once for up to 4 inputs a pass (GRID_KERNEL). max_batch: where
+ * the int8 GEMM (kern_avx2g8.c) caught up on the dev machine (Zen 5, AVX2 path, 4096 x 4096,
+ * one core; multi-input / GEMM GFLOP/s): IQ2_XXS 108 / 114 at t = 32, IQ2_XS 92 / 92 at 24,
+ * IQ2_S 100 / 102 at 32, IQ3_XXS 87 / 81 at 16 and 99 at 24, IQ3_S 75 / 78 at 16 (2 threads: multi-input
+ * 151 / 149 at t = 8 / 16, GEMM 221 at 32). */
+#define SETM(K, FN, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, 4 inputs a pass)", MAXB, NULL, true}
+    SETM(IQ2_XXS, vec_iq2_xxs, 28);
+    SETM(IQ2_XS, vec_iq2_xs, 24);
+    SETM(IQ2_S, vec_iq2_s, 28);
+    SETM(IQ3_XXS, vec_iq3_xxs, 16);
+    SETM(IQ3_S, vec_iq3_s, 12);
+#undef SETM
     SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K");
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K");
 #undef SET

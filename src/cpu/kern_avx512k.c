@@ -11,11 +11,14 @@
  * Small batches: each kernel computes up to 4 inputs per pass over a row (multi = true), so the
  * weights are read from memory once per call and unpacked once per 4 inputs. 8 per pass fit the
  * registers too, but ran Q4_K / Q6_K at t = 8 at 0.4-0.6x the speed of two passes of 4 once the
- * rows no longer fit L2 (1000 x 4096 on the dev machine). */
+ * rows no longer fit L2 (1000 x 4096 on the dev machine). From 16 inputs on, groups of 16 or 32
+ * run a second kernel (panel16, below) with the inputs in the lanes: one vpdpbusd per 64
+ * multiply-adds instead of two multiply ops and a per-input epilogue. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2_util.h"
+#include "kinds/iq_tables.h"
 
 enum { MAX_NJ = 4 };
 
@@ -49,28 +52,73 @@ static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_
 /* The activations of input jj of the job, block i. */
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
-/* Shared frame: per row, for NJ inputs starting at j0, a float accumulator per input; BODY
- * runs per block with b (the block's bytes) and i (its index), and must add into acc[jj]. */
-#define K_KERNEL(NAME, BYTES, ...)                                                                           \
-    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {       \
+/* The lane sums of s[0..3] in one xmm (s[jj]'s in lane jj); exact, in any order. */
+static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(1, 0, 3, 2)));
+    u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si128(u);
+}
+
+/* Shared frame: per row, for NJ inputs starting at j0. BODY runs per block with b (the block's
+ * bytes) and i (its index); per input jj it sets sv[jj] (int32 lanes summing to the block's exact
+ * scaled dot, offsets included) and, for kinds with mins (SEP), mv[jj] (lanes summing to sum of
+ * min x activation sum); per block d and f2 (-dmin). Per (row, input) and block the float work
+ * is then y = fma(S, dx * d, y), y = fma(M, dx * f2, y): the same operations, in the same order,
+ * as panel16's lanes, so an input's result does not depend on which kernel its group ran.
+ * Decode (a batch of 1, DEC) keeps 16 float lanes and one reduction per row instead: that costs
+ * 4 ops per block where the exact sums cost ~15, and decode results need not match a batch's
+ * (bp_cpu_kernel_name: batch 1 may even run the AVX2 kernel). */
+#define K_KERNEL(NAME, BYTES, PKIND, SEP, ...)                                                               \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const bool DEC) { \
         const int64_t nb = job->cols / 256;                                                                  \
         const size_t xs = job->xq_stride;                                                                    \
         const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                      \
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                              \
-        __m512 acc[MAX_NJ];                                                                                  \
-        for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps();                                       \
-        for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                               \
-        for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = _mm512_reduce_add_ps(acc[jj]);   \
+        __m128 acc = _mm_setzero_ps();                                                                       \
+        __m512 acc1 = _mm512_setzero_ps();                                                                   \
+        for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                     \
+            __m512i sv[MAX_NJ], mv[MAX_NJ];                                                                  \
+            float d, f2 = 0.0f;                                                                              \
+            for (int jj = 0; jj < MAX_NJ; jj++) sv[jj] = mv[jj] = _mm512_setzero_si512();                    \
+            __VA_ARGS__                                                                                      \
+            if (DEC) {                                                                                       \
+                const float dx1 = XQ(0, i)->d;                                                               \
+                acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv[0]), _mm512_set1_ps(dx1 * d), acc1);            \
+                if (SEP) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mv[0]), _mm512_set1_ps(dx1 * f2), acc1);  \
+                continue;                                                                                    \
+            }                                                                                                \
+            const __m128 dx = _mm_setr_ps(XQ(0, i)->d, NJ > 1 ? XQ(1, i)->d : 0.0f, NJ > 2 ? XQ(2, i)->d : 0.0f, \
+                                          NJ > 3 ? XQ(3, i)->d : 0.0f);                                      \
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(sv)), _mm_mul_ps(dx, _mm_set1_ps(d)), acc);              \
+            if (SEP) acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(mv)), _mm_mul_ps(dx, _mm_set1_ps(f2)), acc);     \
+        }                                                                                                    \
+        if (DEC) {                                                                                           \
+            job->y[j0 * job->rows + r] = _mm512_reduce_add_ps(acc1);                                         \
+            return;                                                                                          \
+        }                                                                                                    \
+        _Alignas(16) float o[4];                                                                             \
+        _mm_store_ps(o, acc);                                                                                \
+        for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = o[jj];                           \
     }                                                                                                        \
     /* Inputs outer, rows inner (as kern_packed.inc, which says why). */                                     \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                             \
             const int64_t left = job->batch - j0;                                                            \
+            if (left >= 16) {                                                                                \
+                if (left >= 32) panel16(job, r0, r1, j0, PKIND, BYTES, 2);                                   \
+                else panel16(job, r0, r1, j0, PKIND, BYTES, 1);                                              \
+                j0 += left >= 32 ? 32 : 16;                                                                  \
+                continue;                                                                                    \
+            }                                                                                                \
             const int nj = left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
             for (int64_t r = r0; r < r1; r++) {                                                              \
-                if (nj == 4) NAME##_row(job, r, 4, j0);                                                      \
-                else if (nj == 2) NAME##_row(job, r, 2, j0);                                                 \
-                else NAME##_row(job, r, 1, j0);                                                              \
+                if (nj == 4) NAME##_row(job, r, 4, j0, false);                                               \
+                else if (nj == 2) NAME##_row(job, r, 2, j0, false);                                          \
+                else if (job->batch > 1) NAME##_row(job, r, 1, j0, false);                                   \
+                else NAME##_row(job, r, 1, j0, true);                                                        \
             }                                                                                                \
             j0 += nj;                                                                                        \
         }                                                                                                    \
@@ -88,14 +136,290 @@ static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const
     return _mm512_add_epi32(dotsc(s, w[2], x + 128, sc[2]), dotsc(s2, w[3], x + 192, sc[3]));
 }
 
+/* ---- 16 inputs per pass (t >= 16): VNNI with the inputs in the lanes -----------------------
+ * Why: per 64 weights and input the kernels above spend two multiply-port ops (vpmaddubsw +
+ * vpdpwssd) plus a per-block float epilogue; on the dev machine (Zen 5) they sat at ~470-540
+ * GFLOP/s from t = 4 on, under ggml's tiled int8 GEMM at t = 16-32. Here one vpdpbusd does 64
+ * multiply-adds: lane j is input j, the four bytes of a lane are four consecutive activations
+ * (transposed once per 128 rows into xt, biased +128 to make them the unsigned operand), and the
+ * weights' four bytes come as an embedded broadcast from the row's block unpacked to int8 (the
+ * broadcast operand is the signed one). Per scale group the int32 sums are scaled once per row
+ * (vpmulld, or vpdpwssd where a group's sum fits 16 bits), not once per 64 weights, and the +128
+ * bias comes back as one per-row constant: -128 * sum_g scale_g * sum(weights of g). */
+enum { PK_Q2, PK_Q3, PK_Q4, PK_Q5, PK_Q6, PK_IQ4 };
+enum { PKB = 2 /* blocks per column chunk */, PRS = 128 /* rows per transpose */, PR = 4 /* rows per step */ };
+
+/* One row's block unpacked: weights as int8 in the activations' order, the per-group scales (as
+ * (scale, 0) word pairs for vpdpwssd kinds), the mins as word pairs, the bias correction, d and
+ * the mins' factor (-dmin). */
+typedef struct prow {
+    _Alignas(64) int8_t w[256];
+    int32_t sc[16];
+    int32_t mnp[8];
+    int32_t negc;
+    float d, f2;
+} prow;
+
+/* k-steps (4 weights) per scale group; groups whose 16-weight sums fit int16 (vpdpwssd); word
+ * pairs of the mins term (0: none, the offsets are in the signed weights). */
+static ALWAYS_INLINE int pk_g(int k) { return k == PK_Q4 || k == PK_Q5 || k == PK_IQ4 ? 8 : 4; }
+static ALWAYS_INLINE bool pk_dpw(int k) { return k == PK_Q2 || k == PK_Q3; }
+static ALWAYS_INLINE int pk_np(int k) { return k == PK_Q2 ? 8 : k == PK_Q4 || k == PK_Q5 ? 4 : 0; }
+
+static ALWAYS_INLINE void unpack_row(const int kind, const uint8_t *b, prow *o) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3);
+    __m512i w[4], sc32 = _mm512_setzero_si512();
+    o->f2 = 0.0f;
+    if (kind == PK_Q4 || kind == PK_Q5) {
+        const __m128i scm = scale_min_k4v(b + 4);
+        sc32 = _mm512_cvtepu8_epi32(scm);
+        _mm_storeu_si128((__m128i *)(void *)o->mnp, _mm_cvtepu8_epi16(_mm_srli_si128(scm, 8)));
+        o->d = f16(b);
+        o->f2 = -f16(b + 2);
+        const uint8_t *qs = b + (kind == PK_Q4 ? 16 : 48);
+        const __m512i qh = bcast32(b + 16);
+        for (int p = 0; p < 4; p++) {
+            w[p] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(qs + 32 * p), cnt2(0, 4)), m4);
+            if (kind == PK_Q5)
+                w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit2(2 * p, 2 * p + 1)), w[p], _mm512_set1_epi8(16));
+        }
+    } else if (kind == PK_Q6) {
+        sc32 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 192)));
+        o->d = f16(b + 208);
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512((const void *)(b + 64 * h)), qh = bcast32(b + 128 + 32 * h);
+            const __m512i m30 = _mm512_set1_epi8(0x30), c32 = _mm512_set1_epi8(32);
+            w[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, cnt2(4, 2)), m30));
+            w[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(qh, cnt2(0, 2)), m30));
+            w[2 * h] = _mm512_sub_epi8(w[2 * h], c32);
+            w[2 * h + 1] = _mm512_sub_epi8(w[2 * h + 1], c32);
+        }
+    } else if (kind == PK_Q3 || kind == PK_Q2) {
+        const uint8_t *qs = b + (kind == PK_Q3 ? 32 : 16);
+        const __m512i hm = bcast32(b);
+        if (kind == PK_Q3) {
+            sc32 = _mm512_cvtepi16_epi32(scales_q3_k(b + 96));
+            o->d = f16(b + 108);
+        } else {
+            const __m128i raw = _mm_loadu_si128((const __m128i *)b);
+            sc32 = _mm512_cvtepu8_epi32(_mm_and_si128(raw, _mm_set1_epi8(15)));
+            _mm256_storeu_si256((__m256i *)(void *)o->mnp, _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15))));
+            o->d = f16(b + 80);
+            o->f2 = -f16(b + 82);
+        }
+        for (int k = 0; k < 4; k++) {
+            const int sh = 4 * (k % 2);
+            w[k] = _mm512_and_si512(_mm512_srlv_epi16(bcast32(qs + 32 * (k / 2)), cnt2(sh, sh + 2)), m3);
+            /* Q3_K: the high bit set means +0 and clear means -4 (q = low bits + 4 * hbit - 4) */
+            if (kind == PK_Q3)
+                w[k] = _mm512_mask_sub_epi8(w[k], _mm512_testn_epi8_mask(hm, bit2(2 * k, 2 * k + 1)), w[k], _mm512_set1_epi8(4));
+        }
+    } else { /* IQ4_XS, in natural order (the transpose undoes the activations' pair interleave) */
+        const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
+        sc32 = zext(_mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32)));
+        o->d = f16(b);
+        const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)bp_kvalues_iq4nl));
+        /* 128-bit lanes [A, A, B, B] of the pair's 32 bytes, shifted 0, 4, 0, 4 */
+        const __m512i cnt = _mm512_setr_epi32(0, 0, 0, 0, 0x40004, 0x40004, 0x40004, 0x40004, 0, 0, 0, 0, 0x40004, 0x40004,
+                                              0x40004, 0x40004);
+        for (int p = 0; p < 4; p++) {
+            const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b + 8 + 32 * p)));
+            const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(1, 1, 0, 0)), cnt), m4);
+            w[p] = _mm512_shuffle_epi8(tbl, n);
+        }
+    }
+    /* The bias: sum over groups of scale * the group's weight sum, times 128. */
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const int lg = pk_g(kind) == 8 ? 3 : 2;
+    __m512i c = _mm512_setzero_si512();
+    for (int p = 0; p < 4; p++) {
+        _mm512_store_si512((void *)(o->w + 64 * p), w[p]);
+        const __m512i ls = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), w[p]);
+        const __m512i gi = _mm512_srli_epi32(_mm512_add_epi32(_mm512_set1_epi32(16 * p), iota), lg);
+        c = _mm512_add_epi32(c, _mm512_mullo_epi32(ls, _mm512_permutexvar_epi32(gi, sc32)));
+    }
+    o->negc = -128 * _mm512_reduce_add_epi32(c);
+    _mm512_storeu_si512((void *)o->sc, pk_dpw(kind) ? _mm512_and_si512(sc32, _mm512_set1_epi32(0xffff)) : sc32);
+}
+
+/* 16 x 16 dwords transposed in registers: r[j] dword s -> r[s] dword j. */
+static ALWAYS_INLINE void tr16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    /* u[4i + m], 128-bit lane L: dword 4L + m of inputs 4i..4i+3 */
+    for (int m = 0; m < 4; m++) {
+        const __m512i p0 = _mm512_shuffle_i32x4(u[m], u[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i p1 = _mm512_shuffle_i32x4(u[m], u[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512i q0 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i q1 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
+        r[m] = _mm512_shuffle_i32x4(p0, q0, _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + m] = _mm512_shuffle_i32x4(p0, q0, _MM_SHUFFLE(3, 1, 3, 1));
+        r[4 + m] = _mm512_shuffle_i32x4(p1, q1, _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + m] = _mm512_shuffle_i32x4(p1, q1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* Block i of 16 inputs: xt[64 k-steps][16 inputs x 4 bytes] (+128), their d, and the mins' word
+ * pairs of activation sums (np of them, per 16 or per 32 elements). */
+static ALWAYS_INLINE void xt_block(const int kind, const uint8_t *xq, size_t xs, int64_t i, uint8_t *xt, int32_t *bt, float *dx) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int c = 0; c < 4; c++) {
+        __m512i r[16];
+        for (int jj = 0; jj < 16; jj++) r[jj] = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 64 * c));
+        tr16(r);
+        for (int s = 0; s < 16; s++) {
+            /* IQ4_XS's pair layout: dwords 4-7 and 8-11 of a pair trade places */
+            const int d = kind == PK_IQ4 && (s >> 2) % 3 ? s ^ 12 : s;
+            _mm512_store_si512((void *)(xt + 64 * (16 * c + d)), _mm512_xor_si512(r[s], bias));
+        }
+    }
+    for (int jj = 0; jj < 16; jj++) {
+        const bp_q8x256 *x = XQ(jj, i);
+        dx[jj] = x->d;
+        if (pk_np(kind) == 8)
+            for (int p = 0; p < 8; p++) bt[16 * p + jj] = (int32_t)bp_load_u32((const uint8_t *)(x->bsums + 2 * p));
+        else if (pk_np(kind) == 4)
+            for (int q = 0; q < 4; q++) {
+                const int lo = x->bsums[4 * q] + x->bsums[4 * q + 1], hi = x->bsums[4 * q + 2] + x->bsums[4 * q + 3];
+                bt[16 * q + jj] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+            }
+    }
+}
+
+/* acc + u8 x against the 4 int8 at p in every lane (a broadcast load; an inline-asm {1to16}
+ * memory operand measured no faster on the dev machine). */
+static ALWAYS_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i x, const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_dpbusd_epi32(acc, x, _mm512_set1_epi32(v));
+}
+
+/* R rows (their nbk blocks unpacked at pr[rr * PKB + kb]) against NX groups of 16 inputs (group n's
+ * transposed activations at xt + n * XT_N, ...): one broadcast weight dword feeds NX vpdpbusd. */
+enum { XT_N = PKB * 4096, BT_N = PKB * 128, DX_N = PKB * 16 };
+static ALWAYS_INLINE void rows16(const int kind, const int R, const int NX, const prow *pr, int nbk, const uint8_t *xt,
+                                 const int32_t *bt, const float *dx, __m512 *facc) {
+    const int G = pk_g(kind), np = pk_np(kind);
+    for (int kb = 0; kb < nbk; kb++) {
+        const uint8_t *x = xt + 4096 * kb;
+        __m512i iacc[PR][2];
+        _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) iacc[rr][n] = _mm512_set1_epi32(pr[rr * PKB + kb].negc);
+        for (int g = 0; g < 64 / G; g++) {
+            __m512i sub[PR][2];
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) sub[rr][n] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int s = g * G; s < g * G + G; s++) {
+                __m512i xv[2];
+                for (int n = 0; n < NX; n++) xv[n] = _mm512_load_si512((const void *)(x + n * XT_N + 64 * s));
+                _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                    const int8_t *wp = pr[rr * PKB + kb].w + 4 * s;
+                    for (int n = 0; n < NX; n++) sub[rr][n] = dpbusd_bcast(sub[rr][n], xv[n], wp);
+                }
+            }
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                const __m512i scv = _mm512_set1_epi32(pr[rr * PKB + kb].sc[g]);
+                for (int n = 0; n < NX; n++)
+                    iacc[rr][n] = pk_dpw(kind) ? _mm512_dpwssd_epi32(iacc[rr][n], sub[rr][n], scv)
+                                               : _mm512_add_epi32(iacc[rr][n], _mm512_mullo_epi32(sub[rr][n], scv));
+            }
+        }
+        for (int n = 0; n < NX; n++) {
+            const __m512 dxv = _mm512_load_ps(dx + n * DX_N + 16 * kb);
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                const prow *p = &pr[rr * PKB + kb];
+                __m512 *f = &facc[rr * 2 + n];
+                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[rr][n]), _mm512_mul_ps(dxv, _mm512_set1_ps(p->d)), *f);
+                if (np) {
+                    __m512i m = _mm512_setzero_si512();
+                    for (int q = 0; q < np; q++)
+                        m = _mm512_dpwssd_epi32(m, _mm512_load_si512((const void *)(bt + n * BT_N + 128 * kb + 16 * q)),
+                                                _mm512_set1_epi32(p->mnp[q]));
+                    *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dxv, _mm512_set1_ps(p->f2)), *f);
+                }
+            }
+        }
+    }
+}
+
+/* Rows r..r+R-1, column chunk kb0..kb0+nbk-1: unpack, compute, then park the sums in racc (16
+ * floats per row and input group) or, in the last chunk, write them out. */
+static ALWAYS_INLINE void step16(const bp_cpu_job *job, const int kind, const size_t BYTES, const int R, const int NX, int64_t r,
+                                 int64_t j0, int64_t kb0, int nbk, bool last, prow *pr, const uint8_t *xt, const int32_t *bt,
+                                 const float *dx, float *racc) {
+    __m512 facc[PR * 2];
+    for (int rr = 0; rr < R; rr++) {
+        const uint8_t *b = job->w + (size_t)(r + rr) * job->row_bytes + (size_t)kb0 * BYTES;
+        for (int kb = 0; kb < nbk; kb++) unpack_row(kind, b + (size_t)kb * BYTES, &pr[rr * PKB + kb]);
+        for (int n = 0; n < NX; n++) facc[rr * 2 + n] = kb0 ? _mm512_load_ps(racc + 16 * (2 * rr + n)) : _mm512_setzero_ps();
+    }
+    rows16(kind, R, NX, pr, nbk, xt, bt, dx, facc);
+    for (int rr = 0; rr < R; rr++)
+        for (int n = 0; n < NX; n++) {
+            if (!last) {
+                _mm512_store_ps(racc + 16 * (2 * rr + n), facc[rr * 2 + n]);
+                continue;
+            }
+            _Alignas(64) float o[16];
+            _mm512_store_ps(o, facc[rr * 2 + n]);
+            for (int jj = 0; jj < 16; jj++) job->y[(j0 + 16 * n + jj) * job->rows + r + rr] = o[jj];
+        }
+}
+
+/* Inputs j0..j0+16*NX-1, rows [r0, r1). Each row and input's sums run in the same order whatever
+ * its chunk, thread, step (PR rows or 1) or NX, so results do not depend on the thread count or
+ * on how a batch is grouped. ~36 KB of stack. */
+static ALWAYS_INLINE void panel16(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, const int kind, const size_t BYTES,
+                                  const int NX) {
+    const int64_t nb = job->cols / 256;
+    const size_t xs = job->xq_stride;
+    _Alignas(64) uint8_t xt[2 * XT_N];
+    _Alignas(64) int32_t bt[2 * BT_N];
+    _Alignas(64) float dx[2 * DX_N];
+    _Alignas(64) float racc[PRS * 32];
+    prow pr[PR * PKB];
+    for (int64_t rs = r0; rs < r1; rs += PRS) {
+        const int64_t re = rs + PRS < r1 ? rs + PRS : r1;
+        for (int64_t kb0 = 0; kb0 < nb; kb0 += PKB) {
+            const int nbk = nb - kb0 < PKB ? (int)(nb - kb0) : PKB;
+            const bool last = kb0 + nbk == nb;
+            for (int n = 0; n < NX; n++) {
+                const uint8_t *xq = (const uint8_t *)job->xq + (size_t)(j0 + 16 * n) * xs;
+                for (int kb = 0; kb < nbk; kb++)
+                    xt_block(kind, xq, xs, kb0 + kb, xt + n * XT_N + 4096 * kb, bt + n * BT_N + 128 * kb, dx + n * DX_N + 16 * kb);
+            }
+            for (int64_t r = rs; r < re;) {
+                float *ra = racc + 32 * (r - rs);
+                if (re - r >= PR) {
+                    step16(job, kind, BYTES, PR, NX, r, j0, kb0, nbk, last, pr, xt, bt, dx, ra);
+                    r += PR;
+                } else {
+                    step16(job, kind, BYTES, 1, NX, r, j0, kb0, nbk, last, pr, xt, bt, dx, ra);
+                    r += 1;
+                }
+            }
+        }
+    }
+}
+
 /* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins (scale_min_k4v), 128 bytes of nibbles --- */
 #define Q45K_BODY(QS, EXTRA_BIT)                                                                            \
     {                                                                                                       \
         const __m512i m4 = _mm512_set1_epi8(0x0f);                                                          \
         const __m128i scm = scale_min_k4v(b + 4);                                                            \
         const __m512i sc16 = zext(_mm256_cvtepu8_epi16(scm));                                               \
-        /* d and -dmin as vectors once per block; per input only its activation scale */                  \
-        const __m512 dv = _mm512_set1_ps(f16(b)), ndminv = _mm512_set1_ps(-f16(b + 2));                   \
+        d = f16(b);                                                                                         \
+        f2 = -f16(b + 2);                                                                                   \
         const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));                            \
         __m512i w[4], sc[4];                                                                                \
         for (int p = 0; p < 4; p++) {                                                                       \
@@ -105,17 +429,15 @@ static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const
         }                                                                                                   \
         for (int jj = 0; jj < NJ; jj++) {                                                                   \
             const bp_q8x256 *x = XQ(jj, i);                                                                 \
-            const __m512i s = dot4(w, sc, x->q);                                                            \
+            sv[jj] = dot4(w, sc, x->q);                                                                     \
             /* the mins term: min j pairs with the activation sums of groups 2j, 2j+1 */                  \
-            const __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums))); \
-            const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dv, _mm512_mul_ps(_mm512_cvtepi32_ps(m), ndminv)); \
-            acc[jj] = _mm512_fmadd_ps(t, _mm512_set1_ps(x->d), acc[jj]);                                   \
+            mv[jj] = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));         \
         }                                                                                                   \
     }
 
-K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, Q45K_BODY(b + 16, (void)0))
+K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, PK_Q4, 1, Q45K_BODY(b + 16, (void)0))
 /* Q5_K: qh[32] at 16, bit j of qh[l] is the fifth bit of group j's element l; quants at 48. */
-K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, {
+K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, PK_Q5, 1, {
     const __m512i qh = bcast32(b + 16);
     Q45K_BODY(b + 48, w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit2(2 * p, 2 * p + 1)), w[p],
                                                   _mm512_set1_epi8(16)))
@@ -124,11 +446,11 @@ K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, {
 /* ---- Q6_K: ql[128], qh[64], 16 int8 scales, d. Half h, zmm k (elements 128h + 64k ..):
  * k = 0: low nibbles of ql[64h .. 64h + 63] | qh bits 0-1 (first 32) and 2-3 (next 32);
  * k = 1: high nibbles | qh bits 4-5 and 6-7. Quants stored +32. */
-K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, {
+K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, PK_Q6, 0, {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
     const __m512i sc16 = zext(sc16y);
-    const float d = f16(b + 208);
+    d = f16(b + 208);
     __m512i w[4], sc[4];
     for (int h = 0; h < 2; h++) {
         const __m512i ql = _mm512_loadu_si512((const void *)(b + 64 * h));
@@ -141,21 +463,20 @@ K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = dot4(w, sc, x->q);
-        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 5);
-        s = _mm512_sub_epi32(s, zext(off));
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 5);
+        sv[jj] = _mm512_sub_epi32(dot4(w, sc, x->q), zext(off));
     }
 })
 
 /* ---- Q2_K: 16 scale bytes (low nibble scale, high nibble min), qs[64], d, dmin. zmm k (of 4)
  * is elements 64k..64k+63: bit pairs 2(2k%4) and 2(2k%4)+2 of qs[32(k/2) ..]. ----------------- */
-K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
+K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, 1, {
     const __m512i m3 = _mm512_set1_epi8(3);
     const __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
     const __m256i mn16 = _mm256_srli_epi16(raw, 4);
     const __m512i sc16 = zext(_mm256_and_si256(raw, _mm256_set1_epi16(15)));
-    const float d = f16(b + 80), dmin = f16(b + 82);
+    d = f16(b + 80);
+    f2 = -f16(b + 82);
     __m512i w[4], sc[4];
     for (int k = 0; k < 4; k++) {
         const int sh = 4 * (k % 2);
@@ -164,22 +485,20 @@ K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        const __m512i s = dot4(w, sc, x->q);
-        __m512i m = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));
-        acc[jj] = _mm512_add_ps(acc[jj], _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s),
-                                                         _mm512_mul_ps(_mm512_set1_ps(-dmin * x->d), _mm512_cvtepi32_ps(m))));
+        sv[jj] = dot4(w, sc, x->q);
+        mv[jj] = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));
     }
 })
 
 /* ---- Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales (+32), d. Like Q2_K plus the high bit
  * (bit 2k and 2k+1 of hmask for zmm k's halves) as +4; the stored -4 comes back through the
  * activation sums. */
-K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
+K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, 0, {
     const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     const __m256i sc16y = scales_q3_k(b + 96);
     const __m512i sc16 = zext(sc16y);
     const __m512i hm = bcast32(b);
-    const float d = f16(b + 108);
+    d = f16(b + 108);
     __m512i w[4], sc[4];
     for (int k = 0; k < 4; k++) {
         const int sh = 4 * (k % 2);
@@ -189,10 +508,8 @@ K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, {
     }
     for (int jj = 0; jj < NJ; jj++) {
         const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = dot4(w, sc, x->q);
-        __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
-        s = _mm512_sub_epi32(s, zext(off));
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(s), acc[jj]);
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, _mm256_loadu_si256((const __m256i *)x->bsums)), 2);
+        sv[jj] = _mm512_sub_epi32(dot4(w, sc, x->q), zext(off));
     }
 })
 
@@ -209,7 +526,7 @@ static ALWAYS_INLINE __m512i idx_abab(int a) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(ab), ab, 1);
 }
 
-K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
+K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, 0, {
     const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_abs));
     /* the 8 6-bit scales minus 32, as words */
     const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
@@ -217,7 +534,7 @@ K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
     const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
     const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
     const __m512i scw = _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(ls));
-    const float d = f16(b);
+    d = f16(b);
     __m512i w[4], sc[4];
     __mmask64 neg[4];
     for (int p = 0; p < 4; p++) {
@@ -235,25 +552,25 @@ K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, {
             if (p % 2) s2 = _mm512_dpwssd_epi32(s2, _mm512_maddubs_epi16(w[p], xv), sc[p]);
             else s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w[p], xv), sc[p]);
         }
-        acc[jj] = _mm512_fmadd_ps(_mm512_set1_ps(d * x->d), _mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), acc[jj]);
+        sv[jj] = _mm512_add_epi32(s, s2);
     }
 })
 
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
 /* max_batch: where the panel GEMM (which dequantizes and requantizes each panel once for all
- * inputs) overtakes. Measured on the dev machine (Zen 5, 2 vCPU, 4096 x 4096, 2 threads, hot),
- * GFLOP/s these / the GEMM: Q5_K 476/479 at t = 44; Q3_K 489/479 at 44, 493/497 at 48; IQ4_XS
- * 472/457 at 44, 470/483 at 48; Q2_K 528/531, Q4_K 526/531, Q6_K 554/522 at 48. At t = 32 these
- * win for every kind (by 1.1-1.3x). Each limit sits where the two meet, so GFLOP/s does not dip
- * past it. At 14336 x 4096 the GEMM does relatively worse (IQ4_XS 468/336 at 48). */
-#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass)", MAXB, NULL, true}
-    SET(Q2_K, vec_q2_k, 48);
-    SET(Q3_K, vec_q3_k, 44);
-    SET(Q4_K, vec_q4_k, 48);
-    SET(Q5_K, vec_q5_k, 44);
-    SET(Q6_K, vec_q6_k, 48);
+ * inputs) overtakes. With 16/32 inputs per pass (t >= 16) these stay ahead of it past t = 64 on
+ * the dev machine (Zen 5, 2 vCPU, 4096 x 4096, 2 threads, hot, best of 40, GFLOP/s at t = 64 /
+ * the GEMM at t = 65): Q4_K 780/544, Q6_K 764/543, Q3_K 750/586, Q2_K 695/586, Q5_K 646/455;
+ * IQ4_XS 1.1-2x in noisier runs. 64 is the limit the tests cover on each side; the old limits
+ * (44-48) were where the 4-input kernels met the GEMM. */
+#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", MAXB, NULL, true}
+    SET(Q2_K, vec_q2_k, 64);
+    SET(Q3_K, vec_q3_k, 64);
+    SET(Q4_K, vec_q4_k, 64);
+    SET(Q5_K, vec_q5_k, 64);
+    SET(Q6_K, vec_q6_k, 64);
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
-    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass)", 44, NULL, true};
+    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", 64, NULL, true};
 #undef SET
     return true;
 }
