@@ -15,11 +15,12 @@
  *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M
  *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs with the sign trick
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
- *   kern_avx512pz.c the repacked kinds again, 4 blocks per zmm pair, VNNI (half the float work)
+ *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
  *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
  *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 8 x 32 on zmm
- *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0, NVFP4: decode a group once, up to 8 inputs */
+ *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): decode a group once,
+ *                   up to 8 inputs */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,6 +42,10 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static char g_gemm_names[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND][96];
 
 static const char *const isa_names[BP_CPU_ISA_COUNT] = {"scalar", "avx2", "avx512"};
+/* BACKPLANE_CPU_DECODE (read once, in init_once): 0 auto (timed), 1 the main kernel, 2 the
+ * alternative. */
+static int g_env_pick;
+static const char *g_env_pick_text;
 
 /* CPUID and XGETBV directly, not __builtin_cpu_supports: compilers disagree on its feature
  * names (clang 14 has no "f16c"), and the OS must have enabled the wide registers (XCR0) or
@@ -122,6 +127,13 @@ static void init_once(void) {
     g_isa = BP_CPU_ISA_SCALAR;
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
         if (g_have[i]) g_isa = (bp_cpu_isa)i;
+    const char *dp = getenv("BACKPLANE_CPU_DECODE");
+    if (dp && *dp && strcmp(dp, "auto")) {
+        if (!strcmp(dp, "avx512") || !strcmp(dp, "main")) g_env_pick = 1;
+        else if (!strcmp(dp, "avx2") || !strcmp(dp, "alt")) g_env_pick = 2;
+        else fprintf(stderr, "backplane: BACKPLANE_CPU_DECODE=%s is not auto|avx512|avx2 (main|alt); timing at first use\n", dp);
+        g_env_pick_text = dp;
+    }
     const char *e = getenv("BACKPLANE_CPU_ISA");
     if (e && *e) {
         int want = -1;
@@ -192,20 +204,32 @@ void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act) {
 
 static int g_force_pick;
 void bp_cpu_set_decode_pick(int pick) { g_force_pick = pick; }
-/* Per ISA path and kind: 0 not timed yet, 1 main kernel, 2 the alternative. */
+/* Per ISA path and kind: 0 not timed yet, 1 main kernel, 2 the alternative; and the timing
+ * behind it, the alternative's time per 1000 of the main kernel's (0: none). */
 static _Atomic int g_pick[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND];
+static _Atomic int g_pick_permille[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND];
 
 static size_t act_bytes(bp_cpu_act act, int64_t cols);
 static double now_s(void);
 static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
 
+/* The alternative must be this much faster (its time / the main kernel's, best of TRIES each)
+ * to replace the main kernel. The two kernels sum in different orders, so their results differ
+ * in the last bits: a pick that flips between processes changes a program's output on the same
+ * machine. With the old rule (3% over best of 5) two processes on the dev machine could pick
+ * differently where the kernels are within a few percent, which matters less than the same
+ * answer every time; a 10% margin over best of 15 leaves the main kernel in place unless the
+ * alternative is clearly faster (as on a machine where 512-bit ops cost clock speed).
+ * BACKPLANE_CPU_DECODE pins the choice outright. */
+#define PICK_MARGIN 0.90
+
 /* Times both kernels on a synthetic 32 x 4096 weight (zero bytes: the kernels' speed does not
- * depend on the values), hot in L2, interleaved, best of 5 each; the alternative must win by 3%.
- * About 0.2-1 ms, once per kind and path. Returns 1 or 2; 0 when memory is short: the main
- * kernel serves this call and the choice is not stored (a stored 1 would pin a possibly slower
- * kernel for the life of the process because one allocation failed once). */
-static int time_pick(const bp_cpu_ops *ops, bp_kind k) {
-    enum { ROWS = 32, COLS = 4096, TRIES = 5 };
+ * depend on the values), hot in L2, interleaved, best of TRIES each. About 1-3 ms, once per kind
+ * and path. Returns 1 or 2 (and the ratio in *permille); 0 when memory is short: the main kernel
+ * serves this call and the choice is not stored (a stored 1 would pin a possibly slower kernel
+ * for the life of the process because one allocation failed once). */
+static int time_pick(const bp_cpu_ops *ops, bp_kind k, int *permille) {
+    enum { ROWS = 32, COLS = 4096, TRIES = 15 };
     const bp_kind_traits *kt = bp_kind_traits_of(k);
     const bp_cpu_vec_kernel *v[2] = {&ops->vec[k], &ops->vec_alt[k]};
     size_t rb;
@@ -229,7 +253,9 @@ static int time_pick(const bp_cpu_ops *ops, bp_kind k) {
             double dt = now_s() - t0;
             if (dt < best[i]) best[i] = dt;
         }
-    pick = best[1] < 0.97 * best[0] ? 2 : 1;
+    pick = best[1] < PICK_MARGIN * best[0] ? 2 : 1;
+    *permille = best[0] > 0 ? (int)(1000.0 * best[1] / best[0] + 0.5) : 1000;
+    if (*permille < 1) *permille = 1;
 out:
     bp_free(w);
     bp_free(x);
@@ -241,14 +267,18 @@ out:
 static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) {
     const bp_cpu_vec_kernel *main = vec_kernel(ops, k);
     if ((unsigned)k >= BP_CPU_MAX_KIND || !ops->vec_alt[k].fn || main->pack) return main;
-    int pick = g_force_pick;
+    int pick = g_force_pick ? g_force_pick : g_env_pick;
     if (!pick) {
         _Atomic int *slot = &g_pick[ops - g_ops][k];
-        pick = atomic_load_explicit(slot, memory_order_relaxed);
+        pick = atomic_load_explicit(slot, memory_order_acquire);
         if (!pick) {
-            /* Two threads may both time it: each stores a valid choice. */
-            pick = time_pick(ops, k);
-            if (pick) atomic_store_explicit(slot, pick, memory_order_relaxed);
+            /* Two threads may both time it: each stores a valid choice (and its ratio first). */
+            int permille = 0;
+            pick = time_pick(ops, k, &permille);
+            if (pick) {
+                atomic_store_explicit(&g_pick_permille[ops - g_ops][k], permille, memory_order_relaxed);
+                atomic_store_explicit(slot, pick, memory_order_release);
+            }
         }
     }
     return pick == 2 ? &ops->vec_alt[k] : main;
@@ -264,6 +294,23 @@ static const bp_cpu_vec_kernel *kernel_for_batch(const bp_cpu_ops *ops, bp_kind 
 bool bp_cpu_has_decode_alt(bp_kind k) {
     pthread_once(&g_once, init_once);
     return (unsigned)k < BP_CPU_MAX_KIND && g_ops[g_isa].vec_alt[k].fn != NULL;
+}
+
+bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len) {
+    pthread_once(&g_once, init_once);
+    const bp_cpu_ops *ops = &g_ops[g_isa];
+    if ((unsigned)k >= BP_CPU_MAX_KIND || !ops->vec_alt[k].fn || vec_kernel(ops, k)->pack) return false;
+    const bp_cpu_vec_kernel *vk = decode_kernel(ops, k); /* times it, unless pinned */
+    const char *other = vk == &ops->vec_alt[k] ? ops->vec[k].name : ops->vec_alt[k].name;
+    int pm = atomic_load_explicit(&g_pick_permille[g_isa][k], memory_order_relaxed);
+    if (g_force_pick) snprintf(buf, len, "pinned by bp_cpu_set_decode_pick; other: %s", other);
+    else if (g_env_pick) snprintf(buf, len, "pinned by BACKPLANE_CPU_DECODE=%s; other: %s", g_env_pick_text, other);
+    else if (pm)
+        snprintf(buf, len, "timed at first use, %s: %s took %.2fx its time (a switch needs < %.2fx)",
+                 vk == &ops->vec_alt[k] ? "switched" : "kept", other, vk == &ops->vec_alt[k] ? 1000.0 / pm : pm / 1000.0,
+                 PICK_MARGIN);
+    else snprintf(buf, len, "main kernel (not timed: no memory for the timing); other: %s", other);
+    return true;
 }
 
 const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
@@ -348,8 +395,8 @@ static void run_task(void *ctx, int ith, int nth) {
 
 static size_t act_bytes(bp_cpu_act act, int64_t cols) {
     switch (act) {
-    case BP_ACT_Q8X32P:
-    case BP_ACT_Q8X32Q: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
+    case BP_ACT_Q8X32P: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
+    case BP_ACT_Q8X32Q: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 4 * sizeof(float));
     case BP_ACT_Q8X32: return (size_t)(cols / 32) * sizeof(bp_q8x32);
     case BP_ACT_Q8X256:
     case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);

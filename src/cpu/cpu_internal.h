@@ -38,7 +38,8 @@ typedef enum bp_cpu_act {
     BP_ACT_Q8X256P = 4,
     /* For the AVX-512 kernels repacked by 4 blocks (kern_avx512pz.c): blocks padded to a
      * multiple of 8; per 4 blocks the 128 quants as [b0 0..15, b1 0..15, b2 0..15, b3 0..15,
-     * b0 16..31, ..., b3 16..31]; then all block scales d, then all d * sum(q). */
+     * b0 16..31, ..., b3 16..31]; then all block scales d, then all d * sum(q), then per 8 blocks
+     * the d * sum(q[0..15]) of each, then the d * sum(q[16..31]) of each (NVFP4, scaled per 16). */
     BP_ACT_Q8X32Q = 5,
 } bp_cpu_act;
 

@@ -447,7 +447,8 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     ops->vec[BP_KIND_TQ1_0].name = "CPU avx512 TQ1_0 (q8_K VNNI, 8 inputs per pass)";
     ops->vec[BP_KIND_NVFP4].name = "CPU avx512 NVFP4 (q8_0 VNNI, 8 inputs per pass)";
     SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 64);
-    SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0", 64);
+    /* NVFP4 decodes repacked (kern_avx512pz.c); this kernel reads the plain layout when the copy cannot be made */
+    ops->vec_plain[BP_KIND_NVFP4] = (bp_cpu_vec_kernel){vec_nvfp4, BP_ACT_Q8X32, "CPU avx512 NVFP4 (q8_0 VNNI, 8 inputs per pass)", 64, NULL, true};
 #undef SET
     return true;
 }

@@ -1,12 +1,12 @@
 /* AVX-512 repacked kernels four blocks at a time for the 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1
- * Q8_0 IQ4_NL MXFP4) and Q1_0. kern_packed.inc works on pairs of blocks in ymm registers,
+ * Q8_0 IQ4_NL MXFP4), Q1_0 and NVFP4 (as pairs of 32-element blocks with a scale per 16). kern_packed.inc works on pairs of blocks in ymm registers,
  * which costs, per 64 weights and input, two vpdpbusd plus a conversion, a scale permute and an
  * FMA. Here one zmm holds the low nibbles of four blocks (elements 0..15 of each) and another
  * the high nibbles (16..31), against activations laid out to match (BP_ACT_Q8X32Q: per 4
  * blocks [b0 0..15, b1 0..15, b2 0..15, b3 0..15, b0 16..31, ...]); per 128 weights and input:
  * two vpdpbusd, one conversion, one permute, one FMA, half the float work of the pair loop.
  *
- * Each quad is prefetched 2 KB ahead, every line of it: with the scales and quants of a row read
+ * Every line of a row is prefetched 2 KB ahead (PF_AHEAD says how): with the scales and quants of a row read
  * as two streams, the hardware prefetcher left a cold Q4_0 decode at 14.7 GB/s on one core of the
  * dev machine (Q4_K's one stream: 30); prefetched 1 KB ahead, 32.5. At 2 threads (Zen 5, 2 vCPU,
  * 4096 x 4096, cold) 2 KB instead of 1 read Q4_0 at 60.7 GB/s instead of 56.8, and prefetching
@@ -26,7 +26,16 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2_util.h"
 
-enum { MAX_NJ = 4 };
+/* PF_AHEAD: the prefetch distance. The quads alone were prefetched 2 KB ahead (q + 2048) until
+ * the scales and second fields were found to be left out: a row is [scales][second fields][quads],
+ * so one line per quad 2 KB ahead covers only the first 2 KB of the next row and never its last
+ * (row bytes - 2048): 256 of 2304 bytes a row for Q4_0, 512 of 2560 for Q4_1 (its mins), which
+ * then came from the hardware prefetcher or not at all. At 2 threads, 4096 x 4096, cold (Zen 5,
+ * 2 vCPU), Q4_1 read ~80% of the read bandwidth where Q4_0 read ~93%. Now each step of 8 blocks
+ * prefetches its own share of the row, PF_AHEAD on (pf_group): one
+ * thread, cold, Q4_1 then read 34.5 GB/s as Q4_0 (was 24.5), Q5_1 33.9 (24.9), in proportion to
+ * their bytes; Q4_0, MXFP4, Q8_0 unchanged (~34-36). */
+enum { MAX_NJ = 4, PF_AHEAD = 2048 };
 
 static int64_t padded_blocks(int64_t cols) { return (cols / 32 + 7) / 8 * 8; }
 static int64_t quad_blocks(int64_t cols) { return (cols / 32 + 3) / 4 * 4; }
@@ -96,18 +105,58 @@ static bool pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, 
     return pack4(w, rows, cols, rb, QUAD_Q1, BP_BLOCK_BYTES_Q1_0, 2, 0, 0, 0, 2, 0, out);
 }
 
+/* NVFP4 (36 bytes per 64: four UE4M3 scales, one per 16, then 32 bytes of E2M1 nibbles; in
+ * sub-block s element j < 8 is the low nibble of qs[8 s + j], j >= 8 the high one of qs[8 s + j - 8])
+ * as two of our 32-element blocks, each with two scales: elements 0..15 (sub-block 2 (b % 2)) and
+ * 16..31. Quads as QUAD_NIB (byte i: element i low, 16 + i high); scales per 8 blocks as
+ * [0..15 scale of each][16..31 scale of each], one byte each as in the file (a row reads the
+ * file's 36 bytes per 64), 0x7F (read as 0) stored as 0 and the ignored top bit cleared, so that
+ * the kernel widens them to f16 with one shift. */
+static bool pack4_nvfp4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
+    const int64_t nb = cols / 32, nbp = padded_blocks(cols), nb4 = quad_blocks(cols);
+    out->row_stride = (size_t)nbp * 2 + (size_t)(nb4 / 4) * 64;
+    out->data = bp_cpu_packed_alloc(rows, out->row_stride);
+    if (!out->data) return false;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = w + (size_t)r * row_bytes;
+        uint8_t *sp = out->data + (size_t)r * out->row_stride, *qp = sp + 2 * nbp;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = src + (size_t)BP_BLOCK_BYTES_NVFP4 * (size_t)(b / 2), *qs = blk + 4;
+            uint8_t *qd = qp + 64 * (size_t)(b / 4) + 16 * (size_t)(b % 4);
+            for (int h = 0; h < 2; h++) {
+                const uint8_t e = blk[2 * (b % 2) + h];
+                sp[16 * (b / 8) + 8 * h + b % 8] = e == 0x7f ? 0 : e & 0x7f;
+            }
+            for (int i = 0; i < 16; i++) {
+                uint8_t nib[2];
+                for (int h = 0; h < 2; h++) {
+                    const int s = (int)(2 * (b % 2)) + h; /* the sub-block holding element 16 h + i */
+                    nib[h] = i < 8 ? qs[8 * s + i] & 15 : qs[8 * s + i - 8] >> 4;
+                }
+                qd[i] = (uint8_t)(nib[0] | nib[1] << 4);
+            }
+        }
+    }
+    return true;
+}
+
 /* Activations (BP_ACT_Q8X32Q): per 4 blocks 128 quant bytes in the quads' order, then all block
- * scales d (nbp), then all d * sum(q). */
+ * scales d (nbp), then all d * sum(q), then per 8 blocks d * sum(q[0..15]) of each, then
+ * d * sum(q[16..31]) of each (NVFP4's offset term: its scales are per 16). */
 static void quant_q8x32q(const float *x, int64_t n, void *out) {
     const int64_t nb = n / 32, nbp = padded_blocks(n);
     int8_t *q = out;
-    float *xd = (float *)(void *)(q + 32 * nbp), *xds = xd + nbp;
+    float *xd = (float *)(void *)(q + 32 * nbp), *xds = xd + nbp, *xds16 = xds + nbp;
     for (int64_t b = 0; b < nbp; b++) {
         bp_q8x32 t;
         if (b < nb) bp_cpu_quant_q8x32_avx2(x + 32 * b, 32, &t);
         else memset(&t, 0, sizeof t);
         xd[b] = t.d;
         xds[b] = t.ds;
+        int lo = 0, hi = 0;
+        for (int i = 0; i < 16; i++) lo += t.q[i], hi += t.q[16 + i];
+        xds16[16 * (b / 8) + b % 8] = t.d * (float)lo;
+        xds16[16 * (b / 8) + 8 + b % 8] = t.d * (float)hi;
         int8_t *o = q + 128 * (b / 4) + 16 * (b % 4);
         memcpy(o, t.q, 16);
         memcpy(o + 64, t.q + 16, 16);
@@ -172,6 +221,32 @@ static const int8_t iq4nl_plus127_q[16] = {0, 23, 44, 62, 78, 92, 105, 117, (int
                                            (int8_t)165, (int8_t)180, (int8_t)196, (int8_t)216, (int8_t)240};
 static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
+/* Software prefetch PF_AHEAD bytes ahead of a pointer that sweeps the whole row (scales, second
+ * fields and quads) at the pace the loop consumes it (see PF_AHEAD): before the group of 8
+ * blocks at g, the lines covering that group's BPG bytes (its share of the row), PF_AHEAD on.
+ * A fixed count per group (neighbouring groups may prefetch a line twice): a loop up to a moving
+ * end, with 2 or 3 lines a group in turn, cost ~10% at t = 2 hot (its branch mispredicted). */
+static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t bpg) {
+    const uint8_t *p = row + PF_AHEAD + (size_t)(g / 8) * bpg;
+    for (size_t l = 0; l < (bpg + 63) / 64; l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T0);
+}
+
+/* Rows r0..r1 for every input, NJ at a time (inputs outer, rows inner), through ROW(job, r, NJ, j0). */
+#define QUAD_DISPATCH(NAME, ROW)                                                                           \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
+            const int64_t left = job->batch - j0;                                                          \
+            const int nj = left >= 4 ? 4 : (int)left;                                                      \
+            for (int64_t r = r0; r < r1; r++) {                                                            \
+                if (nj == 4) ROW(job, r, 4, j0);                                                           \
+                else if (nj == 3) ROW(job, r, 3, j0);                                                      \
+                else if (nj == 2) ROW(job, r, 2, j0);                                                      \
+                else ROW(job, r, 1, j0);                                                                   \
+            }                                                                                              \
+            j0 += nj;                                                                                      \
+        }                                                                                                  \
+    }
+
 /* SB, MB: scale / second-field bytes per block; QB: bytes per quad; SCALES: 8 weight scales
  * (floats) at block g; UNPACK: the wquad at quad pointer q; OFFS: the per-block term times
  * d_x * sum(q_x). As kern_packed.inc: 1-3 inputs split the FMA chain over two accumulators;
@@ -190,6 +265,7 @@ static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 
         __m256 offs[MAX_NJ];                                                                               \
         for (int jj = 0; jj < NJ; jj++) acc[jj] = acc2[jj] = _mm512_setzero_ps(), offs[jj] = _mm256_setzero_ps(); \
         for (int64_t g = 0; g < nbp; g += 8) {                                                             \
+            pf_group(sp, g, 8 * ((SB) + (MB)) + 2 * (QB));                                                 \
             const __m256 wd = SCALES;                                                                      \
             __m512 s[MAX_NJ];                                                                              \
             for (int jj = 0; jj < NJ; jj++) {                                                              \
@@ -201,8 +277,6 @@ static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 
                 const int64_t b = g + 4 * h;                                                               \
                 if (b >= nb4) break;                                                                       \
                 const uint8_t *q = qp + (QB) * (size_t)(b / 4);                                            \
-                _mm_prefetch((const char *)(q + 2048), _MM_HINT_T0);                                       \
-                if ((QB) > 64) _mm_prefetch((const char *)(q + 2048 + 64), _MM_HINT_T0);                    \
                 const wquad_s w = UNPACK;                                                                  \
                 for (int jj = 0; jj < NJ; jj++) {                                                          \
                     const int8_t *x = xq + (size_t)jj * xs + 32 * b;                                       \
@@ -222,19 +296,7 @@ static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 
         for (int jj = 0; jj < NJ; jj++)                                                                    \
             job->y[(j0 + jj) * job->rows + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[jj], acc2[jj])) + hsum8(offs[jj]); \
     }                                                                                                      \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
-        for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
-            const int64_t left = job->batch - j0;                                                          \
-            const int nj = left >= 4 ? 4 : (int)left;                                                      \
-            for (int64_t r = r0; r < r1; r++) {                                                            \
-                if (nj == 4) NAME##_row(job, r, 4, j0);                                                    \
-                else if (nj == 3) NAME##_row(job, r, 3, j0);                                               \
-                else if (nj == 2) NAME##_row(job, r, 2, j0);                                               \
-                else NAME##_row(job, r, 1, j0);                                                            \
-            }                                                                                              \
-            j0 += nj;                                                                                      \
-        }                                                                                                  \
-    }
+    QUAD_DISPATCH(NAME, NAME##_row)
 
 QUAD_KERNEL(vec_q4_0q, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, _mm256_mul_ps(wd, _mm256_set1_ps(-8.0f)))
 QUAD_KERNEL(vec_q4_1q, 2, 2, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, f16x8(mp + 2 * g))
@@ -247,6 +309,54 @@ QUAD_KERNEL(vec_q5_1q, 2, 2, 80, f16x8(sp + 2 * g), UNSIGNED(q5_4(q)), 0, 1, f16
 QUAD_KERNEL(vec_q1_0q, 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), UNSIGNED(q1_4(q)), 0, 1,
             _mm256_mul_ps(wd, _mm256_set1_ps(-8.0f)))
 QUAD_KERNEL(vec_q8_0q, 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd)
+
+/* NVFP4 (pack4_nvfp4): the MXFP4 loop with a scale per 16 elements, so each quad's two halves
+ * (elements 0..15 of four blocks, then 16..31) get a dot product, a conversion, a scale permute
+ * and an FMA each, to accumulators of their own. The 16 scales of 8 blocks widen to f16 with a
+ * shift (an E4M3 byte << 7 is the f16 of its value / 2^8, subnormals included), so the scale
+ * is that * 128 (the value halved, as the table holds doubled E2M1 values + 12); the -12 comes
+ * back once per row from the activations' 16-element sums. One pass serves up to 4 inputs;
+ * each (row, input) sums in the same order for any grouping. As a per-block kernel
+ * (kern_avx512iq.c, now the fallback on the plain layout) NVFP4 read ~79% of the read bandwidth at
+ * 2 threads where Q4_0 read ~93%: four scale look-ups per 64 weights, sign work per input. */
+static ALWAYS_INLINE void vec_nvfp4q_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
+    const int64_t nbp = padded_blocks(job->cols), nb4 = quad_blocks(job->cols);
+    const size_t xs = job->xq_stride;
+    const int8_t *xq = (const int8_t *)job->xq + (size_t)j0 * xs;
+    const uint8_t *sp = job->packed->data + (size_t)r * job->packed->row_stride, *qp = sp + 2 * nbp;
+    const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512 acc[MAX_NJ], acc2[MAX_NJ], offs[MAX_NJ];
+    for (int jj = 0; jj < NJ; jj++) acc[jj] = acc2[jj] = offs[jj] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < nbp; g += 8) {
+        pf_group(sp, g, 16 + 128);
+        const __m256i e = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sp + 2 * g))), 7);
+        const __m512 wd = _mm512_mul_ps(_mm512_cvtph_ps(e), _mm512_set1_ps(128.0f));
+        __m512 s[MAX_NJ];
+        for (int jj = 0; jj < NJ; jj++) {
+            const float *xd = (const float *)(const void *)(xq + (size_t)jj * xs + 32 * nbp);
+            s[jj] = _mm512_mul_ps(wd, _mm512_broadcast_f32x8(_mm256_loadu_ps(xd + g)));
+            offs[jj] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(xd + 2 * nbp + 2 * g), offs[jj]);
+        }
+        for (int h = 0; h < 2; h++) {
+            const int64_t b = g + 4 * h;
+            if (b >= nb4) break;
+            const wquad w = nib4_lut(qp + 64 * (size_t)(b / 4), fp4_plus12_q);
+            const __m512i pa = _mm512_add_epi32(pick0, _mm512_set1_epi32(4 * h));
+            const __m512i pb = _mm512_add_epi32(pick0, _mm512_set1_epi32(8 + 4 * h));
+            for (int jj = 0; jj < NJ; jj++) {
+                const int8_t *x = xq + (size_t)jj * xs + 32 * b;
+                const __m512i da = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.a, _mm512_loadu_si512((const void *)x));
+                const __m512i db = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.b, _mm512_loadu_si512((const void *)(x + 64)));
+                acc[jj] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pa, s[jj]), _mm512_cvtepi32_ps(da), acc[jj]);
+                acc2[jj] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pb, s[jj]), _mm512_cvtepi32_ps(db), acc2[jj]);
+            }
+        }
+    }
+    for (int jj = 0; jj < NJ; jj++)
+        job->y[(j0 + jj) * job->rows + r] =
+            _mm512_reduce_add_ps(_mm512_add_ps(acc[jj], acc2[jj])) - 12.0f * _mm512_reduce_add_ps(offs[jj]);
+}
+QUAD_DISPATCH(vec_nvfp4q, vec_nvfp4q_row)
 
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     ops->quant_q8x32q = quant_q8x32q;
@@ -263,6 +373,9 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     SET(Q5_1, vec_q5_1q, pack4_q5_1);
     SET(Q1_0, vec_q1_0q, pack4_q1_0);
     SET(Q8_0, vec_q8_0q, pack4_q8_0);
+    /* NVFP4's kernel on the plain layout (AVX2 here; kern_avx512iq.c's init puts its own) */
+    ops->vec_plain[BP_KIND_NVFP4] = ops->vec[BP_KIND_NVFP4];
+    SET(NVFP4, vec_nvfp4q, pack4_nvfp4);
 #undef SET
     return true;
 }

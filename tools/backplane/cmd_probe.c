@@ -23,6 +23,7 @@ typedef struct path {
     char label[128];     /* "Vulkan Q4_K matvec", "Vulkan per-position matvec", "CPU avx2 Q4_K" */
     bool per_position;
     char why[768];       /* why the backends before it passed */
+    char choice[320];    /* CPU decode: how its kernel was chosen between two (bp_cpu_decode_choice), or "" */
 } path;
 
 /* The CPU picks its kernel by batch (multi-input matvec for small batches, the panel GEMM for
@@ -46,6 +47,7 @@ static void route(bp_kind k, int64_t rows, int64_t cols, int64_t batch, path *p)
     if (!strcmp(r.backend, "cpu")) {
         p->backend = "CPU";
         p->kernel = bp_cpu_kernel_name(k, batch);
+        if (batch == 1 && !bp_cpu_decode_choice(k, p->choice, sizeof p->choice)) p->choice[0] = 0;
         return;
     }
     int i = bp_seam_slot_find(r.backend);
@@ -63,6 +65,8 @@ static void json_path(const path *p) {
     bp_cli_json_str(stdout, p->label);
     printf(", \"per_position\": %s, \"why\": ", p->per_position ? "true" : "false");
     bp_cli_json_str(stdout, p->why);
+    printf(", \"choice\": ");
+    bp_cli_json_str(stdout, p->choice[0] ? p->choice : NULL);
     printf("}");
 }
 
@@ -191,7 +195,8 @@ int bp_cmd_probe(int argc, char **argv) {
             }
             printf("}");
         } else {
-            printf("| %s | %s | %s |", ki->name, dec.label, pre.label);
+            printf("| %s | %s%s%s%s | %s |", ki->name, dec.label, dec.choice[0] ? " (" : "", dec.choice,
+                   dec.choice[0] ? ")" : "", pre.label);
             if (all) {
                 printf(" ");
                 bool any = false;
