@@ -425,28 +425,29 @@ ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     init_iq1();
     init_ue4m3();
-/* max_batch: these decode each group once per 8 inputs, the panel GEMM dequantizes and
- * requantizes each panel once per call (a fixed cost of about 20 inputs' worth of these
- * kernels). Where the two meet, 4096 x 4096, 2 threads, hot, on the dev machine (Zen 5, 2 vCPU),
- * GFLOP/s these / the GEMM: IQ3_XXS 300/314 and IQ3_S 285/299 at t = 24 (they meet at ~22);
- * IQ2_XXS 354/364 and IQ2_S 363/360 at 28; IQ2_XS 442/431 at 40, 435/474 at 48; IQ1_S 370/346,
- * IQ1_M 307/295, NVFP4 296/273, TQ2_0 693/641, TQ1_0 659/218 at 64 (these stay faster past 64;
- * 64 keeps t = 65 on the GEMM for every kind, where the kernel tests check it). Each limit sits
- * where the two meet, so GFLOP/s does not dip past it. */
+/* max_batch: these decode each group once per 16 inputs; the panel GEMM (kern_avx512.c)
+ * dequantizes and requantizes each panel once per call, a fixed cost that its int8 tile wins
+ * back from some batch on. Where the two meet, re-measured after the 6 x 32 GEMM tile landed:
+ * 4096 x 4096, one thread, best of 3, on the dev machine (AMD EPYC Zen 5), GFLOP/s these / the
+ * GEMM: IQ2_XXS 206/204 at t = 20, 217/238 at 24; IQ2_S 202/180 at 16, 191/208 at 20; IQ2_XS
+ * 229/225 at 24, 216/267 at 32; IQ3_XXS 189/164 at 16, 171/192 at 20; IQ3_S 181/151 at 16,
+ * 151/176 at 20; IQ1_S 190/165 at 24, 183/204 at 32; TQ2_0 359/359 at 32, 363/448 at 48; TQ1_0
+ * 346/378 at 48 and 330/214 at 20 (limit 40); IQ1_M 180/148 at 64 (stays faster: 64 keeps
+ * t = 65 on the GEMM for every kind, where the kernel tests check it). Each limit sits where
+ * the two meet, so GFLOP/s does not dip past it. */
 #define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 16 inputs per pass)", MAXB, NULL, true}
-    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 28);
-    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 40);
-    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 28);
-    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 24);
-    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 24);
-    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 64);
+    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 20);
+    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 24);
+    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 16);
+    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 16);
+    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 16);
+    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 28);
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 64);
-    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 64);
-    /* MAXNJ above */
+    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
+    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 40);
+    /* MAXNJ above; the names after SET, which writes the grid kinds' name */
     ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 4 inputs per pass)";
     ops->vec[BP_KIND_TQ1_0].name = "CPU avx512 TQ1_0 (q8_K VNNI, 8 inputs per pass)";
-    ops->vec[BP_KIND_NVFP4].name = "CPU avx512 NVFP4 (q8_0 VNNI, 8 inputs per pass)";
-    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 64);
     /* NVFP4 decodes repacked (kern_avx512pz.c); this kernel reads the plain layout when the copy cannot be made */
     ops->vec_plain[BP_KIND_NVFP4] = (bp_cpu_vec_kernel){vec_nvfp4, BP_ACT_Q8X32, "CPU avx512 NVFP4 (q8_0 VNNI, 8 inputs per pass)", 64, NULL, true};
 #undef SET
