@@ -391,6 +391,11 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
     SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0");
     SET(Q2_0, vec_q2_0, BP_ACT_Q8X32, "q8_0");
     SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0");
+    /* TQ2_0's kernel, run once per input, held 323-325 GFLOP/s at t = 2-4 where the int8 panel
+     * GEMM gave 134 at t = 8, 231 at 32 and 322 at 512 (AVX2 forced on the Zen 5, 4096 x 4096,
+     * 2 threads, side by side with ggml): it serves every batch up to 64 (65 runs the GEMM, as the
+     * kernel tests check). */
+    ops->vec[BP_KIND_TQ2_0].max_batch = 64;
 /* The grid kinds read the weights once for up to 4 inputs a pass (GRID_KERNEL). max_batch: where
  * the int8 GEMM (kern_avx2g8.c) caught up on the dev machine (Zen 5, AVX2 path, 4096 x 4096,
  * one core; multi-input / GEMM GFLOP/s): IQ2_XXS 108 / 114 at t = 32, IQ2_XS 92 / 92 at 24,
