@@ -16,11 +16,11 @@
  *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs with the sign trick
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
  *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
- *   kern_avx512k.c  k-quant decode and small batches (up to 8 inputs per pass), 64 weights per zmm
+ *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes)
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
  *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 8 x 32 on zmm
- *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): decode a group once,
- *                   up to 8 inputs */
+ *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): decode a group once
+ *                   per 16 inputs (TQ1_0 8, TQ2_0 4) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
