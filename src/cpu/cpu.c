@@ -223,6 +223,24 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
  * BACKPLANE_CPU_DECODE pins the choice outright. */
 #define PICK_MARGIN 0.90
 
+/* Under AddressSanitizer or ThreadSanitizer the two kernels' times say nothing about the machine
+ * (the instrumentation slows them unequally: the AVX2 kernel "won" by 10-20% there while it
+ * takes 1.6x the AVX-512 one's time in a plain build), and with two processes landing on either
+ * side of the margin, `make sanitize`'s cross-process comparisons (the installed probe example
+ * against `backplane probe --json`, the Python binding against the C library) saw different
+ * kernels. Such builds take the main kernel without timing; probe says why. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define BP_CPU_SANITIZED 1
+#endif
+#endif
+#if !defined(BP_CPU_SANITIZED) && (defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__))
+#define BP_CPU_SANITIZED 1
+#endif
+#ifndef BP_CPU_SANITIZED
+#define BP_CPU_SANITIZED 0
+#endif
+
 /* Times both kernels on a synthetic 32 x 4096 weight (zero bytes: the kernels' speed does not
  * depend on the values), hot in L2, interleaved, best of TRIES each. About 1-3 ms, once per kind
  * and path. Returns 1 or 2 (and the ratio in *permille); 0 when memory is short: the main kernel
@@ -268,6 +286,7 @@ static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) 
     const bp_cpu_vec_kernel *main = vec_kernel(ops, k);
     if ((unsigned)k >= BP_CPU_MAX_KIND || !ops->vec_alt[k].fn || main->pack) return main;
     int pick = g_force_pick ? g_force_pick : g_env_pick;
+    if (!pick && BP_CPU_SANITIZED) pick = 1;
     if (!pick) {
         _Atomic int *slot = &g_pick[ops - g_ops][k];
         pick = atomic_load_explicit(slot, memory_order_acquire);
@@ -305,6 +324,7 @@ bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len) {
     int pm = atomic_load_explicit(&g_pick_permille[g_isa][k], memory_order_relaxed);
     if (g_force_pick) snprintf(buf, len, "pinned by bp_cpu_set_decode_pick; other: %s", other);
     else if (g_env_pick) snprintf(buf, len, "pinned by BACKPLANE_CPU_DECODE=%s; other: %s", g_env_pick_text, other);
+    else if (BP_CPU_SANITIZED) snprintf(buf, len, "main kernel (sanitizer build: timings distorted, not timed); other: %s", other);
     else if (pm)
         snprintf(buf, len, "timed at first use, %s: %s took %.2fx its time (a switch needs < %.2fx)",
                  vk == &ops->vec_alt[k] ? "switched" : "kept", other, vk == &ops->vec_alt[k] ? 1000.0 / pm : pm / 1000.0,
