@@ -150,6 +150,12 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops);
+/* The int8 GEMMs' activations (kern_avx512.c, kern_avx2g8.c): int8 per block of 64 columns
+ * where 64 divides the row, else 32, then one float scale per block after all the bytes. */
+static inline int bp_cpu_q8_block(int64_t cols) { return cols % 64 == 0 ? 64 : 32; }
+static inline size_t bp_cpu_q8_prep_bytes(int64_t T, int64_t cols) {
+    return (size_t)(T * cols) + sizeof(float) * (size_t)(T * (cols / bp_cpu_q8_block(cols)));
+}
 /* The GEMM panels' fast dequantizer of kind k on ISA path isa; NULL when that path uses the
  * reference (or is not available here). For test_cpu_dequant. */
 bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);

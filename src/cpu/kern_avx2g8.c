@@ -20,7 +20,6 @@
  * w, rows 0-7 and 8-15), the ones, the broadcast activation and two temporaries in 16 ymm. */
 enum { MR = 4, NR = BP_CPU_NR, KC = BP_CPU_KC };
 
-static ALWAYS_INLINE int qblock(int64_t cols) { return cols % 64 == 0 ? 64 : 32; }
 
 /* amax / 127 of n floats (n a multiple of 32), and 127 / amax (0 for an all-zero block). */
 static ALWAYS_INLINE float block_scale(const float *x, int n, float *id) {
@@ -35,7 +34,7 @@ static ALWAYS_INLINE float block_scale(const float *x, int n, float *id) {
 
 /* x (T x cols) -> int8 T x cols, then T x (cols / QB) float scales. */
 static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
-    const int qb = qblock(cols);
+    const int qb = bp_cpu_q8_block(cols);
     int8_t *q = buf;
     float *d = (float *)(void *)(q + (size_t)(T * cols));
     for (int64_t t = 0; t < T; t++)
@@ -47,9 +46,6 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
         }
 }
 
-static size_t prep_bytes(int64_t T, int64_t cols) {
-    return (size_t)(T * cols) + sizeof(float) * (size_t)(T * (cols / qblock(cols)));
-}
 
 /* Scratch (floats): rowbuf[NR * KC] | w (NR * KC bytes) | |w| (NR * KC bytes) | scales
  * [KC / 32 * NR]. w and |w| are k-major by 4: dword (k4, i) = row i's bytes 4 k4 .. 4 k4 + 3,
@@ -68,6 +64,7 @@ static panel panel_of(float *scratch) {
     p.dw = scratch + NR * KC + NR * KC / 2;
     return p;
 }
+_Static_assert(NR * KC + NR * KC / 2 + KC / 32 * NR <= BP_CPU_SCRATCH_FLOATS, "the int8 GEMM's panel fits the thread scratch");
 
 /* 8 registers of 8 dwords (register i = row i) -> register k = dword k of every row. */
 static ALWAYS_INLINE void transpose8(__m256i r[8]) {
@@ -171,7 +168,7 @@ static void micro_any(int mr, int qb, const panel *pp, const int8_t *xq, int64_t
 static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const panel pp = panel_of(job->scratch[ith]);
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
-    const int qb = qblock(cols);
+    const int qb = bp_cpu_q8_block(cols);
     const int8_t *xq = job->xq;
     const float *xd = (const float *)(const void *)(xq + (size_t)(T * cols));
     const int64_t ldd = cols / qb;
@@ -196,7 +193,7 @@ static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
 bool bp_cpu_avx2g8_init(bp_cpu_ops *ops) {
     ops->gemm_q8 = gemm_q8;
     ops->gemm_q8_prep = prep;
-    ops->gemm_q8_bytes = prep_bytes;
+    ops->gemm_q8_bytes = bp_cpu_q8_prep_bytes;
     ops->gemm_q8_name = "panel GEMM (dequant, int8 requant, maddubs 4x16)";
     return true;
 }

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "cpu/avx512_util.h"
 #include "kinds/iq_tables.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -23,7 +24,6 @@
  * weight zmm x 8 inputs (the old tile: 9 loads per 8) reached 7.0. */
 enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */ };
 
-static ALWAYS_INLINE int qblock(int64_t cols) { return cols % 64 == 0 ? 64 : 32; }
 
 /* x (T x cols) -> u8 (q + 128), inputs in groups of MR (the last may be smaller) and columns in
  * chunks of KC (the last may be shorter, kc wide): group g's m inputs stored input after input
@@ -31,7 +31,7 @@ static ALWAYS_INLINE int qblock(int64_t cols) { return cols % 64 == 0 ? 64 : 32;
  * micro-kernel's broadcasts read m * kc contiguous bytes instead of m rows 4 KB apart (which
  * share one L1 set). Then T x (cols / QB) float scales. */
 static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
-    const int qb = qblock(cols);
+    const int qb = bp_cpu_q8_block(cols);
     uint8_t *q = buf;
     float *d = (float *)(void *)(q + (size_t)(T * cols));
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
@@ -79,31 +79,6 @@ static panel panel_of(float *scratch) {
 _Static_assert(NR * KC + NR * KC / 4 + PW * KC / 4 + 2 * (KC / 32) * PW <= BP_CPU_SCRATCH_FLOATS,
                "the int8 GEMM's panels fit the thread scratch");
 
-/* 16 x 16 dwords: r[i] holds row i's dwords 0..15; afterwards r[j] holds dword j of rows 0..15. */
-static ALWAYS_INLINE void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* u[4 i + j], 128-bit lane L: dword 4 L + j of rows 4 i .. 4 i + 3. */
-    for (int j = 0; j < 4; j++) {
-        __m512i slo = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
-        __m512i shi = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
-        __m512i wlo = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
-        __m512i whi = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
-        r[j] = _mm512_shuffle_i32x4(slo, wlo, _MM_SHUFFLE(2, 0, 2, 0));
-        r[4 + j] = _mm512_shuffle_i32x4(slo, wlo, _MM_SHUFFLE(3, 1, 3, 1));
-        r[8 + j] = _mm512_shuffle_i32x4(shi, whi, _MM_SHUFFLE(2, 0, 2, 0));
-        r[12 + j] = _mm512_shuffle_i32x4(shi, whi, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
 
 /* Columns [k0, k0 + n) of the 16 rows in rowbuf (n = 64, or 32 at the last chunk of a kc that
  * is a multiple of 32 only) into half h (rows 16 h ..) of the packed pair: per QB block each
@@ -125,7 +100,7 @@ static ALWAYS_INLINE void pack_chunk(const int qb, const int n, const panel *pp,
             for (int k = 16; k < qb; k += 16) m = _mm512_max_ps(m, _mm512_and_ps(_mm512_loadu_ps(w + k), absmask));
             mx[i] = _mm512_castps_si512(m);
         }
-        transpose16(mx);
+        bp_transpose16_epi32(mx);
         __m512 amax = _mm512_castsi512_ps(mx[0]);
         for (int j = 1; j < 16; j++) amax = _mm512_max_ps(amax, _mm512_castsi512_ps(mx[j]));
         /* The same roundings as one row at a time: 127 / amax (0 for an all-zero block). */
@@ -146,7 +121,7 @@ static ALWAYS_INLINE void pack_chunk(const int qb, const int n, const panel *pp,
             q[v] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(w + 16 * v), _mm512_set1_ps(ids[16 * v / qb][i])));
         r[i] = _mm512_packs_epi16(_mm512_packs_epi32(q[0], q[1]), n == 64 ? _mm512_packs_epi32(q[2], q[3]) : _mm512_setzero_si512());
     }
-    transpose16(r);
+    bp_transpose16_epi32(r);
     /* Per block, four partial sums (one per lane L) so the vpdpbusd do not wait on each other. */
     __m512i sum[2][4];
 #pragma GCC unroll 4
@@ -262,7 +237,7 @@ static void micro_any(int nw, int m, int qb, const int8_t *pk, const uint8_t *xg
 static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr0, int nr1, int64_t c0) {
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const int64_t kc = cols - c0 < KC ? cols - c0 : KC;
-    const int qb = qblock(cols);
+    const int qb = bp_cpu_q8_block(cols);
     const uint8_t *xq = job->xq;
     const float *xd = (const float *)(const void *)(xq + (size_t)(T * cols));
     const int64_t ldd = cols / qb;
@@ -339,18 +314,17 @@ static void dq_iq1_m(const void *src, float *dst, int64_t nblocks) {
     }
 }
 
-static size_t prep_bytes(int64_t T, int64_t cols) {
-    return (size_t)(T * cols) + sizeof(float) * (size_t)(T * (cols / qblock(cols)));
-}
-
 bool bp_cpu_avx512_init(bp_cpu_ops *ops) {
     ops->isa_name = "avx512";
     ops->gemm_q8 = gemm_q8;
     ops->gemm_q8_prep = prep;
-    ops->gemm_q8_bytes = prep_bytes;
+    ops->gemm_q8_bytes = bp_cpu_q8_prep_bytes;
     ops->gemm_q8_name = "panel GEMM (dequant, int8 requant, VNNI 6x32)";
-    if (!ops->dequant[BP_KIND_IQ1_S]) ops->dequant[BP_KIND_IQ1_S] = dq_iq1_s;
-    if (!ops->dequant[BP_KIND_IQ1_M]) ops->dequant[BP_KIND_IQ1_M] = dq_iq1_m;
+    /* These replace the AVX2 path's (kern_avx2dqlo.c), which this path inherits: as conditional
+     * fallbacks they never ran once the AVX2 ones existed, and the panel GEMM at t = 32-64 ran
+     * IQ1_M 84 -> 98 and 151 -> 175 GFLOP/s with them (one thread, 4096 x 4096, Zen 5). */
+    ops->dequant[BP_KIND_IQ1_S] = dq_iq1_s;
+    ops->dequant[BP_KIND_IQ1_M] = dq_iq1_m;
     return true;
 }
 

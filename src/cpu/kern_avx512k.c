@@ -18,6 +18,7 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2_util.h"
+#include "cpu/avx512_util.h"
 #include "kinds/iq_tables.h"
 
 enum { MAX_NJ = 4 };
@@ -245,31 +246,6 @@ static ALWAYS_INLINE void unpack_row(const int kind, const uint8_t *b, prow *o) 
     _mm512_storeu_si512((void *)o->sc, pk_dpw(kind) ? _mm512_and_si512(sc32, _mm512_set1_epi32(0xffff)) : sc32);
 }
 
-/* 16 x 16 dwords transposed in registers: r[j] dword s -> r[s] dword j. */
-static ALWAYS_INLINE void tr16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* u[4i + m], 128-bit lane L: dword 4L + m of inputs 4i..4i+3 */
-    for (int m = 0; m < 4; m++) {
-        const __m512i p0 = _mm512_shuffle_i32x4(u[m], u[4 + m], _MM_SHUFFLE(2, 0, 2, 0));
-        const __m512i p1 = _mm512_shuffle_i32x4(u[m], u[4 + m], _MM_SHUFFLE(3, 1, 3, 1));
-        const __m512i q0 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(2, 0, 2, 0));
-        const __m512i q1 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], _MM_SHUFFLE(3, 1, 3, 1));
-        r[m] = _mm512_shuffle_i32x4(p0, q0, _MM_SHUFFLE(2, 0, 2, 0));
-        r[8 + m] = _mm512_shuffle_i32x4(p0, q0, _MM_SHUFFLE(3, 1, 3, 1));
-        r[4 + m] = _mm512_shuffle_i32x4(p1, q1, _MM_SHUFFLE(2, 0, 2, 0));
-        r[12 + m] = _mm512_shuffle_i32x4(p1, q1, _MM_SHUFFLE(3, 1, 3, 1));
-    }
-}
 
 /* Block i of 16 inputs: xt[64 k-steps][16 inputs x 4 bytes] (+128), their d, and the mins' word
  * pairs of activation sums (np of them, per 16 or per 32 elements). */
@@ -278,7 +254,7 @@ static ALWAYS_INLINE void xt_block(const int kind, const uint8_t *xq, size_t xs,
     for (int c = 0; c < 4; c++) {
         __m512i r[16];
         for (int jj = 0; jj < 16; jj++) r[jj] = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 64 * c));
-        tr16(r);
+        bp_transpose16_epi32(r);
         for (int s = 0; s < 16; s++) {
             /* IQ4_XS's pair layout: dwords 4-7 and 8-11 of a pair trade places */
             const int d = kind == PK_IQ4 && (s >> 2) % 3 ? s ^ 12 : s;
