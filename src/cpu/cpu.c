@@ -104,6 +104,7 @@ static void init_once(void) {
         if (g_have[BP_CPU_ISA_AVX2]) {
             bp_cpu_avx2q_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2iq_init(&g_ops[BP_CPU_ISA_AVX2]);
+            bp_cpu_avx2lo_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2dq_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2dqk_init(&g_ops[BP_CPU_ISA_AVX2]);
             bp_cpu_avx2dqlo_init(&g_ops[BP_CPU_ISA_AVX2]);

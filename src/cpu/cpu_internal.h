@@ -147,6 +147,7 @@ void bp_cpu_scalar_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2q_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
+bool bp_cpu_avx2lo_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops);
