@@ -1,4 +1,4 @@
-/* AVX2 integer-dot decode kernels for the low-bit kinds (TQ2_0, TQ1_0, Q1_0, NVFP4) and the
+/* AVX2 integer-dot decode kernels for the low-bit kinds (Q1_0, Q2_0, NVFP4) and the
  * grid-coded IQ kinds, against activations quantized once per call. The grid kinds look up
  * 8 (or 4) unsigned magnitudes per index and move the weights' signs onto the activations
  * (x ^ m) - m, so one maddubs multiplies 32 weights. Layouts and byte offsets as in the
@@ -37,80 +37,6 @@ static ALWAYS_INLINE __m256i signmask4(unsigned a, unsigned b, unsigned c, unsig
 
 static ALWAYS_INLINE __m256i ksigns_masks(uint32_t aux) {
     return signmask4(aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
-}
-
-/* ---- TQ2_0: 66 bytes, qs[64] | d; element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 --- */
-static void vec_tq2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_TQ2_0) {
-            const bp_q8x256 *x = &xq[i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int n = 0; n < 2; n++) {
-                __m256i v = load32(b + 32 * n);
-                for (int j = 0; j < 4; j++) {
-                    sumi = _mm256_add_epi32(sumi, dot_us(_mm256_and_si256(v, m3), load32(x->q + 128 * n + 32 * j)));
-                    v = _mm256_srli_epi16(v, 2);
-                }
-            }
-            /* Stored 0, 1, 2 for -1, 0, 1: subtract the activation sum once. */
-            sumi = _mm256_sub_epi32(sumi, group_dot(_mm256_set1_epi16(1), x));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b + 64) * x->d), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
-}
-
-/* ---- TQ1_0: 54 bytes, qs[48] | qh[4] | d. Elements 0-159: trit e/32 of qs[e%32]; 160-239:
- * trit (e-160)/16 of qs[32 + e%16]; 240-255: trit (e-240)/4 of qh[e%4]. Trit k of byte q is
- * ((q * 3^k mod 256) * 3) >> 8, i.e. [q * 3^k mod 256 >= 86] + [... >= 171]: byte adds for the
- * x3 steps (they wrap mod 256 by themselves) and two byte compares per trit. */
-static ALWAYS_INLINE __m256i trit_of(__m256i q) {
-    __m256i s = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)); /* unsigned order as signed */
-    __m256i c1 = _mm256_cmpgt_epi8(s, _mm256_set1_epi8(85 - 128));
-    __m256i c2 = _mm256_cmpgt_epi8(s, _mm256_set1_epi8(170 - 128));
-    return _mm256_abs_epi8(_mm256_add_epi8(c1, c2));
-}
-static ALWAYS_INLINE __m256i times3(__m256i q) { return _mm256_add_epi8(_mm256_add_epi8(q, q), q); }
-static ALWAYS_INLINE __m128i times3x(__m128i q) { return _mm_add_epi8(_mm_add_epi8(q, q), q); }
-
-static void vec_tq1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_TQ1_0) {
-            const bp_q8x256 *x = &xq[i];
-            __m256i sumi = _mm256_setzero_si256();
-            __m256i q = load32(b);
-            for (int k = 0; k < 5; k++) {
-                sumi = _mm256_add_epi32(sumi, dot_us(trit_of(q), load32(x->q + 32 * k)));
-                q = times3(q);
-            }
-            /* Bytes 32..47: trit k of byte 32 + l is element 160 + 16k + l, two trits per
-             * register (lanes k, k+1); then trit 4 of them beside the qh tail, where byte
-             * 4k + l of a broadcast qh needs 3^k: element 240 + 4k + l. */
-            __m128i q1 = _mm_loadu_si128((const __m128i *)(b + 32));
-            __m256i v = _mm256_set_m128i(times3x(q1), q1);
-            sumi = _mm256_add_epi32(sumi, dot_us(trit_of(v), load32(x->q + 160)));
-            v = times3(times3(v));
-            sumi = _mm256_add_epi32(sumi, dot_us(trit_of(v), load32(x->q + 192)));
-            __m128i q81 = times3x(_mm256_extracti128_si256(v, 1));
-            __m128i h0 = _mm_set1_epi32((int)bp_load_u32(b + 48));
-            __m128i h1 = times3x(h0), h2 = times3x(h1), h3 = times3x(h2);
-            __m128i tail = _mm_blend_epi32(_mm_blend_epi32(h0, h1, 2), _mm_blend_epi32(h2, h3, 8), 12);
-            sumi = _mm256_add_epi32(sumi, dot_us(trit_of(_mm256_set_m128i(tail, q81)), load32(x->q + 224)));
-            /* Stored 0, 1, 2 for -1, 0, 1: subtract the activation sum once. */
-            sumi = _mm256_sub_epi32(sumi, group_dot(_mm256_set1_epi16(1), x));
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b + 52) * x->d), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
 }
 
 /* ---- Q1_0: 18 bytes, d | qs[16]; bit j of the 128 set: +d, clear: -d. Against q8x32: the dot is
@@ -296,106 +222,13 @@ GRID_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, 1.0f, {
     sc = _mm256_set1_epi16((int16_t)(2 * ((b[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1));
 })
 
-/* IQ1 kinds: w = dl * (grid + delta) with grid in {-1, 0, 1} and delta = +-1/8, so w = dl / 8 *
- * (8 grid + sign(delta)): a signed byte in -9..9, one maddubs per 32 weights. */
-static ALWAYS_INLINE __m256i times8_plus(__m256i g, __m256i ds) {
-    __m256i g2 = _mm256_add_epi8(g, g);
-    __m256i g4 = _mm256_add_epi8(g2, g2);
-    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), ds);
-}
-
-/* IQ1_S, 50 bytes: d; 32 low index bytes at 2; 8 u16 at 34 per 32 weights: four 3-bit high
- * index parts, a 3-bit scale (2s + 1), the delta sign (bit 15). */
-static void vec_iq1_s(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ1_S) {
-            const bp_q8x256 *x = &xq[i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int ib = 0; ib < 8; ib++) {
-                unsigned qh = bp_load_u16(b + 34 + 2 * ib);
-                const uint8_t *q = b + 2 + 4 * ib;
-                __m256i g = _mm256_set_epi64x((long long)bp_iq1s_grid[q[3] | (((qh >> 9) & 7u) << 8)],
-                                              (long long)bp_iq1s_grid[q[2] | (((qh >> 6) & 7u) << 8)],
-                                              (long long)bp_iq1s_grid[q[1] | (((qh >> 3) & 7u) << 8)],
-                                              (long long)bp_iq1s_grid[q[0] | ((qh & 7u) << 8)]);
-                __m256i w = times8_plus(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
-                __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load32(x->q + 32 * ib), w));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16((int16_t)(2 * ((qh >> 12) & 7u) + 1))));
-            }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(b) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
-}
-
-/* IQ1_M, 56 bytes: 32 low index bytes at 0; 16 qh bytes at 32 (a nibble per 8 weights: 3 high
- * index bits, delta sign); 4 u16 at 48: 3-bit scales per 16 weights (2s + 1) and, in their top
- * nibbles, the f16 super-scale. */
-/* Four delta-sign bits -> four bytes of +1 / -1 (0xff). */
-static const uint32_t ds_lut[16] = {
-    0x01010101u, 0x010101ffu, 0x0101ff01u, 0x0101ffffu, 0x01ff0101u, 0x01ff01ffu, 0x01ffff01u, 0x01ffffffu,
-    0xff010101u, 0xff0101ffu, 0xff01ff01u, 0xff01ffffu, 0xffff0101u, 0xffff01ffu, 0xffffff01u, 0xffffffffu,
-};
-
-static void vec_iq1_m(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    const bp_q8x256 *xq = job->xq;
-    const int64_t nb = job->cols / 256;
-    /* Scale i (of 16, 3 bits) is bits 3(i%4) of u16 i/4: replicate each u16 four times, shift
-     * left by 9 - 3(i%4) with a multiply (AVX2 has no per-lane 16-bit shift), then right by 9. */
-    const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
-                                         7, 6, 7, 6, 7);
-    const __m256i mul = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
-    const __m256i bcast = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                                           3, 3, 3, 3, 3, 3);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *b = job->w + (size_t)r * job->row_bytes;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ1_M) {
-            const bp_q8x256 *x = &xq[i];
-            uint16_t sc[4];
-            for (int k = 0; k < 4; k++) sc[k] = bp_load_u16(b + 48 + 2 * k);
-            uint16_t dbits = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0u) | ((sc[2] >> 4) & 0x0f00u) | (sc[3] & 0xf000u));
-            __m256i s16 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), rep);
-            s16 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(s16, mul), 9), _mm256_set1_epi16(7));
-            const __m256i sc16 = _mm256_add_epi16(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
-            __m256i sumi = _mm256_setzero_si256();
-            for (int ib = 0; ib < 8; ib++) {
-                const uint8_t *q = b + 4 * ib;
-                unsigned hh = bp_load_u16(b + 32 + 2 * ib);
-                __m256i g = _mm256_set_epi64x((long long)bp_iq1s_grid[q[3] | ((hh >> 4) & 0x700u)],
-                                              (long long)bp_iq1s_grid[q[2] | (hh & 0x700u)],
-                                              (long long)bp_iq1s_grid[q[1] | ((hh << 4) & 0x700u)],
-                                              (long long)bp_iq1s_grid[q[0] | ((hh << 8) & 0x700u)]);
-                unsigned idx = ((hh >> 3) & 1u) | ((hh >> 6) & 2u) | ((hh >> 9) & 4u) | ((hh >> 12) & 8u);
-                __m256i ds = _mm256_shuffle_epi8(_mm256_set1_epi32((int)ds_lut[idx]), bcast);
-                __m256i w = times8_plus(g, ds);
-                __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load32(x->q + 32 * ib), w));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, pair_scales(sc16, 2 * ib)));
-            }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(dbits) * x->d * 0.125f), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        job->y[r] = hsum8(acc);
-    }
-}
-
 bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
     init_ue4m3();
     init_signmask();
 #define SET(K, FN, ACT, NAME) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (" NAME " int dot)", 0, NULL, false}
-    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K");
-    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K");
     SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0");
     SET(Q2_0, vec_q2_0, BP_ACT_Q8X32, "q8_0");
     SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0");
-    /* TQ2_0's kernel, run once per input, held 323-325 GFLOP/s at t = 2-4 where the int8 panel
-     * GEMM gave 134 at t = 8, 231 at 32 and 322 at 512 (AVX2 forced on the Zen 5, 4096 x 4096,
-     * 2 threads, side by side with ggml): it serves every batch up to 64 (65 runs the GEMM, as the
-     * kernel tests check). */
-    ops->vec[BP_KIND_TQ2_0].max_batch = 64;
 /* The grid kinds read the weights once for up to 4 inputs a pass (GRID_KERNEL). max_batch: where
  * the int8 GEMM (kern_avx2g8.c) caught up on the dev machine (Zen 5, AVX2 path, 4096 x 4096,
  * one core; multi-input / GEMM GFLOP/s): IQ2_XXS 108 / 114 at t = 32, IQ2_XS 92 / 92 at 24,
@@ -408,8 +241,7 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
     SETM(IQ3_XXS, vec_iq3_xxs, 16);
     SETM(IQ3_S, vec_iq3_s, 12);
 #undef SETM
-    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K");
-    SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K");
+    /* IQ1_S, IQ1_M, TQ1_0, TQ2_0: kern_avx2lo.c (8 inputs a pass), which runs after this file. */
 #undef SET
     return true;
 }
