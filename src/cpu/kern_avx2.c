@@ -87,31 +87,31 @@ HALF_VEC(vec_bf16, load_bf16, bp_bf16_to_f32)
  * with ggml) these ran F32 151 / 162 GFLOP/s at t = 8 / 16, F16 168 at 8, BF16 163 / 172, where
  * the f32 panel GEMM ran F32 133, F16 135 / 168, BF16 160 at t = 16-32 (one core alone measured the
  * crossover lower, ~12-16: two threads share the memory these read once). */
-enum { FRB = 8, FCC = 512, FMAXB_F32 = 32, FMAXB_F16 = 32, FMAXB_BF16 = 32 };
+enum { FR = 3, FRB = 12, FCC = 512, FMAXB_F32 = 32, FMAXB_F16 = 32, FMAXB_BF16 = 32 };
 
 #define FLOAT_MULTI(NAME, ONE, LOAD, CONV, ESZ)                                                            \
     static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int R, const int NJ,    \
                                           int64_t j0, int64_t c0, int64_t c1, float (*part)[4]) {         \
         const int64_t n = job->cols;                                                                      \
-        const uint8_t *w[2] = {job->w + (size_t)r * job->row_bytes,                                       \
-                               job->w + (size_t)(r + R - 1) * job->row_bytes};                            \
+        const uint8_t *w[FR];                                                                             \
+        _Pragma("GCC unroll 3") for (int rr = 0; rr < R; rr++) w[rr] = job->w + (size_t)(r + rr) * job->row_bytes; \
         const float *x = job->x + j0 * n;                                                                 \
-        __m256 acc[2][4];                                                                                 \
-        _Pragma("GCC unroll 2") for (int rr = 0; rr < R; rr++)                                            \
+        __m256 acc[FR][4];                                                                                \
+        _Pragma("GCC unroll 3") for (int rr = 0; rr < R; rr++)                                            \
             _Pragma("GCC unroll 4") for (int jj = 0; jj < NJ; jj++) acc[rr][jj] = _mm256_setzero_ps();    \
         for (int64_t i = c0; i < c1; i += 8) {                                                            \
-            __m256 wv[2];                                                                                 \
-            _Pragma("GCC unroll 2") for (int rr = 0; rr < R; rr++) {                                      \
+            __m256 wv[FR];                                                                                \
+            _Pragma("GCC unroll 3") for (int rr = 0; rr < R; rr++) {                                      \
                 _mm_prefetch((const char *)(w[rr] + (ESZ) * i + 2048), _MM_HINT_T0);                      \
                 wv[rr] = LOAD(w[rr] + (ESZ) * i);                                                         \
             }                                                                                             \
             _Pragma("GCC unroll 4") for (int jj = 0; jj < NJ; jj++) {                                     \
                 const __m256 xv = _mm256_loadu_ps(x + jj * n + i);                                        \
-                _Pragma("GCC unroll 2") for (int rr = 0; rr < R; rr++)                                    \
+                _Pragma("GCC unroll 3") for (int rr = 0; rr < R; rr++)                                    \
                     acc[rr][jj] = _mm256_fmadd_ps(wv[rr], xv, acc[rr][jj]);                               \
             }                                                                                             \
         }                                                                                                 \
-        _Pragma("GCC unroll 2") for (int rr = 0; rr < R; rr++)                                            \
+        _Pragma("GCC unroll 3") for (int rr = 0; rr < R; rr++)                                            \
             _Pragma("GCC unroll 4") for (int jj = 0; jj < NJ; jj++) part[rr][jj] += hsum8(acc[rr][jj]);  \
     }                                                                                                     \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
@@ -127,18 +127,24 @@ enum { FRB = 8, FCC = 512, FMAXB_F32 = 32, FMAXB_F16 = 32, FMAXB_BF16 = 32 };
                 float part[FRB][4] = {{0}};                                                               \
                 for (int64_t c0 = 0; c0 < n8; c0 += FCC) {                                                \
                     const int64_t c1 = n8 - c0 < FCC ? n8 : c0 + FCC;                                     \
-                    for (int64_t r = rb; r < re; r += 2) {                                                \
+                    for (int64_t r = rb; r < re;) {                                                       \
                         float(*p)[4] = part + (r - rb);                                                   \
-                        switch (nj * 2 + (re - r >= 2)) {                                                 \
-                        case 9: NAME##_tile(job, r, 2, 4, j0, c0, c1, p); break;                          \
-                        case 8: NAME##_tile(job, r, 1, 4, j0, c0, c1, p); break;                          \
-                        case 7: NAME##_tile(job, r, 2, 3, j0, c0, c1, p); break;                          \
-                        case 6: NAME##_tile(job, r, 1, 3, j0, c0, c1, p); break;                          \
-                        case 5: NAME##_tile(job, r, 2, 2, j0, c0, c1, p); break;                          \
-                        case 4: NAME##_tile(job, r, 1, 2, j0, c0, c1, p); break;                          \
-                        case 3: NAME##_tile(job, r, 2, 1, j0, c0, c1, p); break;                          \
+                        const int R = re - r >= FR ? FR : (int)(re - r);                                  \
+                        switch (nj * 4 + R) {                                                             \
+                        case 19: NAME##_tile(job, r, 3, 4, j0, c0, c1, p); break;                         \
+                        case 18: NAME##_tile(job, r, 2, 4, j0, c0, c1, p); break;                         \
+                        case 17: NAME##_tile(job, r, 1, 4, j0, c0, c1, p); break;                         \
+                        case 15: NAME##_tile(job, r, 3, 3, j0, c0, c1, p); break;                         \
+                        case 14: NAME##_tile(job, r, 2, 3, j0, c0, c1, p); break;                         \
+                        case 13: NAME##_tile(job, r, 1, 3, j0, c0, c1, p); break;                         \
+                        case 11: NAME##_tile(job, r, 3, 2, j0, c0, c1, p); break;                         \
+                        case 10: NAME##_tile(job, r, 2, 2, j0, c0, c1, p); break;                         \
+                        case 9: NAME##_tile(job, r, 1, 2, j0, c0, c1, p); break;                          \
+                        case 7: NAME##_tile(job, r, 3, 1, j0, c0, c1, p); break;                          \
+                        case 6: NAME##_tile(job, r, 2, 1, j0, c0, c1, p); break;                          \
                         default: NAME##_tile(job, r, 1, 1, j0, c0, c1, p); break;                         \
                         }                                                                                 \
+                        r += R;                                                                           \
                     }                                                                                     \
                 }                                                                                         \
                 for (int64_t r = rb; r < re; r++) {                                                       \
