@@ -35,15 +35,15 @@ enum { LO_NJ = 8, LO_RB = 16 };
     }                                                                                    \
     for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = hsum8(acc[jj]);
 
-/* Rows in blocks of LO_RB, each block run for every group of up to LO_NJ inputs. */
-#define LO_MULTI(NAME, ROW)                                                                        \
+/* Rows in blocks of LO_RB, each block run for every group of up to MAXNJ (<= LO_NJ) inputs. */
+#define LO_MULTI(NAME, ROW, MAXNJ)                                                                      \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
         for (int64_t rb = r0; rb < r1; rb += LO_RB) {                                              \
             const int64_t re = r1 - rb < LO_RB ? r1 : rb + LO_RB;                                  \
-            for (int64_t j0 = 0; j0 < job->batch; j0 += LO_NJ) {                                   \
+            for (int64_t j0 = 0; j0 < job->batch; j0 += (MAXNJ)) {                                 \
                 const int64_t left = job->batch - j0;                                              \
                 for (int64_t r = rb; r < re; r++) {                                                \
-                    switch (left >= LO_NJ ? LO_NJ : left) {                                        \
+                    switch (left >= (MAXNJ) ? (MAXNJ) : left) {                                    \
                     case 8: ROW(job, r, 8, j0); break;                                             \
                     case 7: ROW(job, r, 7, j0); break;                                             \
                     case 6: ROW(job, r, 6, j0); break;                                             \
@@ -57,6 +57,11 @@ enum { LO_NJ = 8, LO_RB = 16 };
             }                                                                                      \
         }                                                                                          \
     }
+
+/* Keeps v in a register as it is: GCC otherwise turned each input's chain of adds into a tree
+ * over all of a block's products, computed every product first and spilled them (TQ2_0's loop
+ * over 4 inputs made 50 stack accesses per block; t = 4 ran 338 GFLOP/s beside 375 at t = 2). */
+#define LO_KEEP(v) __asm__("" : "+x"(v))
 
 /* ---- TQ2_0: 66 bytes, qs[64] | d; element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 --- */
 static ALWAYS_INLINE void tq2_0_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
@@ -73,6 +78,7 @@ static ALWAYS_INLINE void tq2_0_row(const bp_cpu_job *job, int64_t r, const int 
             for (int jj = 0; jj < NJ; jj++) {
                 const __m256i p = _mm256_maddubs_epi16(u, load32(LO_XJ(jj)->q + 32 * g));
                 s16[jj] = g == 0 ? p : _mm256_add_epi16(s16[jj], p);
+                LO_KEEP(s16[jj]);
             }
         }
     }
@@ -84,7 +90,9 @@ static ALWAYS_INLINE void tq2_0_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-LO_MULTI(vec_tq2_0, tq2_0_row)
+/* 4 inputs a pass: 530 GFLOP/s at t = 8-32 where 8 ran 430-440 (its decode is two ops per 32
+ * weights, so 8 inputs buy nothing and hold more registers). */
+LO_MULTI(vec_tq2_0, tq2_0_row, 4)
 
 /* ---- TQ1_0: 54 bytes, qs[48] | qh[4] | d. Elements 0-159: trit e/32 of qs[e%32]; 160-239:
  * trit (e-160)/16 of qs[32 + e%16]; 240-255: trit (e-240)/4 of qh[e%4]. Trit k of byte q is
@@ -110,6 +118,7 @@ static ALWAYS_INLINE void tq1_0_row(const bp_cpu_job *job, int64_t r, const int 
         _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                  \
             const __m256i p = _mm256_maddubs_epi16(u_, load32(LO_XJ(jj)->q + 32 * (g)));           \
             s16[jj] = (g) == 0 ? p : _mm256_add_epi16(s16[jj], p);                                 \
+            LO_KEEP(s16[jj]);                                                                      \
         }                                                                                          \
     } while (0)
     __m256i q = load32(b);
@@ -140,7 +149,7 @@ static ALWAYS_INLINE void tq1_0_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-LO_MULTI(vec_tq1_0, tq1_0_row)
+LO_MULTI(vec_tq1_0, tq1_0_row, LO_NJ)
 
 /* ---- IQ1 kinds ----------------------------------------------------------------------------
  * bp_iq1s_grid's 2048 entries (8 weights in {-1, 0, 1} each) as bytes 8 (g + 1), built once. */
@@ -192,8 +201,10 @@ static ALWAYS_INLINE void iq1_s_row(const bp_cpu_job *job, int64_t r, const int 
                                     q[3] | ((qh >> 1) & 0x700u));
             const __m256i sc = bcast_word(lsv, ib);
 #pragma GCC unroll 8
-            for (int jj = 0; jj < NJ; jj++)
+            for (int jj = 0; jj < NJ; jj++) {
                 sumi[jj] = _mm256_add_epi32(sumi[jj], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(LO_XJ(jj)->q + 32 * ib)), sc));
+                LO_KEEP(sumi[jj]);
+            }
         }
     }
     const float d = f16(b) * 0.125f;
@@ -202,7 +213,7 @@ static ALWAYS_INLINE void iq1_s_row(const bp_cpu_job *job, int64_t r, const int 
         acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * LO_XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
     LO_ROW_END
 }
-LO_MULTI(vec_iq1_s, iq1_s_row)
+LO_MULTI(vec_iq1_s, iq1_s_row, LO_NJ)
 
 /* IQ1_M, 56 bytes: 32 low index bytes at 0; 16 qh bytes at 32 (a nibble per 8 weights: 3 high
  * index bits, delta sign at bit 3); 4 u16 at 48: 3-bit scales per 16 weights (2s + 1) and, in
@@ -254,8 +265,10 @@ static ALWAYS_INLINE void iq1_m_row(const bp_cpu_job *job, int64_t r, const int 
             u = _mm256_add_epi8(u, _mm256_load_si256((const __m256i *)(const void *)g_dplus[dm]));
             const __m256i sc = bcast_word(scg, ib);
 #pragma GCC unroll 8
-            for (int jj = 0; jj < NJ; jj++)
+            for (int jj = 0; jj < NJ; jj++) {
                 sumi[jj] = _mm256_add_epi32(sumi[jj], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(LO_XJ(jj)->q + 32 * ib)), sc));
+                LO_KEEP(sumi[jj]);
+            }
         }
         const float d = _cvtsh_ss(dbits) * 0.125f;
 #pragma GCC unroll 8
@@ -264,22 +277,22 @@ static ALWAYS_INLINE void iq1_m_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-LO_MULTI(vec_iq1_m, iq1_m_row)
+LO_MULTI(vec_iq1_m, iq1_m_row, LO_NJ)
 
 /* max_batch: up to t = 32 these beat the int8 panel GEMM (kern_avx2g8.c) on the dev machine (AMD
  * EPYC Zen 5, AVX2 forced, 4096 x 4096, 2 threads, GFLOP/s these / the GEMM at t = 32): IQ1_S
- * 246 / 237, IQ1_M 236 / 171, TQ1_0 320 / 234; TQ2_0 381 at t = 32 where the GEMM gave 231 (322 at
+ * 340 / 237, IQ1_M 312 / 171, TQ1_0 366 / 234; TQ2_0 530 at t = 32 where the GEMM gave 231 (322 at
  * t = 512), so TQ2_0 keeps the limit of 64 its one-input kernel had. */
 bool bp_cpu_avx2lo_init(bp_cpu_ops *ops) {
     init_grid8();
     init_dplus();
-#define SETLO(K, FN, MAXB)                                                                                  \
-    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, 8 inputs a pass)", \
+#define SETLO(K, FN, MAXB, NJ)                                                                                \
+    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, " #NJ " inputs a pass)", \
                                                 MAXB, NULL, true}
-    SETLO(IQ1_S, vec_iq1_s, 32);
-    SETLO(IQ1_M, vec_iq1_m, 32);
-    SETLO(TQ1_0, vec_tq1_0, 32);
-    SETLO(TQ2_0, vec_tq2_0, 64);
+    SETLO(IQ1_S, vec_iq1_s, 32, 8);
+    SETLO(IQ1_M, vec_iq1_m, 32, 8);
+    SETLO(TQ1_0, vec_tq1_0, 32, 8);
+    SETLO(TQ2_0, vec_tq2_0, 64, 4);
 #undef SETLO
     return true;
 }
