@@ -82,7 +82,7 @@ static ALWAYS_INLINE __m256i mins_dot(const uint8_t mn[8], const bp_q8x256 *x) {
     return group_dot(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v)), x);
 }
 
-/* The k-quants for NJ inputs at once (KQ_MULTI, avx2_util.h): each block's quants and scales
+/* The k-quants for NJ inputs at once (KQ_MULTI8, avx2_util.h): each block's quants and scales
  * are unpacked once and multiplied with every input's activations. */
 /* 32 unsigned quants q times the int16 multipliers s into every input's sums (activations at
  * byte xo of each input's block i). */
@@ -129,7 +129,7 @@ static ALWAYS_INLINE void q4_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_mins_end(acc, sumi, NJ, xb, xs, i, b, mn);
     KQ_ROW_END
 }
-KQ_MULTI(vec_q4_k, q4_k_row)
+KQ_MULTI8(vec_q4_k, q4_k_row)
 
 static ALWAYS_INLINE void q5_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q5_K)
@@ -143,7 +143,7 @@ static ALWAYS_INLINE void q5_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_mins_end(acc, sumi, NJ, xb, xs, i, b, mn);
     KQ_ROW_END
 }
-KQ_MULTI(vec_q5_k, q5_k_row)
+KQ_MULTI8(vec_q5_k, q5_k_row)
 
 static ALWAYS_INLINE void q6_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q6_K)
@@ -156,7 +156,7 @@ static ALWAYS_INLINE void q6_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_offset_end(acc, sumi, NJ, xb, xs, i, sc16, 5, f16(b + 208)); /* quants stored +32 */
     KQ_ROW_END
 }
-KQ_MULTI(vec_q6_k, q6_k_row)
+KQ_MULTI8(vec_q6_k, q6_k_row)
 
 static ALWAYS_INLINE void q2_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -177,7 +177,7 @@ static ALWAYS_INLINE void q2_k_row(const bp_cpu_job *job, int64_t r, const int N
     }
     KQ_ROW_END
 }
-KQ_MULTI(vec_q2_k, q2_k_row)
+KQ_MULTI8(vec_q2_k, q2_k_row)
 
 static ALWAYS_INLINE void q3_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
@@ -197,7 +197,7 @@ static ALWAYS_INLINE void q3_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_offset_end(acc, sumi, NJ, xb, xs, i, sc16, 2, f16(b + 108)); /* quants stored +4 */
     KQ_ROW_END
 }
-KQ_MULTI(vec_q3_k, q3_k_row)
+KQ_MULTI8(vec_q3_k, q3_k_row)
 
 /* IQ4_XS, 136 bytes: d; scales_h u16 at 2; scales_l[4] at 4; qs[128] at 8, 16 bytes per 32
  * weights (low nibbles: weights 0..15, high: 16..31), value kvalues_iq4nl[nibble] times
@@ -233,7 +233,7 @@ static ALWAYS_INLINE void iq4_xs_row(const bp_cpu_job *job, int64_t r, const int
         acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
     KQ_ROW_END
 }
-KQ_MULTI(vec_iq4_xs, iq4_xs_row)
+KQ_MULTI8(vec_iq4_xs, iq4_xs_row)
 
 /* q8x256 with each pair of groups interleaved by halves (BP_ACT_Q8X256P). */
 static void quant_q8x256p(const float *x, int64_t n, bp_q8x256 *out) {
@@ -261,10 +261,13 @@ bool bp_cpu_avx2q_init(bp_cpu_ops *ops) {
     SET(IQ4_NL, vec_iq4_nl, BP_ACT_Q8X32, "q8_0");
     SET(MXFP4, vec_mxfp4, BP_ACT_Q8X32, "q8_0");
 #undef SET
-/* The k-quants read the weights once for up to 4 inputs a pass (KQ_MULTI). max_batch 64: on the
- * dev machine (Zen 5, AVX2 path, 4096 x 4096, one core) they matched or beat the int8 GEMM
- * (kern_avx2g8.c) up to t = 64 (Q4_K 146 vs 131 GFLOP/s, Q2_K/Q3_K/Q5_K/Q6_K within 1%). */
-#define SETM(K, FN, ACT, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (q8_K int dot, 4 inputs a pass)", MAXB, NULL, true}
+/* The k-quants read the weights once for up to 8 inputs a pass (KQ_MULTI8). max_batch 64: on the
+ * dev machine (Zen 5, AVX2 path, 4096 x 4096, one core) 4 a pass matched or beat the int8 GEMM
+ * (kern_avx2g8.c) up to t = 64 (Q4_K 146 vs 131 GFLOP/s, Q2_K/Q3_K/Q5_K/Q6_K within 1%); 8 a pass
+ * then read, 2 threads, t = 8-32, GFLOP/s 4 -> 8 a pass: Q2_K 284 -> 300, Q3_K 271 -> 284, Q4_K
+ * 300 -> 341, Q5_K 267 -> 317, Q6_K 273 -> 280, IQ4_XS 267 -> 296 (ggml's AVX2 build at t = 32 in
+ * the README's run: 292, 271, 255, 267, 264, 281). */
+#define SETM(K, FN, ACT, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (q8_K int dot, 8 inputs a pass)", MAXB, NULL, true}
     SETM(Q2_K, vec_q2_k, BP_ACT_Q8X256, 64);
     SETM(Q3_K, vec_q3_k, BP_ACT_Q8X256, 64);
     SETM(Q4_K, vec_q4_k, BP_ACT_Q8X256, 64);
