@@ -26,9 +26,18 @@
 enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */ };
 
 
-/* x (T x cols) -> u8 (q + 128), inputs in groups of MR (the last may be smaller) and columns in
+/* The T inputs in ceil(T / MR) groups of near-equal size (the first T % groups one larger), so
+ * no group is a small remainder: t = 32 ran as 6+6+6+6+6+2, where the 2-input tile does 4
+ * vpdpbusd per 4 loads; now 6+6+5+5+5+5. Group g: inputs [*t0, *t0 + *m). */
+static ALWAYS_INLINE void group_of(int64_t T, int64_t g, int64_t *t0, int *m) {
+    const int64_t G = (T + MR - 1) / MR, base = T / G, rem = T % G;
+    *t0 = g * base + (g < rem ? g : rem);
+    *m = (int)(base + (g < rem));
+}
+
+/* x (T x cols) -> u8 (q + 128), inputs in the groups of group_of and columns in
  * chunks of KC (the last may be shorter, kc wide): group g's m inputs stored input after input
- * within each chunk (column c of input i at g * MR * cols + c0 m + i kc + c - c0), so a
+ * within each chunk (column c of input i at t0 * cols + c0 m + i kc + c - c0), so a
  * micro-kernel's broadcasts read m * kc contiguous bytes instead of m rows 4 KB apart (which
  * share one L1 set). Then T x (cols / QB) float scales, then per input and 32 columns d x the sum of the quants
  * (the offset term of the direct panels, below). */
@@ -44,8 +53,12 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     for (int64_t t = 0; t < T; t++) {
         const float *xr = x + t * cols;
-        const int64_t g = t / MR, m = T - g * MR < MR ? T - g * MR : MR, i0 = t - g * MR;
-        uint8_t *qg = q + g * MR * cols;
+        const int64_t G = (T + MR - 1) / MR, base = T / G, rem = T % G, big = rem * (base + 1);
+        int64_t g0;
+        int m;
+        group_of(T, t < big ? t / (base + 1) : rem + (t - big) / base, &g0, &m);
+        const int64_t i0 = t - g0;
+        uint8_t *qg = q + g0 * cols;
         for (int64_t b = 0; b < cols / qb; b++) {
             const float *xb = xr + b * qb;
             __m512 mx = _mm512_setzero_ps();
@@ -331,8 +344,6 @@ static ALWAYS_INLINE void d8_k45(const bool Q5, const uint8_t *b, int64_t n, int
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < n; i++, b += Q5 ? BP_BLOCK_BYTES_Q5_K : BP_BLOCK_BYTES_Q4_K) {
         const float d = h16(b), dmin = h16(b + 2);
-        uint8_t sc[8], mn[8];
-        scale_min_k4(b + 4, sc, mn);
         const uint8_t *qs = b + (Q5 ? 48 : 16);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16));
         for (int p = 0; p < 4; p++, q += 64) {
@@ -345,6 +356,15 @@ static ALWAYS_INLINE void d8_k45(const bool Q5, const uint8_t *b, int64_t n, int
             st32(q, lo);
             st32(q + 32, hi);
         }
+        if (st == 1 && o == s + 8) { /* pack_direct's row record: s and o in one zmm */
+            const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d), _mm512_set1_ps(dmin));
+            const __m512 v = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scale_min_k4v(b + 4))));
+            _mm512_storeu_ps(s, _mm512_mask_sub_ps(v, 0xff00, _mm512_setzero_ps(), v));
+            s += 8 * st, o += 8 * st;
+            continue;
+        }
+        uint8_t sc[8], mn[8];
+        scale_min_k4(b + 4, sc, mn);
         for (int g = 0; g < 8; g++, s += st, o += st) {
             *s = d * (float)sc[g];
             *o = -(dmin * (float)mn[g]);
@@ -438,12 +458,22 @@ static dq8_fn dq8_of(bp_kind k, bool *off, int64_t *max_t) {
  * row's sum of q. */
 static void pack_direct(const bp_cpu_job *job, dq8_fn fn, const panel *pp, int h, int64_t p, int nr, int64_t c0, int64_t kc) {
     const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
+    /* per row a record of 16 floats: s of the kc / 32 <= 8 groups, then o (written whole by the
+     * Q4_K / Q5_K decoders, one zmm), transposed below into the [group][row] scale arrays */
+    float *rec = pp->rowbuf;
+    _Static_assert(KC / 32 <= 8, "a row's scales and offsets fit a 16-float record");
     for (int i = 0; i < nr; i++)
-        fn(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb), kc / be, pp->qrow + i * KC, pp->dw + h * NR + i,
-           pp->ow + h * NR + i, PW);
-    for (int i = nr; i < NR; i++) {
-        memset(pp->qrow + i * KC, 0, (size_t)kc);
-        for (int64_t g = 0; g < kc / 32; g++) pp->dw[g * PW + h * NR + i] = pp->ow[g * PW + h * NR + i] = 0.0f;
+        fn(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb), kc / be, pp->qrow + i * KC, rec + 16 * i,
+           rec + 16 * i + 8, 1);
+    for (int i = nr; i < NR; i++) memset(pp->qrow + i * KC, 0, (size_t)kc);
+    {
+        __m512i r[16];
+        for (int i = 0; i < NR; i++) r[i] = i < nr ? _mm512_castps_si512(_mm512_loadu_ps(rec + 16 * i)) : _mm512_setzero_si512();
+        bp_transpose16_epi32(r);
+        for (int64_t g = 0; g < kc / 32; g++) {
+            _mm512_store_si512((void *)(pp->dw + g * PW + h * NR), r[g]);
+            _mm512_store_si512((void *)(pp->ow + g * PW + h * NR), r[8 + g]);
+        }
     }
     const __m512i c128 = _mm512_set1_epi8((char)0x80);
     int8_t *dst = pp->pk + h * 64;
@@ -569,8 +599,10 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
         if (nr1) pack_direct(job, d8, pp, 1, p + NR, nr1, c0, kc);
         const float *xs = xd + T * ldd;
         const int64_t lds = cols / 32;
-        for (int64_t t0 = 0; t0 < T; t0 += MR) {
-            const int m = T - t0 < MR ? (int)(T - t0) : MR;
+        for (int64_t g = 0; g < (T + MR - 1) / MR; g++) {
+            int64_t t0;
+            int m;
+            group_of(T, g, &t0, &m);
             micro_d_any(nr1 ? 2 : 1, off, m, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, qb == 64,
                         xs + t0 * lds + c0 / 32, lds, (int)(kc / 32), pp->dw, pp->nws, pp->ow, job->y + t0 * rows + p, rows, m0, m1,
                         c0 == 0);
@@ -579,8 +611,10 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
     }
     pack(job, pp, 0, p, nr0, c0, kc, qb);
     if (nr1) pack(job, pp, 1, p + NR, nr1, c0, kc, qb);
-    for (int64_t t0 = 0; t0 < T; t0 += MR) {
-        const int m = T - t0 < MR ? (int)(T - t0) : MR;
+    for (int64_t g = 0; g < (T + MR - 1) / MR; g++) {
+        int64_t t0;
+        int m;
+        group_of(T, g, &t0, &m);
         micro_any(nr1 ? 2 : 1, m, qb, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, (int)(kc / qb),
                   pp->dw, pp->nws, job->y + t0 * rows + p, rows, m0, m1, c0 == 0);
     }
