@@ -268,7 +268,9 @@ static void micro_any(int nw, int m, int qb, const int8_t *pk, const uint8_t *xg
  * only the transpose. The micro-kernel then scales per 32 columns (twice as often) and adds
  * o x (the input's d x its 32 quants' sum, from prep). The weights are not rounded a second
  * time, so results are closer to the reference than the requantized panels. */
-typedef void (*dq8_fn)(const uint8_t *b, int64_t nblk, int8_t *q, float *s, float *o, int st);
+/* nblk blocks (<= KC columns) of one row -> q; s[g] the scale of 32-column group g, s[8 + g]
+ * its offset (written by the offset kinds only). */
+typedef void (*dq8_fn)(const uint8_t *b, int64_t nblk, int8_t *q, float *s);
 
 /* 16 nibble bytes -> 32 bytes: the low nibbles (elements 0-15), then the high ones (16-31). */
 static ALWAYS_INLINE __m256i nib32(const uint8_t *p) {
@@ -276,74 +278,67 @@ static ALWAYS_INLINE __m256i nib32(const uint8_t *p) {
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)), _mm_and_si128(_mm_srli_epi16(v, 4), m), 1);
 }
 static ALWAYS_INLINE void st32(int8_t *q, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)q, v); }
-static ALWAYS_INLINE float h16(const uint8_t *p) { return _cvtsh_ss(bp_load_u16(p)); }
 
-static void d8_q8_0(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
-    (void)o;
+static void d8_q8_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q8_0, q += 32) {
-        s[i * st] = h16(b);
+        s[i] = f16(b);
         st32(q, _mm256_loadu_si256((const __m256i *)(const void *)(b + 2)));
     }
 }
-static void d8_q4_0(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
-    (void)o;
+static void d8_q4_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q4_0, q += 32) {
-        s[i * st] = h16(b);
+        s[i] = f16(b);
         st32(q, _mm256_sub_epi8(nib32(b + 2), _mm256_set1_epi8(8)));
     }
 }
-static void d8_q4_1(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
+static void d8_q4_1(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q4_1, q += 32) {
-        s[i * st] = h16(b);
-        o[i * st] = h16(b + 2);
+        s[i] = f16(b);
+        s[8 + i] = f16(b + 2);
         st32(q, nib32(b + 4));
     }
 }
 /* Q5_0 / Q5_1: bit j of qh is element j's fifth bit. */
-static void d8_q5_0(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
-    (void)o;
+static void d8_q5_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q5_0, q += 32) {
-        s[i * st] = h16(b);
+        s[i] = f16(b);
         const __m256i v = nib32(b + 6);
         st32(q, _mm256_sub_epi8(_mm256_mask_add_epi8(v, (__mmask32)bp_load_u32(b + 2), v, _mm256_set1_epi8(16)), _mm256_set1_epi8(16)));
     }
 }
-static void d8_q5_1(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
+static void d8_q5_1(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q5_1, q += 32) {
-        s[i * st] = h16(b);
-        o[i * st] = h16(b + 2);
+        s[i] = f16(b);
+        s[8 + i] = f16(b + 2);
         const __m256i v = nib32(b + 8);
         st32(q, _mm256_mask_add_epi8(v, (__mmask32)bp_load_u32(b + 4), v, _mm256_set1_epi8(16)));
     }
 }
-static void d8_iq4_nl(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
-    (void)o;
+static void d8_iq4_nl(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)bp_kvalues_iq4nl));
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ4_NL, q += 32) {
-        s[i * st] = h16(b);
+        s[i] = f16(b);
         st32(q, _mm256_shuffle_epi8(tbl, nib32(b + 2)));
     }
 }
 /* IQ4_XS: per 32 weights IQ4_NL's 16 bytes and a 6-bit scale (bias 32), as the reference. */
-static void d8_iq4_xs(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
-    (void)o;
+static void d8_iq4_xs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)bp_kvalues_iq4nl));
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ4_XS) {
-        const float d = h16(b);
-        const unsigned sh = bp_load_u16(b + 2);
-        for (int ib = 0; ib < 8; ib++, q += 32, s += st) {
-            const int ls = (int)(((b[4 + ib / 2] >> (4 * (ib % 2))) & 15u) | (((sh >> (2 * ib)) & 3u) << 4));
-            *s = d * (float)(ls - 32);
-            st32(q, _mm256_shuffle_epi8(tbl, nib32(b + 8 + 16 * ib)));
-        }
+    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ4_XS, s += 8) {
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
+        const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+        _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(f16(b)), _mm256_cvtepi32_ps(ls)));
+        for (int ib = 0; ib < 8; ib++, q += 32) st32(q, _mm256_shuffle_epi8(tbl, nib32(b + 8 + 16 * ib)));
     }
 }
 /* Q4_K / Q5_K: group 2p the low nibbles of qs[32 p ..], 2p + 1 the high ones (+ 16 where bit g
- * of qh[l] is set, Q5_K); s = d x sc, o = -(dmin x m), each rounded as the reference's. */
-static ALWAYS_INLINE void d8_k45(const bool Q5, const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
+ * of qh[l] is set, Q5_K); s = d x sc, o = -(dmin x m), each rounded as the reference's, the 8
+ * of each in one zmm. */
+static ALWAYS_INLINE void d8_k45(const bool Q5, const uint8_t *b, int64_t n, int8_t *q, float *s) {
     const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t i = 0; i < n; i++, b += Q5 ? BP_BLOCK_BYTES_Q5_K : BP_BLOCK_BYTES_Q4_K) {
-        const float d = h16(b), dmin = h16(b + 2);
+    for (int64_t i = 0; i < n; i++, b += Q5 ? BP_BLOCK_BYTES_Q5_K : BP_BLOCK_BYTES_Q4_K, s += 8) {
         const uint8_t *qs = b + (Q5 ? 48 : 16);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16));
         for (int p = 0; p < 4; p++, q += 64) {
@@ -356,23 +351,13 @@ static ALWAYS_INLINE void d8_k45(const bool Q5, const uint8_t *b, int64_t n, int
             st32(q, lo);
             st32(q + 32, hi);
         }
-        if (st == 1 && o == s + 8) { /* pack_direct's row record: s and o in one zmm */
-            const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d), _mm512_set1_ps(dmin));
-            const __m512 v = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scale_min_k4v(b + 4))));
-            _mm512_storeu_ps(s, _mm512_mask_sub_ps(v, 0xff00, _mm512_setzero_ps(), v));
-            s += 8 * st, o += 8 * st;
-            continue;
-        }
-        uint8_t sc[8], mn[8];
-        scale_min_k4(b + 4, sc, mn);
-        for (int g = 0; g < 8; g++, s += st, o += st) {
-            *s = d * (float)sc[g];
-            *o = -(dmin * (float)mn[g]);
-        }
+        const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(f16(b)), _mm512_set1_ps(f16(b + 2)));
+        const __m512 v = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scale_min_k4v(b + 4))));
+        _mm512_storeu_ps(s, _mm512_mask_sub_ps(v, 0xff00, _mm512_setzero_ps(), v));
     }
 }
-static void d8_q4_k(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) { d8_k45(false, b, n, q, s, o, st); }
-static void d8_q5_k(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) { d8_k45(true, b, n, q, s, o, st); }
+static void d8_q4_k(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_k45(false, b, n, q, s); }
+static void d8_q5_k(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_k45(true, b, n, q, s); }
 
 /* Grid kinds: per 32 weights 4 (IQ2_XXS: 8 bytes) or 8 (IQ3: 4 bytes) grid rows of unsigned
  * magnitudes, negated under a 32-bit sign mask (IQ2_XXS, IQ3_XXS: four 7-bit ksigns indices;
@@ -384,11 +369,10 @@ static ALWAYS_INLINE uint32_t ksigns4(uint32_t aux) {
     return (uint32_t)bp_ksigns_iq2xs[aux & 127u] | (uint32_t)bp_ksigns_iq2xs[(aux >> 7) & 127u] << 8 |
            (uint32_t)bp_ksigns_iq2xs[(aux >> 14) & 127u] << 16 | (uint32_t)bp_ksigns_iq2xs[(aux >> 21) & 127u] << 24;
 }
-static void d8_iq2_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
-    (void)o;
+static void d8_iq2_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ2_XXS) {
-        const float d = h16(b);
-        for (int ib = 0; ib < 8; ib++, q += 32, s += st) {
+        const float d = f16(b);
+        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
             const uint8_t *g = b + 2 + 8 * ib;
             const uint32_t aux = bp_load_u32(g + 4);
             *s = d * (0.5f + (float)(aux >> 28)) * 0.25f;
@@ -398,11 +382,10 @@ static void d8_iq2_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s, float *
         }
     }
 }
-static void d8_iq3_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
-    (void)o;
+static void d8_iq3_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ3_XXS) {
-        const float d = h16(b);
-        for (int ib = 0; ib < 8; ib++, q += 32, s += st) {
+        const float d = f16(b);
+        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
             const uint8_t *g = b + 2 + 8 * ib;
             const uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
             *s = d * (0.5f + (float)(aux >> 28)) * 0.5f;
@@ -411,11 +394,10 @@ static void d8_iq3_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s, float *
         }
     }
 }
-static void d8_iq3_s(const uint8_t *b, int64_t n, int8_t *q, float *s, float *o, int st) {
-    (void)o;
+static void d8_iq3_s(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ3_S) {
-        const float d = h16(b);
-        for (int ib = 0; ib < 8; ib++, q += 32, s += st) {
+        const float d = f16(b);
+        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
             const unsigned nib = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15u;
             *s = d * (float)(1u + 2u * nib);
             /* index k: qs[8 ib + k] | bit k of qh[ib] << 8 */
@@ -463,8 +445,7 @@ static void pack_direct(const bp_cpu_job *job, dq8_fn fn, const panel *pp, int h
     float *rec = pp->rowbuf;
     _Static_assert(KC / 32 <= 8, "a row's scales and offsets fit a 16-float record");
     for (int i = 0; i < nr; i++)
-        fn(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb), kc / be, pp->qrow + i * KC, rec + 16 * i,
-           rec + 16 * i + 8, 1);
+        fn(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb), kc / be, pp->qrow + i * KC, rec + 16 * i);
     for (int i = nr; i < NR; i++) memset(pp->qrow + i * KC, 0, (size_t)kc);
     {
         __m512i r[16];
