@@ -5,7 +5,9 @@
  * starting each block's sums at -128 * the weights' block sums). One vpdpbusd does 64
  * multiply-adds, four times an f32 FMA's 16, which is what lets prefill pass the f32 GEMM's
  * ceiling. The second rounding of the weights costs ~1e-5 NMSE on top of the kind's own error
- * (the tests hold it to 5e-4); the float kinds keep the exact f32 GEMM. */
+ * (the tests hold it to 5e-4); the float kinds keep the exact f32 GEMM. Kinds whose weights are
+ * small integers x a scale per 32 skip the f32 round trip and the second rounding at small and
+ * mid batches (direct panels, below). */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
@@ -182,82 +184,6 @@ static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int n
     }
 }
 
-/* y[M inputs x NW * 16 rows] (+)= one packed pair x one group of inputs over nblk blocks of QB
- * columns. Per block the int sums start at -128 x the weights' sums and are scaled once. */
-static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const int8_t *pk, const uint8_t *xg,
-                                int64_t ldx, const float *xd, int64_t ldd, int nblk, const float *dw, const int32_t *nws, float *y,
-                                int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
-    __m512 accf[2][MR];
-    __m512i acci[2][MR];
-    const __mmask16 mk[2] = {m0, m1};
-#pragma GCC unroll 8
-    for (int i = 0; i < M; i++)
-#pragma GCC unroll 2
-        for (int r = 0; r < NW; r++)
-            accf[r][i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mk[r], y + i * ldy + r * NR);
-    for (int b = 0; b < nblk; b++) {
-#pragma GCC unroll 2
-        for (int r = 0; r < NW; r++) {
-            const __m512i s0 = _mm512_load_si512((const void *)(nws + b * PW + r * NR));
-#pragma GCC unroll 8
-            for (int i = 0; i < M; i++) acci[r][i] = s0;
-        }
-        const int8_t *pb = pk + (size_t)b * (QB / 4) * 128;
-        const uint8_t *xb = xg + (size_t)b * QB;
-#pragma GCC unroll 16
-        for (int k4 = 0; k4 < QB / 4; k4++) {
-            __m512i wv[2];
-#pragma GCC unroll 2
-            for (int r = 0; r < NW; r++) wv[r] = _mm512_load_si512((const void *)(pb + k4 * 128 + r * 64));
-#pragma GCC unroll 8
-            for (int i = 0; i < M; i++) {
-                int32_t xv;
-                memcpy(&xv, xb + i * ldx + 4 * k4, 4);
-                const __m512i xb4 = _mm512_set1_epi32(xv);
-#pragma GCC unroll 2
-                for (int r = 0; r < NW; r++) acci[r][i] = _mm512_dpbusd_epi32(acci[r][i], xb4, wv[r]);
-            }
-        }
-#pragma GCC unroll 2
-        for (int r = 0; r < NW; r++) {
-            const __m512 dv = _mm512_load_ps(dw + b * PW + r * NR);
-#pragma GCC unroll 8
-            for (int i = 0; i < M; i++)
-                accf[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[r][i]), _mm512_mul_ps(dv, _mm512_set1_ps(xd[i * ldd + b])),
-                                             accf[r][i]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < M; i++)
-#pragma GCC unroll 2
-        for (int r = 0; r < NW; r++) _mm512_mask_storeu_ps(y + i * ldy + r * NR, mk[r], accf[r][i]);
-}
-
-#define MICRO_M(NW, QB)                                                                                     \
-    switch (m) {                                                                                            \
-    case 6: micro(NW, 6, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 5: micro(NW, 5, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 4: micro(NW, 4, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 3: micro(NW, 3, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 2: micro(NW, 2, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    default: micro(NW, 1, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                \
-    }
-_Static_assert(MR == 6, "MICRO_M lists the cases 1 .. MR");
-
-static void micro_any(int nw, int m, int qb, const int8_t *pk, const uint8_t *xg, int64_t ldx, const float *xd, int64_t ldd, int nblk,
-                      const float *dw, const int32_t *nws, float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
-    if (nw == 2) {
-        if (qb == 64) {
-            MICRO_M(2, 64)
-        } else {
-            MICRO_M(2, 32)
-        }
-    } else if (qb == 64) {
-        MICRO_M(1, 64)
-    } else {
-        MICRO_M(1, 32)
-    }
-}
 
 /* ---- Direct panels: the kind's own integers, no f32 round trip ------------------------------
  * Why: at t = 32-64 the pack above (dequantize 16 rows to f32, absmax, requantize, transpose)
@@ -478,11 +404,15 @@ static void pack_direct(const bp_cpu_job *job, dq8_fn fn, const panel *pp, int h
     }
 }
 
-/* micro() for direct panels: nblk blocks of 32 columns, each scaled by its own s and the
- * input's d of the QA-column block holding it (xd[b >> qsh]), plus o x xs for offset kinds. */
-static ALWAYS_INLINE void micro_d(const int NW, const int M, const bool OFF, const int8_t *pk, const uint8_t *xg, int64_t ldx,
-                                  const float *xd, int64_t ldd, int qsh, const float *xs, int64_t lds, int nblk, const float *dw,
-                                  const int32_t *nws, const float *ow, float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
+/* y[M inputs x NW * 16 rows] (+)= one packed pair x one group of inputs over nblk blocks of QB
+ * columns. Per block the int sums start at -128 x the weights' sums and are scaled once, by the
+ * block's weight scale and the input's d of the activation block holding it (xd[b >> qsh]: the
+ * direct panels' 32-column blocks under 64-column activation blocks), plus for offset kinds
+ * (OFF, direct panels) the block's offset x the input's d x quant sum (xs). */
+static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const bool OFF, const int8_t *pk, const uint8_t *xg,
+                                int64_t ldx, const float *xd, int64_t ldd, int qsh, const float *xs, int64_t lds, int nblk,
+                                const float *dw, const int32_t *nws, const float *ow, float *y, int64_t ldy, __mmask16 m0,
+                                __mmask16 m1, int first) {
     __m512 accf[2][MR];
     __m512i acci[2][MR];
     const __mmask16 mk[2] = {m0, m1};
@@ -498,10 +428,10 @@ static ALWAYS_INLINE void micro_d(const int NW, const int M, const bool OFF, con
 #pragma GCC unroll 8
             for (int i = 0; i < M; i++) acci[r][i] = s0;
         }
-        const int8_t *pb = pk + (size_t)b * 8 * 128;
-        const uint8_t *xb = xg + (size_t)b * 32;
-#pragma GCC unroll 8
-        for (int k4 = 0; k4 < 8; k4++) {
+        const int8_t *pb = pk + (size_t)b * (QB / 4) * 128;
+        const uint8_t *xb = xg + (size_t)b * QB;
+#pragma GCC unroll 16
+        for (int k4 = 0; k4 < QB / 4; k4++) {
             __m512i wv[2];
 #pragma GCC unroll 2
             for (int r = 0; r < NW; r++) wv[r] = _mm512_load_si512((const void *)(pb + k4 * 128 + r * 64));
@@ -534,29 +464,35 @@ static ALWAYS_INLINE void micro_d(const int NW, const int M, const bool OFF, con
         for (int r = 0; r < NW; r++) _mm512_mask_storeu_ps(y + i * ldy + r * NR, mk[r], accf[r][i]);
 }
 
-#define MICRO_D_M(NW, OFF)                                                                                             \
-    switch (m) {                                                                                                       \
-    case 6: micro_d(NW, 6, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
-    case 5: micro_d(NW, 5, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
-    case 4: micro_d(NW, 4, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
-    case 3: micro_d(NW, 3, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
-    case 2: micro_d(NW, 2, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
-    default: micro_d(NW, 1, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;  \
+#define MICRO_M(NW, QB, OFF)                                                                                             \
+    switch (m) {                                                                                                         \
+    case 6: micro(NW, 6, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    case 5: micro(NW, 5, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    case 4: micro(NW, 4, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    case 3: micro(NW, 3, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    case 2: micro(NW, 2, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    default: micro(NW, 1, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;  \
     }
+_Static_assert(MR == 6, "MICRO_M lists the cases 1 .. MR");
 
-static void micro_d_any(int nw, bool off, int m, const int8_t *pk, const uint8_t *xg, int64_t ldx, const float *xd, int64_t ldd,
-                        int qsh, const float *xs, int64_t lds, int nblk, const float *dw, const int32_t *nws, const float *ow,
-                        float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
+/* The instantiations: requantized panels (QB 64 or 32, no offsets) and direct ones (32, either). */
+static void micro_any(int nw, int qb, bool off, int m, const int8_t *pk, const uint8_t *xg, int64_t ldx, const float *xd, int64_t ldd,
+                      int qsh, const float *xs, int64_t lds, int nblk, const float *dw, const int32_t *nws, const float *ow,
+                      float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
     if (nw == 2) {
-        if (off) {
-            MICRO_D_M(2, true)
+        if (qb == 64) {
+            MICRO_M(2, 64, false)
+        } else if (off) {
+            MICRO_M(2, 32, true)
         } else {
-            MICRO_D_M(2, false)
+            MICRO_M(2, 32, false)
         }
+    } else if (qb == 64) {
+        MICRO_M(1, 64, false)
     } else if (off) {
-        MICRO_D_M(1, true)
+        MICRO_M(1, 32, true)
     } else {
-        MICRO_D_M(1, false)
+        MICRO_M(1, 32, false)
     }
 }
 
@@ -584,9 +520,9 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
             int64_t t0;
             int m;
             group_of(T, g, &t0, &m);
-            micro_d_any(nr1 ? 2 : 1, off, m, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, qb == 64,
-                        xs + t0 * lds + c0 / 32, lds, (int)(kc / 32), pp->dw, pp->nws, pp->ow, job->y + t0 * rows + p, rows, m0, m1,
-                        c0 == 0);
+            micro_any(nr1 ? 2 : 1, 32, off, m, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, qb == 64,
+                      xs + t0 * lds + c0 / 32, lds, (int)(kc / 32), pp->dw, pp->nws, pp->ow, job->y + t0 * rows + p, rows, m0, m1,
+                      c0 == 0);
         }
         return;
     }
@@ -596,8 +532,8 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
         int64_t t0;
         int m;
         group_of(T, g, &t0, &m);
-        micro_any(nr1 ? 2 : 1, m, qb, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, (int)(kc / qb),
-                  pp->dw, pp->nws, job->y + t0 * rows + p, rows, m0, m1, c0 == 0);
+        micro_any(nr1 ? 2 : 1, qb, false, m, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, 0, NULL, 0,
+                  (int)(kc / qb), pp->dw, pp->nws, NULL, job->y + t0 * rows + p, rows, m0, m1, c0 == 0);
     }
 }
 
@@ -669,7 +605,7 @@ bool bp_cpu_avx512_init(bp_cpu_ops *ops) {
     ops->gemm_q8 = gemm_q8;
     ops->gemm_q8_prep = prep;
     ops->gemm_q8_bytes = prep_bytes;
-    ops->gemm_q8_name = "panel GEMM (dequant, int8 requant, VNNI 6x32)";
+    ops->gemm_q8_name = "panel GEMM (int8 panels decoded direct or requantized, VNNI 6x32)";
     /* These replace the AVX2 path's (kern_avx2dqlo.c), which this path inherits: as conditional
      * fallbacks they never ran once the AVX2 ones existed, and the panel GEMM at t = 32-64 ran
      * IQ1_M 84 -> 98 and 151 -> 175 GFLOP/s with them (one thread, 4096 x 4096, Zen 5). */
