@@ -32,7 +32,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
      * max_batch limits (12, 16, 20, 24, 28, 32, 40, 44, 48, 64) and past them (65: the GEMM for
      * every kind). */
     const int64_t batches[] = {1,  2,  3,  5,  6,  7,  8,  12, 13, 16, 17, 20, 21, 24, 25,
-                               28, 29, 32, 33, 40, 41, 44, 45, 48, 49, 64, 65};
+                               28, 29, 32, 33, 40, 41, 44, 45, 48, 49, 64, 65, 400};
     /* quick (valgrind, TSan): no 4096-wide rows, batches 1, 5 and 65, one thread count */
     const bool quick = bp_test_quick();
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -45,7 +45,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
         bp_weight wt;
         memset(&wt, 0, sizeof wt);
         bool wt_used = false;
-        const int64_t tmax = 65;
+        const int64_t tmax = 400;
         float *x = malloc(sizeof(float) * (size_t)(tmax * cols));
         float *ref = malloc(sizeof(float) * (size_t)(tmax * rows));
         float *got = malloc(sizeof(float) * (size_t)(tmax * rows));
@@ -67,6 +67,9 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
             const int64_t t = batches[bi];
             if (quick && t != 1 && t != 5 && t != 65) continue;
             if (rows == 1100 && t != 17 && t != 33) continue; /* 16 + 1 and 32 + 1 inputs: enough */
+            /* 400: past the int8 GEMM's direct panels (kern_avx512.c: t <= 160 / 384) to its
+             * requantized ones, on the small shapes only */
+            if (t == 400 && (cols == 4096 || rows > 64)) continue;
             CHECK_OK(bp_ref_gemm(ki->kind, w, rb * (size_t)rows, rows, cols, x, t, ref));
             CHECK(bp_test_all_finite(ref, (size_t)(t * rows)), "%s t=%lld: the reference output is not finite",
                   ki->name, (long long)t);

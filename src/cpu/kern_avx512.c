@@ -5,13 +5,16 @@
  * starting each block's sums at -128 * the weights' block sums). One vpdpbusd does 64
  * multiply-adds, four times an f32 FMA's 16, which is what lets prefill pass the f32 GEMM's
  * ceiling. The second rounding of the weights costs ~1e-5 NMSE on top of the kind's own error
- * (the tests hold it to 5e-4); the float kinds keep the exact f32 GEMM. */
+ * (the tests hold it to 5e-4); the float kinds keep the exact f32 GEMM. Kinds whose weights are
+ * small integers x a scale per 32 skip the f32 round trip and the second rounding at small and
+ * mid batches (direct panels, below). */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 #include <string.h>
 
+#include "cpu/avx2_util.h"
 #include "cpu/avx512_util.h"
 #include "kinds/iq_tables.h"
 
@@ -25,20 +28,39 @@
 enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */ };
 
 
-/* x (T x cols) -> u8 (q + 128), inputs in groups of MR (the last may be smaller) and columns in
+/* The T inputs in ceil(T / MR) groups of near-equal size (the first T % groups one larger), so
+ * no group is a small remainder: t = 32 ran as 6+6+6+6+6+2, where the 2-input tile does 4
+ * vpdpbusd per 4 loads; now 6+6+5+5+5+5. Group g: inputs [*t0, *t0 + *m). */
+static ALWAYS_INLINE void group_of(int64_t T, int64_t g, int64_t *t0, int *m) {
+    const int64_t G = (T + MR - 1) / MR, base = T / G, rem = T % G;
+    *t0 = g * base + (g < rem ? g : rem);
+    *m = (int)(base + (g < rem));
+}
+
+/* x (T x cols) -> u8 (q + 128), inputs in the groups of group_of and columns in
  * chunks of KC (the last may be shorter, kc wide): group g's m inputs stored input after input
- * within each chunk (column c of input i at g * MR * cols + c0 m + i kc + c - c0), so a
+ * within each chunk (column c of input i at t0 * cols + c0 m + i kc + c - c0), so a
  * micro-kernel's broadcasts read m * kc contiguous bytes instead of m rows 4 KB apart (which
- * share one L1 set). Then T x (cols / QB) float scales. */
+ * share one L1 set). Then T x (cols / QB) float scales, then per input and 32 columns d x the sum of the quants
+ * (the offset term of the direct panels, below). */
+static size_t prep_bytes(int64_t T, int64_t cols) {
+    return bp_cpu_q8_prep_bytes(T, cols) + sizeof(float) * (size_t)(T * (cols / 32));
+}
+
 static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
     const int qb = bp_cpu_q8_block(cols);
     uint8_t *q = buf;
     float *d = (float *)(void *)(q + (size_t)(T * cols));
+    float *xs = d + T * (cols / qb);
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     for (int64_t t = 0; t < T; t++) {
         const float *xr = x + t * cols;
-        const int64_t g = t / MR, m = T - g * MR < MR ? T - g * MR : MR, i0 = t - g * MR;
-        uint8_t *qg = q + g * MR * cols;
+        const int64_t G = (T + MR - 1) / MR, base = T / G, rem = T % G, big = rem * (base + 1);
+        int64_t g0;
+        int m;
+        group_of(T, t < big ? t / (base + 1) : rem + (t - big) / base, &g0, &m);
+        const int64_t i0 = t - g0;
+        uint8_t *qg = q + g0 * cols;
         for (int64_t b = 0; b < cols / qb; b++) {
             const float *xb = xr + b * qb;
             __m512 mx = _mm512_setzero_ps();
@@ -47,8 +69,14 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
             float id = amax > 0 ? 127.0f / amax : 0.0f;
             d[t * (cols / qb) + b] = amax / 127.0f;
             __m512 vid = _mm512_set1_ps(id);
+            __m512i vs = _mm512_setzero_si512();
             for (int i = 0; i < qb; i += 16) {
                 __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), vid));
+                vs = _mm512_add_epi32(vs, v);
+                if (i % 32 == 16) { /* the direct panels' offset term: d x the 32 quants' sum */
+                    xs[t * (cols / 32) + (b * qb + i) / 32] = amax / 127.0f * (float)_mm512_reduce_add_epi32(vs);
+                    vs = _mm512_setzero_si512();
+                }
                 __m128i b8 = _mm_xor_si128(_mm512_cvtepi32_epi8(v), _mm_set1_epi8((char)0x80));
                 const int64_t c = b * qb + i, c0 = c / KC * KC, kc = cols - c0 < KC ? cols - c0 : KC;
                 _mm_storeu_si128((__m128i *)(void *)(qg + c0 * m + i0 * kc + c - c0), b8);
@@ -58,13 +86,15 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
 }
 
 /* Scratch layout: rowbuf (NR x KC floats) | q8 rows (NR x KC bytes) | packed pair (KC / 4 x
- * PW dwords: per k4, rows 0-15 then 16-31) | scales [KC/32 x PW] | -128 x block sums [KC/32 x PW]. */
+ * PW dwords: per k4, rows 0-15 then 16-31) | scales [KC/32 x PW] | -128 x block sums [KC/32 x PW]
+ * | offsets [KC/32 x PW] (direct panels of offset kinds only). */
 typedef struct panel {
     float *rowbuf;
     int8_t *qrow;
     int8_t *pk;
     float *dw;
     int32_t *nws;
+    float *ow;
 } panel;
 
 static panel panel_of(float *scratch) {
@@ -74,9 +104,10 @@ static panel panel_of(float *scratch) {
     p.pk = (int8_t *)(scratch + NR * KC + NR * KC / 4);
     p.dw = scratch + NR * KC + NR * KC / 4 + PW * KC / 4;
     p.nws = (int32_t *)(p.dw + KC / 32 * PW);
+    p.ow = (float *)(p.nws + KC / 32 * PW);
     return p;
 }
-_Static_assert(NR * KC + NR * KC / 4 + PW * KC / 4 + 2 * (KC / 32) * PW <= BP_CPU_SCRATCH_FLOATS,
+_Static_assert(NR * KC + NR * KC / 4 + PW * KC / 4 + 3 * (KC / 32) * PW <= BP_CPU_SCRATCH_FLOATS,
                "the int8 GEMM's panels fit the thread scratch");
 
 
@@ -153,11 +184,235 @@ static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int n
     }
 }
 
+
+/* ---- Direct panels: the kind's own integers, no f32 round trip ------------------------------
+ * Why: at t = 32-64 the pack above (dequantize 16 rows to f32, absmax, requantize, transpose)
+ * cost as much as ~36 inputs' micro-kernel time per panel (one thread, 4096 x 4096, Zen 5:
+ * perf put the dequantizers at 2/3 of it). For kinds whose weights are small integers q times a
+ * scale per 32 columns, plus an offset for some (w = s q + o: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL
+ * IQ4_XS Q4_K Q5_K), a decoder writes q as int8 with s and o per 32 columns, and the pack is
+ * only the transpose. The micro-kernel then scales per 32 columns (twice as often) and adds
+ * o x (the input's d x its 32 quants' sum, from prep). The weights are not rounded a second
+ * time, so results are closer to the reference than the requantized panels. */
+/* nblk blocks (<= KC columns) of one row -> q; s[g] the scale of 32-column group g, s[8 + g]
+ * its offset (written by the offset kinds only). */
+typedef void (*dq8_fn)(const uint8_t *b, int64_t nblk, int8_t *q, float *s);
+
+/* 16 nibble bytes -> 32 bytes: the low nibbles (elements 0-15), then the high ones (16-31). */
+static ALWAYS_INLINE __m256i nib32(const uint8_t *p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p), m = _mm_set1_epi8(15);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)), _mm_and_si128(_mm_srli_epi16(v, 4), m), 1);
+}
+static ALWAYS_INLINE void st32(int8_t *q, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)q, v); }
+
+static void d8_q8_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q8_0, q += 32) {
+        s[i] = f16(b);
+        st32(q, _mm256_loadu_si256((const __m256i *)(const void *)(b + 2)));
+    }
+}
+static void d8_q4_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q4_0, q += 32) {
+        s[i] = f16(b);
+        st32(q, _mm256_sub_epi8(nib32(b + 2), _mm256_set1_epi8(8)));
+    }
+}
+static void d8_q4_1(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q4_1, q += 32) {
+        s[i] = f16(b);
+        s[8 + i] = f16(b + 2);
+        st32(q, nib32(b + 4));
+    }
+}
+/* Q5_0 / Q5_1: bit j of qh is element j's fifth bit. */
+static void d8_q5_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q5_0, q += 32) {
+        s[i] = f16(b);
+        const __m256i v = nib32(b + 6);
+        st32(q, _mm256_sub_epi8(_mm256_mask_add_epi8(v, (__mmask32)bp_load_u32(b + 2), v, _mm256_set1_epi8(16)), _mm256_set1_epi8(16)));
+    }
+}
+static void d8_q5_1(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q5_1, q += 32) {
+        s[i] = f16(b);
+        s[8 + i] = f16(b + 2);
+        const __m256i v = nib32(b + 8);
+        st32(q, _mm256_mask_add_epi8(v, (__mmask32)bp_load_u32(b + 4), v, _mm256_set1_epi8(16)));
+    }
+}
+static void d8_iq4_nl(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)bp_kvalues_iq4nl));
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ4_NL, q += 32) {
+        s[i] = f16(b);
+        st32(q, _mm256_shuffle_epi8(tbl, nib32(b + 2)));
+    }
+}
+/* IQ4_XS: per 32 weights IQ4_NL's 16 bytes and a 6-bit scale (bias 32), as the reference. */
+static void d8_iq4_xs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)bp_kvalues_iq4nl));
+    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ4_XS, s += 8) {
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
+        const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+        _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(f16(b)), _mm256_cvtepi32_ps(ls)));
+        for (int ib = 0; ib < 8; ib++, q += 32) st32(q, _mm256_shuffle_epi8(tbl, nib32(b + 8 + 16 * ib)));
+    }
+}
+/* Q4_K / Q5_K: group 2p the low nibbles of qs[32 p ..], 2p + 1 the high ones (+ 16 where bit g
+ * of qh[l] is set, Q5_K); s = d x sc, o = -(dmin x m), each rounded as the reference's, the 8
+ * of each in one zmm. */
+static ALWAYS_INLINE void d8_k45(const bool Q5, const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < n; i++, b += Q5 ? BP_BLOCK_BYTES_Q5_K : BP_BLOCK_BYTES_Q4_K, s += 8) {
+        const uint8_t *qs = b + (Q5 ? 48 : 16);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16));
+        for (int p = 0; p < 4; p++, q += 64) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * p));
+            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (Q5) {
+                lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * p)))), lo, _mm256_set1_epi8(16));
+                hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(2 << (2 * p)))), hi, _mm256_set1_epi8(16));
+            }
+            st32(q, lo);
+            st32(q + 32, hi);
+        }
+        const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(f16(b)), _mm512_set1_ps(f16(b + 2)));
+        const __m512 v = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scale_min_k4v(b + 4))));
+        _mm512_storeu_ps(s, _mm512_mask_sub_ps(v, 0xff00, _mm512_setzero_ps(), v));
+    }
+}
+static void d8_q4_k(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_k45(false, b, n, q, s); }
+static void d8_q5_k(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_k45(true, b, n, q, s); }
+
+/* Grid kinds: per 32 weights 4 (IQ2_XXS: 8 bytes) or 8 (IQ3: 4 bytes) grid rows of unsigned
+ * magnitudes, negated under a 32-bit sign mask (IQ2_XXS, IQ3_XXS: four 7-bit ksigns indices;
+ * IQ3_S: explicit bits); the scale rounded as the reference's. */
+static ALWAYS_INLINE void st_signed(int8_t *q, __m256i v, uint32_t sg) {
+    st32(q, _mm256_mask_sub_epi8(v, (__mmask32)sg, _mm256_setzero_si256(), v));
+}
+static ALWAYS_INLINE uint32_t ksigns4(uint32_t aux) {
+    return (uint32_t)bp_ksigns_iq2xs[aux & 127u] | (uint32_t)bp_ksigns_iq2xs[(aux >> 7) & 127u] << 8 |
+           (uint32_t)bp_ksigns_iq2xs[(aux >> 14) & 127u] << 16 | (uint32_t)bp_ksigns_iq2xs[(aux >> 21) & 127u] << 24;
+}
+static void d8_iq2_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ2_XXS) {
+        const float d = f16(b);
+        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
+            const uint8_t *g = b + 2 + 8 * ib;
+            const uint32_t aux = bp_load_u32(g + 4);
+            *s = d * (0.5f + (float)(aux >> 28)) * 0.25f;
+            st_signed(q, _mm256_setr_epi64x((long long)bp_iq2xxs_grid[g[0]], (long long)bp_iq2xxs_grid[g[1]], (long long)bp_iq2xxs_grid[g[2]],
+                                            (long long)bp_iq2xxs_grid[g[3]]),
+                      ksigns4(aux));
+        }
+    }
+}
+static void d8_iq3_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ3_XXS) {
+        const float d = f16(b);
+        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
+            const uint8_t *g = b + 2 + 8 * ib;
+            const uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
+            *s = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+            const __m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)g));
+            st_signed(q, _mm256_i32gather_epi32((const int *)(const void *)bp_iq3xxs_grid, ix, 4), ksigns4(aux));
+        }
+    }
+}
+static void d8_iq3_s(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ3_S) {
+        const float d = f16(b);
+        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
+            const unsigned nib = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15u;
+            *s = d * (float)(1u + 2u * nib);
+            /* index k: qs[8 ib + k] | bit k of qh[ib] << 8 */
+            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * ib)));
+            const __m256i hb = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b[66 + ib]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                                _mm256_set1_epi32(1));
+            const __m256i ix = _mm256_or_si256(lo, _mm256_slli_epi32(hb, 8));
+            st_signed(q, _mm256_i32gather_epi32((const int *)(const void *)bp_iq3s_grid, ix, 4), bp_load_u32(b + 74 + 4 * ib));
+        }
+    }
+}
+
+/* The direct decoder of kind k (NULL: requantized panels) up to batch *max_t, and whether it
+ * has offsets. Where each pays (one thread, 4096 x 4096, Zen 5, GFLOP/s requantized -> direct):
+ * the offset kinds lose past t ~ 160 to the extra multiply-add per 32 columns (t = 128 Q5_K
+ * 556 -> 574, Q4_K 566 -> 588; t = 256 630 -> 597, 633 -> 593), IQ4_XS wins at every t (t = 512
+ * 651 -> 710), Q4_0 / Q8_0 are even by t = 256-512 (Q4_0 706 -> 668 at 512, in the noise). */
+static dq8_fn dq8_of(bp_kind k, bool *off, int64_t *max_t) {
+    *off = k == BP_KIND_Q4_1 || k == BP_KIND_Q5_1 || k == BP_KIND_Q4_K || k == BP_KIND_Q5_K;
+    *max_t = *off ? 160 : k == BP_KIND_IQ4_XS || k == BP_KIND_IQ4_NL ? INT64_MAX : 384;
+    switch (k) {
+    case BP_KIND_IQ2_XXS: return d8_iq2_xxs;
+    case BP_KIND_IQ3_XXS: return d8_iq3_xxs;
+    case BP_KIND_IQ3_S: return d8_iq3_s;
+    case BP_KIND_Q8_0: return d8_q8_0;
+    case BP_KIND_Q4_0: return d8_q4_0;
+    case BP_KIND_Q4_1: return d8_q4_1;
+    case BP_KIND_Q5_0: return d8_q5_0;
+    case BP_KIND_Q5_1: return d8_q5_1;
+    case BP_KIND_IQ4_NL: return d8_iq4_nl;
+    case BP_KIND_IQ4_XS: return d8_iq4_xs;
+    case BP_KIND_Q4_K: return d8_q4_k;
+    case BP_KIND_Q5_K: return d8_q5_k;
+    default: return NULL;
+    }
+}
+
+/* Rows [p, p + nr) x columns [c0, c0 + kc) decoded (rows past nr zero) into half h of the pair:
+ * per 64 columns the 16 rows' bytes transposed to k-major dwords, and per 32 columns -128 x each
+ * row's sum of q. */
+static void pack_direct(const bp_cpu_job *job, dq8_fn fn, const panel *pp, int h, int64_t p, int nr, int64_t c0, int64_t kc) {
+    const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
+    /* per row a record of 16 floats: s of the kc / 32 <= 8 groups, then o (written whole by the
+     * Q4_K / Q5_K decoders, one zmm), transposed below into the [group][row] scale arrays */
+    float *rec = pp->rowbuf;
+    _Static_assert(KC / 32 <= 8, "a row's scales and offsets fit a 16-float record");
+    for (int i = 0; i < nr; i++)
+        fn(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb), kc / be, pp->qrow + i * KC, rec + 16 * i);
+    for (int i = nr; i < NR; i++) memset(pp->qrow + i * KC, 0, (size_t)kc);
+    {
+        __m512i r[16];
+        for (int i = 0; i < NR; i++) r[i] = i < nr ? _mm512_castps_si512(_mm512_loadu_ps(rec + 16 * i)) : _mm512_setzero_si512();
+        bp_transpose16_epi32(r);
+        for (int64_t g = 0; g < kc / 32; g++) {
+            _mm512_store_si512((void *)(pp->dw + g * PW + h * NR), r[g]);
+            _mm512_store_si512((void *)(pp->ow + g * PW + h * NR), r[8 + g]);
+        }
+    }
+    const __m512i c128 = _mm512_set1_epi8((char)0x80);
+    int8_t *dst = pp->pk + h * 64;
+    for (int64_t k0 = 0; k0 < kc; k0 += 64) {
+        const int n = kc - k0 >= 64 ? 64 : 32;
+        __m512i r[16];
+        for (int i = 0; i < NR; i++)
+            r[i] = n == 64 ? _mm512_loadu_si512((const void *)(pp->qrow + i * KC + k0))
+                           : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(pp->qrow + i * KC + k0)));
+        bp_transpose16_epi32(r);
+        for (int s = 0; s < n / 32; s++) {
+            __m512i a = _mm512_setzero_si512(), a2 = _mm512_setzero_si512();
+            for (int j = 8 * s; j < 8 * s + 8; j += 2) {
+                _mm512_store_si512((void *)(dst + (k0 / 4 + j) * 128), r[j]);
+                _mm512_store_si512((void *)(dst + (k0 / 4 + j + 1) * 128), r[j + 1]);
+                a = _mm512_dpbusd_epi32(a, c128, r[j]);
+                a2 = _mm512_dpbusd_epi32(a2, c128, r[j + 1]);
+            }
+            _mm512_store_si512((void *)(pp->nws + (k0 / 32 + s) * PW + h * NR), _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_add_epi32(a, a2)));
+        }
+    }
+}
+
 /* y[M inputs x NW * 16 rows] (+)= one packed pair x one group of inputs over nblk blocks of QB
- * columns. Per block the int sums start at -128 x the weights' sums and are scaled once. */
-static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const int8_t *pk, const uint8_t *xg,
-                                int64_t ldx, const float *xd, int64_t ldd, int nblk, const float *dw, const int32_t *nws, float *y,
-                                int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
+ * columns. Per block the int sums start at -128 x the weights' sums and are scaled once, by the
+ * block's weight scale and the input's d of the activation block holding it (xd[b >> qsh]: the
+ * direct panels' 32-column blocks under 64-column activation blocks), plus for offset kinds
+ * (OFF, direct panels) the block's offset x the input's d x quant sum (xs). */
+static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const bool OFF, const int8_t *pk, const uint8_t *xg,
+                                int64_t ldx, const float *xd, int64_t ldd, int qsh, const float *xs, int64_t lds, int nblk,
+                                const float *dw, const int32_t *nws, const float *ow, float *y, int64_t ldy, __mmask16 m0,
+                                __mmask16 m1, int first) {
     __m512 accf[2][MR];
     __m512i acci[2][MR];
     const __mmask16 mk[2] = {m0, m1};
@@ -194,8 +449,13 @@ static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const i
             const __m512 dv = _mm512_load_ps(dw + b * PW + r * NR);
 #pragma GCC unroll 8
             for (int i = 0; i < M; i++)
-                accf[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[r][i]), _mm512_mul_ps(dv, _mm512_set1_ps(xd[i * ldd + b])),
+                accf[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[r][i]), _mm512_mul_ps(dv, _mm512_set1_ps(xd[i * ldd + (b >> qsh)])),
                                              accf[r][i]);
+            if (OFF) {
+                const __m512 ov = _mm512_load_ps(ow + b * PW + r * NR);
+#pragma GCC unroll 8
+                for (int i = 0; i < M; i++) accf[r][i] = _mm512_fmadd_ps(ov, _mm512_set1_ps(xs[i * lds + b]), accf[r][i]);
+            }
         }
     }
 #pragma GCC unroll 8
@@ -204,29 +464,35 @@ static ALWAYS_INLINE void micro(const int NW, const int M, const int QB, const i
         for (int r = 0; r < NW; r++) _mm512_mask_storeu_ps(y + i * ldy + r * NR, mk[r], accf[r][i]);
 }
 
-#define MICRO_M(NW, QB)                                                                                     \
-    switch (m) {                                                                                            \
-    case 6: micro(NW, 6, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 5: micro(NW, 5, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 4: micro(NW, 4, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 3: micro(NW, 3, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    case 2: micro(NW, 2, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                 \
-    default: micro(NW, 1, QB, pk, xg, ldx, xd, ldd, nblk, dw, nws, y, ldy, m0, m1, first); break;                \
+#define MICRO_M(NW, QB, OFF)                                                                                             \
+    switch (m) {                                                                                                         \
+    case 6: micro(NW, 6, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    case 5: micro(NW, 5, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    case 4: micro(NW, 4, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    case 3: micro(NW, 3, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    case 2: micro(NW, 2, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;   \
+    default: micro(NW, 1, QB, OFF, pk, xg, ldx, xd, ldd, qsh, xs, lds, nblk, dw, nws, ow, y, ldy, m0, m1, first); break;  \
     }
 _Static_assert(MR == 6, "MICRO_M lists the cases 1 .. MR");
 
-static void micro_any(int nw, int m, int qb, const int8_t *pk, const uint8_t *xg, int64_t ldx, const float *xd, int64_t ldd, int nblk,
-                      const float *dw, const int32_t *nws, float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
+/* The instantiations: requantized panels (QB 64 or 32, no offsets) and direct ones (32, either). */
+static void micro_any(int nw, int qb, bool off, int m, const int8_t *pk, const uint8_t *xg, int64_t ldx, const float *xd, int64_t ldd,
+                      int qsh, const float *xs, int64_t lds, int nblk, const float *dw, const int32_t *nws, const float *ow,
+                      float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int first) {
     if (nw == 2) {
         if (qb == 64) {
-            MICRO_M(2, 64)
+            MICRO_M(2, 64, false)
+        } else if (off) {
+            MICRO_M(2, 32, true)
         } else {
-            MICRO_M(2, 32)
+            MICRO_M(2, 32, false)
         }
     } else if (qb == 64) {
-        MICRO_M(1, 64)
+        MICRO_M(1, 64, false)
+    } else if (off) {
+        MICRO_M(1, 32, true)
     } else {
-        MICRO_M(1, 32)
+        MICRO_M(1, 32, false)
     }
 }
 
@@ -241,13 +507,33 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
     const uint8_t *xq = job->xq;
     const float *xd = (const float *)(const void *)(xq + (size_t)(T * cols));
     const int64_t ldd = cols / qb;
+    const __mmask16 m0 = (__mmask16)((1u << nr0) - 1), m1 = (__mmask16)((1u << nr1) - 1);
+    bool off;
+    int64_t max_t;
+    const dq8_fn d8 = dq8_of(job->kt->info.kind, &off, &max_t);
+    if (d8 && T <= max_t) {
+        pack_direct(job, d8, pp, 0, p, nr0, c0, kc);
+        if (nr1) pack_direct(job, d8, pp, 1, p + NR, nr1, c0, kc);
+        const float *xs = xd + T * ldd;
+        const int64_t lds = cols / 32;
+        for (int64_t g = 0; g < (T + MR - 1) / MR; g++) {
+            int64_t t0;
+            int m;
+            group_of(T, g, &t0, &m);
+            micro_any(nr1 ? 2 : 1, 32, off, m, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, qb == 64,
+                      xs + t0 * lds + c0 / 32, lds, (int)(kc / 32), pp->dw, pp->nws, pp->ow, job->y + t0 * rows + p, rows, m0, m1,
+                      c0 == 0);
+        }
+        return;
+    }
     pack(job, pp, 0, p, nr0, c0, kc, qb);
     if (nr1) pack(job, pp, 1, p + NR, nr1, c0, kc, qb);
-    const __mmask16 m0 = (__mmask16)((1u << nr0) - 1), m1 = (__mmask16)((1u << nr1) - 1);
-    for (int64_t t0 = 0; t0 < T; t0 += MR) {
-        const int m = T - t0 < MR ? (int)(T - t0) : MR;
-        micro_any(nr1 ? 2 : 1, m, qb, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, (int)(kc / qb),
-                  pp->dw, pp->nws, job->y + t0 * rows + p, rows, m0, m1, c0 == 0);
+    for (int64_t g = 0; g < (T + MR - 1) / MR; g++) {
+        int64_t t0;
+        int m;
+        group_of(T, g, &t0, &m);
+        micro_any(nr1 ? 2 : 1, qb, false, m, pp->pk, xq + t0 * cols + c0 * m, kc, xd + t0 * ldd + c0 / qb, ldd, 0, NULL, 0,
+                  (int)(kc / qb), pp->dw, pp->nws, NULL, job->y + t0 * rows + p, rows, m0, m1, c0 == 0);
     }
 }
 
@@ -318,8 +604,8 @@ bool bp_cpu_avx512_init(bp_cpu_ops *ops) {
     ops->isa_name = "avx512";
     ops->gemm_q8 = gemm_q8;
     ops->gemm_q8_prep = prep;
-    ops->gemm_q8_bytes = bp_cpu_q8_prep_bytes;
-    ops->gemm_q8_name = "panel GEMM (dequant, int8 requant, VNNI 6x32)";
+    ops->gemm_q8_bytes = prep_bytes;
+    ops->gemm_q8_name = "panel GEMM (int8 panels decoded direct or requantized, VNNI 6x32)";
     /* These replace the AVX2 path's (kern_avx2dqlo.c), which this path inherits: as conditional
      * fallbacks they never ran once the AVX2 ones existed, and the panel GEMM at t = 32-64 ran
      * IQ1_M 84 -> 98 and 151 -> 175 GFLOP/s with them (one thread, 4096 x 4096, Zen 5). */

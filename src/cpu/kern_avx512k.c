@@ -533,8 +533,12 @@ K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, 0, {
 })
 
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
-/* max_batch: where the panel GEMM (which dequantizes and requantizes each panel once for all
- * inputs) overtakes. With 16/32 inputs per pass (t >= 16) these stay ahead of it past t = 64 on
+/* max_batch: where the panel GEMM overtakes. Q4_K, Q5_K and IQ4_XS: 4, since the GEMM decodes
+ * their panels straight to int8 (kern_avx512.c, direct panels): one thread, 4096 x 4096, Zen 5,
+ * GFLOP/s kernel / GEMM, Q4_K Q5_K IQ4_XS: t = 4 232/190 216/181 225/193; t = 5 179/221 166/210
+ * 178/227; t = 8 233/294 218/287 225/308; t = 12 222/318 200/305 208/329; t = 16 231/357 341/333
+ * 406/386; t = 24 261/411 304/375 331/466; t = 32 434/447 414/417 463/504; t = 64 438/537
+ * 410/512 460/608. For the others, as measured before the GEMM overtook: With 16/32 inputs per pass (t >= 16) these stay ahead of it past t = 64 on
  * the dev machine (Zen 5, 2 vCPU, 4096 x 4096, 2 threads, hot, best of 40, GFLOP/s at t = 64 /
  * the GEMM at t = 65): Q4_K 780/544, Q6_K 764/543, Q3_K 750/586, Q2_K 695/586, Q5_K 646/455;
  * IQ4_XS 1.1-2x in noisier runs. 64 is the limit the tests cover on each side; the old limits
@@ -542,11 +546,11 @@ bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
 #define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", MAXB, NULL, true}
     SET(Q2_K, vec_q2_k, 64);
     SET(Q3_K, vec_q3_k, 64);
-    SET(Q4_K, vec_q4_k, 64);
-    SET(Q5_K, vec_q5_k, 64);
+    SET(Q4_K, vec_q4_k, 4);
+    SET(Q5_K, vec_q5_k, 4);
     SET(Q6_K, vec_q6_k, 64);
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
-    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", 64, NULL, true};
+    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", 4, NULL, true};
 #undef SET
     return true;
 }

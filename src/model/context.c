@@ -171,7 +171,11 @@ bp_status bp_context_truncate(bp_context *c, int64_t n) {
  * where the logits amplify any change: the median position is ~1e-3 for the 8/16-bit kinds,
  * and the F16 cache itself is 6.6e-3 from float64 there. Q8_0's bound was 1e-2 until the
  * AVX-512 decode kernels changed its worst position from 3.2e-3 to 1.4e-2 (other positions
- * unchanged); llama.cpp on the same positions: Q8_0 4.1e-3, Q4_0 7.8e-2
+ * unchanged); Q4_1's was 1e-1 until the AVX-512 int8 GEMM's direct panels (exact Q4_K weights
+ * in the 24-token prefill; Gemma's logits against float64 worst 4.7e-3 -> 2.7e-3) moved it from
+ * 6.0e-2 to 1.05e-1 (IQ4_NL 2.8e-2 -> 5.5e-2, Q4_0 8.1e-2 -> 1.4e-1; the 5-16-bit kinds went
+ * down; main's kernels of the same day gave Q4_1 3.5e-2, Q4_0 1.6e-1): this figure moves ~3x
+ * with any kernel's rounding. llama.cpp on the same positions: Q8_0 4.1e-3, Q4_0 7.8e-2
  * (tests/model/ref/gemma3-270m.kv.txt). F32 is not exact against F16: F16 rounds K and V. */
 int bp_context_kv_kinds(bp_kind *kinds, double *nmse_bound, int cap) {
     static const struct {
@@ -179,7 +183,7 @@ int bp_context_kv_kinds(bp_kind *kinds, double *nmse_bound, int cap) {
         double bound;
     } t[] = {
         {BP_KIND_F16, 0.0},   {BP_KIND_F32, 1e-2},  {BP_KIND_BF16, 1e-2},   {BP_KIND_Q8_0, 2e-2},
-        {BP_KIND_Q5_1, 5e-2}, {BP_KIND_Q5_0, 5e-2}, {BP_KIND_IQ4_NL, 1e-1}, {BP_KIND_Q4_1, 1e-1},
+        {BP_KIND_Q5_1, 5e-2}, {BP_KIND_Q5_0, 5e-2}, {BP_KIND_IQ4_NL, 1e-1}, {BP_KIND_Q4_1, 1.5e-1},
         {BP_KIND_Q4_0, 2e-1},
     };
     int n = (int)(sizeof t / sizeof t[0]);
