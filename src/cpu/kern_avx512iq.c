@@ -18,7 +18,7 @@
  *    is unsigned (0..18): a table of 8 (g + 1) per grid row, one byte add for delta, and the
  *    -9 comes back once per block through the activations' 16-sums (no per-input sign work).
  *  - TQ2_0: 64 weights per zmm as Q2_K (kern_avx512k.c), unscaled, one vpdpbusd per input.
- * From t = 12 the grid and IQ1 kinds run a panel with the inputs in the lanes (iq_panel: a
+ * From t = 9 the grid and IQ1 kinds run a panel with the inputs in the lanes (iq_panel: a
  * block decoded once per 16 or 32 inputs, one vpdpbusd per 64 multiply-adds).
  * Results per (row, input) do not depend on the batch grouping or the thread count; for the
  * grid and IQ1 kinds (t >= 2) not on which kernel (row or panel) served the input either. */
@@ -387,9 +387,13 @@ enum { IK_IQ2_XXS, IK_IQ2_XS, IK_IQ2_S, IK_IQ3_XXS, IK_IQ3_S, IK_IQ1_S, IK_IQ1_M
 enum { PKB = 2 /* blocks per column chunk */, PRS = 128 /* rows per transpose */, PR = 4 /* rows per step */ };
 enum { XT_N = PKB * 4096, DX_N = PKB * 16 };
 /* Batches of PANEL_MIN or more inputs run the panel, 16 or (past PANEL2_MIN) 32 inputs a pass,
- * the last pass partly filled. */
+ * the last pass partly filled: a pass costs the same whatever its fill, and 9-11 inputs in a
+ * 16-input pass beat 8 + 1-3 row passes (one Zen 5 core, GFLOP/s rows / panel: t = 9 IQ2_XXS
+ * 162/212, IQ3_S 103/159, IQ1_M 129/153, IQ2_XS 179/172; t = 11: 150/263, 90/188, 116/187,
+ * 159/212); at t = 8 the rows win (IQ2_XXS 204 vs ~177). 17-20 inputs run 16 + rows (IQ2_XXS
+ * t = 20: 283, a 32-input pass would be ~246). */
 #ifndef PANEL_MIN
-#define PANEL_MIN 12
+#define PANEL_MIN 9
 #endif
 #ifndef PANEL2_MIN
 #define PANEL2_MIN 20
@@ -737,7 +741,7 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
  * 346/378 at 48 and 330/214 at 20 (limit 40); IQ1_M 180/148 at 64 (stays faster: 64 keeps
  * t = 65 on the GEMM for every kind, where the kernel tests check it). Each limit sits where
  * the two meet, so GFLOP/s does not dip past it. */
-#define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass, 16-32 from t = 12)", MAXB, NULL, true}
+#define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass, 16-32 from t = 9)", MAXB, NULL, true}
     SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 32);
     SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 32);
     SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 32);
