@@ -12,6 +12,9 @@
  * the decode; it is now 3 FP ops per input and block (SERVE). The AVX2 kernels
  * rebuilt the sign bytes from a 128-entry table per input, 32 weights at a time, and ran once
  * per input.
+ *  - Grid rows come from scalar loads (vmovq / vpinsrq): one vpgatherqq per pair of groups
+ *    measured slower on Zen 5 (IQ2_XXS one core, GFLOP/s: t = 1 68 -> 47, t = 8 207 -> 153,
+ *    t = 32 411 -> 375).
  *  - Sign masks come straight from the bits: IQ2_S / IQ3_S store them; the ksigns kinds store
  *    7 bits per 8 weights, the 8th being their parity, computed here by a shift/xor cascade.
  *  - IQ1_S / IQ1_M: w = 8 g + delta (g in -1..1, delta +-1), so w + 9 = 8 (g + 1) + (delta + 1)
