@@ -87,7 +87,14 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
  * input's d as an embedded broadcast (3 FP ops). Block end, a batch: each input's int lanes
  * reduced to its exact block sum S (lanesum8, ~3 ops an input, the inputs' sums land in the lanes
  * of one ymm), then y = fma(float(S), d_x * d_w, y) for 8 inputs at once, d_x from a table
- * built once per call (dxt). That is the arithmetic of the 16/32-input panel (iq_panel,
+ * built once per call (dxt). With 1-4 inputs a block's reduction runs after the next block's
+ * serve (pe_, pdx_): placed at its own block's end it held up the window, and IQ1_S lost 9% at
+ * t = 2, IQ2_XXS 6% at t = 4 against the per-input float end it replaced (one Zen 5 core);
+ * deferred (DEFER) they are even or ahead (IQ1_S t = 2 103 vs 90 GFLOP/s, IQ2_XS 116 vs 114,
+ * IQ2_S 97 vs 92, IQ1_M 87 vs 84, IQ2_XXS t = 4 161 vs 165). Not for IQ3_XXS / IQ3_S, whose
+ * eight dword lookups per group want the registers (t = 4 114 vs 124, 87 vs 95 deferred), nor
+ * with 8 inputs (the deferred sums spill: IQ1_M t = 8 98 vs 182).
+ * That is the arithmetic of the 16/32-input panel (iq_panel,
  * below), lane for lane, so an input's result does not depend on the batch it came in or on
  * which kernel served its group (tests/test_cpu_kernels.c checks t against t = 64). */
 #define ADD_NONE(P, V) (V)
@@ -100,7 +107,7 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
     }
 
 /* The lane sums of s[0..n-1] (n <= 8; the rest read as 0) in lanes 0..n-1; exact, any order. */
-static ALWAYS_INLINE __m256i lanesum8(const __m512i s[8], const int n) {
+static ALWAYS_INLINE __m256i lanesum8(const __m512i *s, const int n) {
     const __m512i z = _mm512_setzero_si512();
     __m512i t[4], u[2];
     for (int k = 0; k < 4; k++) {
@@ -148,12 +155,19 @@ static ALWAYS_INLINE __m256i lanesum8(const __m512i s[8], const int n) {
                 acc1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s_), _mm512_set1_ps(dwf_)),       \
                                        _mm512_set1_ps(XQ(0, i)->d), acc1);                                \
             } else {                                                                                      \
-                __m512i e_[8];                                                                            \
-                _Pragma("GCC unroll 8") for (int q = 0; q < n_; q++) e_[q] =                              \
-                    END_ADD(h_ + q, n_ >= 4 ? si[0][q] : _mm512_add_epi32(si[0][q], si[1][q]));           \
-                const __m256 dx_ = dxt ? _mm256_loadu_ps(dxt + 16 * i + h_) : _mm256_setr_ps(XQ(0, i)->d, 0, 0, 0, 0, 0, 0, 0);      \
-                acc8[h_ / 8] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanesum8(e_, n_)),                         \
-                                               _mm256_mul_ps(dx_, _mm256_set1_ps(dwf_)), acc8[h_ / 8]);   \
+                const __m256 dx_ = dxt ? _mm256_loadu_ps(dxt + 16 * i + h_) : _mm256_setr_ps(XQ(0, i)->d, 0, 0, 0, 0, 0, 0, 0); \
+                if (NJ <= 4 && DEFER_) {                                                                  \
+                    if (i > 0) acc8[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanesum8(pe_, n_)), pdx_, acc8[0]); \
+                    _Pragma("GCC unroll 4") for (int q = 0; q < n_; q++) pe_[q] =                         \
+                        END_ADD(h_ + q, n_ >= 4 ? si[0][q] : _mm512_add_epi32(si[0][q], si[1][q]));       \
+                    pdx_ = _mm256_mul_ps(dx_, _mm256_set1_ps(dwf_));                                      \
+                } else {                                                                                  \
+                    __m512i e_[8];                                                                        \
+                    _Pragma("GCC unroll 8") for (int q = 0; q < n_; q++) e_[q] =                          \
+                        END_ADD(h_ + q, n_ >= 4 ? si[0][q] : _mm512_add_epi32(si[0][q], si[1][q]));       \
+                    acc8[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanesum8(e_, n_)),                       \
+                                              _mm256_mul_ps(dx_, _mm256_set1_ps(dwf_)), acc8[0]);         \
+                }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
     }
@@ -563,7 +577,7 @@ static ALWAYS_INLINE void iq_panel(const bp_cpu_job *job, int64_t r0, int64_t r1
     }
 /* Per row, NJ (1, 2, 4, 8) inputs from j0, SERVE per block; DEC: a batch of 1. Inputs outer,
  * rows inner; groups of 16 or 32 inputs go to iq_panel. */
-#define IQ_KERNEL(NAME, BYTES, KIND, PREP, ARGS)                                                          \
+#define IQ_KERNEL(NAME, BYTES, KIND, DEFER, PREP, ARGS)                                                   \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const float *dxt, \
                                          const bool DEC) {                                               \
         const int64_t nb = job->cols / 256;                                                               \
@@ -572,9 +586,13 @@ static ALWAYS_INLINE void iq_panel(const bp_cpu_job *job, int64_t r0, int64_t r1
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                           \
         __m512 acc1 = _mm512_setzero_ps();                                                                \
         __m256 acc8[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                      \
+        __m512i pe_[4];                                                                                   \
+        const bool DEFER_ = (DEFER);                                                                      \
+        __m256 pdx_ = _mm256_setzero_ps();                                                                \
         for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                  \
             PREP CALL(SERVE9, ARGS)                                                                       \
         }                                                                                                 \
+        if (!DEC && NJ <= 4 && DEFER_ && nb > 0) acc8[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanesum8(pe_, NJ)), pdx_, acc8[0]); \
         if (DEC) {                                                                                        \
             job->y[j0 * job->rows + r] = _mm512_reduce_add_ps(acc1);                                      \
             return;                                                                                       \
@@ -627,13 +645,13 @@ static ALWAYS_INLINE void iq_panel(const bp_cpu_job *job, int64_t r0, int64_t r1
         }                                                                                                 \
     }
 
-IQ_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, IK_IQ2_XXS, PREP_IQ2_XXS, ARGS_IQ2_XXS)
-IQ_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, IK_IQ2_XS, PREP_IQ2_XS, ARGS_IQ2_XS)
-IQ_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, IK_IQ2_S, PREP_IQ2_S, ARGS_IQ2_S)
-IQ_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, IK_IQ3_XXS, PREP_IQ3_XXS, ARGS_IQ3_XXS)
-IQ_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, IK_IQ3_S, PREP_IQ3_S, ARGS_IQ3_S)
-IQ_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, IK_IQ1_S, PREP_IQ1_S, ARGS_IQ1_S)
-IQ_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, IK_IQ1_M, PREP_IQ1_M, ARGS_IQ1_M)
+IQ_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, IK_IQ2_XXS, true, PREP_IQ2_XXS, ARGS_IQ2_XXS)
+IQ_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, IK_IQ2_XS, true, PREP_IQ2_XS, ARGS_IQ2_XS)
+IQ_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, IK_IQ2_S, true, PREP_IQ2_S, ARGS_IQ2_S)
+IQ_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, IK_IQ3_XXS, false, PREP_IQ3_XXS, ARGS_IQ3_XXS)
+IQ_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, IK_IQ3_S, false, PREP_IQ3_S, ARGS_IQ3_S)
+IQ_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, IK_IQ1_S, true, PREP_IQ1_S, ARGS_IQ1_S)
+IQ_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, IK_IQ1_M, true, PREP_IQ1_M, ARGS_IQ1_M)
 /* ---- TQ2_0: qs[64] | d, element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 ------------- */
 static ALWAYS_INLINE __m512i cnt2(int a, int b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
