@@ -28,10 +28,10 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
                                           * 16-input kernels' row blocks (kern_avx512k.c) */
         {17, be == 32 ? 352 : 0},        /* 32-element kinds: a partial GEMM depth block after a whole one */
     };
-    /* Every way the multi-input kernels split a batch (8 + 4 + 1 = 13, ...), each side of the
+    /* Every way the multi-input kernels split a batch (8 + 5 = 13, 6, 7, ...), each side of the
      * max_batch limits (12, 16, 20, 24, 28, 32, 40, 44, 48, 64) and past them (65: the GEMM for
      * every kind); 9: a partly filled 16-input panel (kern_avx512iq.c, from t = 9). */
-    const int64_t batches[] = {1,  2,  3,  5,  8,  9,  12, 13, 16, 17, 20, 21, 24, 25,
+    const int64_t batches[] = {1,  2,  3,  5,  6,  7,  8,  9,  12, 13, 16, 17, 20, 21, 24, 25,
                                28, 29, 32, 33, 40, 41, 44, 45, 48, 49, 64, 65};
     /* quick (valgrind, TSan): no 4096-wide rows, batches 1, 5 and 65, one thread count */
     const bool quick = bp_test_quick();

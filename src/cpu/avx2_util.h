@@ -172,8 +172,8 @@ static ALWAYS_INLINE int32_t quant32(const float *x, float id, int8_t *q) {
 
 /* ---- multi-input kernels over bp_q8x256 activations (kern_avx2q.c, kern_avx2iq.c) ---- */
 
-/* Inputs per pass (accumulators in 16 ymm) and rows per block. */
-enum { KQ_NJ = 4, KQ_RB = 16 };
+/* Most inputs per pass (the row kernels' accumulator arrays) and rows per block. */
+enum { KQ_NJ = 8, KQ_RB = 16 };
 
 /* Input jj's activations of block i, in a row kernel over NJ inputs (xb, xs in scope). */
 #define XJ(jj) ((const bp_q8x256 *)(const void *)(xb + (size_t)(jj) * xs) + i)
@@ -192,22 +192,31 @@ enum { KQ_NJ = 4, KQ_RB = 16 };
     }                                                                                    \
     for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = hsum8(acc[jj]);
 
-/* Rows in blocks of KQ_RB, each block run for every group of up to KQ_NJ inputs: the block's
- * weights (16 rows x 2.3 KB at 4096 columns) stay in L1/L2 across the groups, where a whole
- * chunk of rows per group (hundreds of rows) came again from L3. */
-#define KQ_MULTI(NAME, ROW)                                                                        \
+/* Rows in blocks of KQ_RB, each block run for every group of up to N inputs (N <= KQ_NJ): the
+ * block's weights (16 rows x 2.3 KB at 4096 columns) stay in L1/L2 across the groups, where a
+ * whole chunk of rows per group (hundreds of rows) came again from L3. Each input's sums are
+ * formed the same way whatever the group, so results do not depend on the batch. */
+#define KQ_MULTI_N(NAME, ROW, N)                                                                   \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
         for (int64_t rb = r0; rb < r1; rb += KQ_RB) {                                              \
             const int64_t re = r1 - rb < KQ_RB ? r1 : rb + KQ_RB;                                  \
-            for (int64_t j0 = 0; j0 < job->batch; j0 += KQ_NJ) {                                   \
+            for (int64_t j0 = 0; j0 < job->batch; j0 += (N)) {                                     \
                 const int64_t left = job->batch - j0;                                              \
                 for (int64_t r = rb; r < re; r++) {                                                \
-                    if (left >= 4) ROW(job, r, 4, j0);                                             \
-                    else if (left == 3) ROW(job, r, 3, j0);                                        \
-                    else if (left == 2) ROW(job, r, 2, j0);                                        \
-                    else ROW(job, r, 1, j0);                                                       \
+                    switch (left >= (N) ? (N) : (int)left) {                                       \
+                    case 8: ROW(job, r, (N) >= 8 ? 8 : 1, j0); break;                              \
+                    case 7: ROW(job, r, (N) >= 7 ? 7 : 1, j0); break;                              \
+                    case 6: ROW(job, r, (N) >= 6 ? 6 : 1, j0); break;                              \
+                    case 5: ROW(job, r, (N) >= 5 ? 5 : 1, j0); break;                              \
+                    case 4: ROW(job, r, 4, j0); break;                                             \
+                    case 3: ROW(job, r, 3, j0); break;                                             \
+                    case 2: ROW(job, r, 2, j0); break;                                             \
+                    default: ROW(job, r, 1, j0); break;                                            \
+                    }                                                                              \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }
+#define KQ_MULTI(NAME, ROW) KQ_MULTI_N(NAME, ROW, 4)
+#define KQ_MULTI8(NAME, ROW) KQ_MULTI_N(NAME, ROW, 8)
 #endif

@@ -213,9 +213,50 @@ static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
 
 /* ---- grid kinds against bp_q8x256 ------------------------------------------------------- */
 
-/* The grid kinds over NJ inputs at once (KQ_MULTI, avx2_util.h): per group of 32 weights DECODE
+/* From GRID_TILE_MIN inputs on, a grid kind's weights are decoded once per block of KQ_RB rows
+ * and 256 columns into a tile in L1 (signed bytes, |w| <= 62, their int16 multipliers) and
+ * every input runs over it: an input's activations are biased to unsigned once per block
+ * (x ^ 0x80 = x + 128) and kept in 8 registers across the rows, so 32 weights cost one maddubs
+ * (tile operand from L1), one madd, one add; the bias's share, 128 * sum(w * sc), is formed at
+ * decode (corr). Pairs stay in int16: 2 * 255 * 62 = 31620. Same integers and the same float
+ * steps as the multi-input kernel (d * DS * x.d times each block's sum, added in block order,
+ * one hsum at the end), so results are bit-identical to it and independent of the batch. */
+enum { GRID_TILE_MIN = 10, GRID_TILE_MAXB = 64 };
+typedef struct {
+    _Alignas(32) int8_t w[KQ_RB][8][32];
+    _Alignas(32) int16_t sc[KQ_RB][8][16];
+    _Alignas(32) int32_t corr[KQ_RB][8];
+    float d[KQ_RB];
+    _Alignas(32) float acc[GRID_TILE_MAXB][KQ_RB][8];
+} grid_tile;
+
+static ALWAYS_INLINE void grid_tile_inputs(const bp_cpu_job *job, grid_tile *t, int nr, int64_t i, bool first) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    for (int64_t j = 0; j < job->batch; j++) {
+        const bp_q8x256 *x = (const bp_q8x256 *)(const void *)((const uint8_t *)job->xq + (size_t)j * job->xq_stride) + i;
+        __m256i xb[8];
+        for (int k = 0; k < 8; k++) xb[k] = _mm256_xor_si256(load32(x->q + 32 * k), bias);
+        for (int rr = 0; rr < nr; rr++) {
+            __m256i s = _mm256_load_si256((const __m256i *)t->corr[rr]);
+            for (int k = 0; k < 8; k++)
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(xb[k], _mm256_load_si256((const __m256i *)t->w[rr][k])),
+                                                          _mm256_load_si256((const __m256i *)t->sc[rr][k])));
+            const __m256 a = first ? _mm256_setzero_ps() : _mm256_load_ps(t->acc[j][rr]);
+            _mm256_store_ps(t->acc[j][rr], _mm256_fmadd_ps(_mm256_set1_ps(t->d[rr] * x->d), _mm256_cvtepi32_ps(s), a));
+        }
+    }
+}
+
+static void grid_tile_store(const bp_cpu_job *job, const grid_tile *t, int nr, int64_t rb) {
+    for (int64_t j = 0; j < job->batch; j++)
+        for (int rr = 0; rr < nr; rr++) job->y[j * job->rows + rb + rr] = hsum8(_mm256_load_ps(t->acc[j][rr]));
+}
+
+/* The grid kinds over NJ inputs at once (KQ_MULTI8, avx2_util.h): per group of 32 weights DECODE
  * sets g (unsigned magnitudes), m (sign masks) and sc (int16 multipliers) once, and every
- * input's activations take the signs; the block's float scale is d * DS. */
+ * input's activations take the signs; the block's float scale is d * DS. 8 inputs a pass where 4
+ * were: IQ3_S t=8 148 -> 215 GFLOP/s, IQ2_XXS 227 -> 246 (AVX2 forced, Zen 5, 4096 x 4096, 2
+ * threads). NAME##_tiled: the same DECODE into the tile (grid_tile), from GRID_TILE_MIN inputs. */
 #define GRID_KERNEL(NAME, BB, DS, DECODE)                                                                   \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {     \
         KQ_ROW_BEGIN(BB)                                                                                    \
@@ -230,7 +271,35 @@ static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
             acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]); \
         KQ_ROW_END                                                                                          \
     }                                                                                                       \
-    KQ_MULTI(NAME, NAME##_row)
+    KQ_MULTI8(NAME##_multi, NAME##_row)                                                                     \
+    static void NAME##_tiled(const bp_cpu_job *job, int64_t r0, int64_t r1) {                               \
+        grid_tile t;                                                                                        \
+        for (int64_t rb = r0; rb < r1; rb += KQ_RB) {                                                       \
+            const int nr = (int)(r1 - rb < KQ_RB ? r1 - rb : KQ_RB);                                        \
+            for (int64_t i = 0; i < job->cols / 256; i++) {                                                 \
+                for (int rr = 0; rr < nr; rr++) {                                                           \
+                    const uint8_t *b = job->w + (size_t)(rb + rr) * job->row_bytes + (size_t)i * (BB);      \
+                    __m256i corr = _mm256_setzero_si256();                                                  \
+                    for (int ib = 0; ib < 8; ib++) {                                                        \
+                        __m256i g, m, sc;                                                                   \
+                        DECODE;                                                                             \
+                        const __m256i w = negate_where(g, m);                                               \
+                        corr = _mm256_sub_epi32(corr, dot_us_scaled(_mm256_set1_epi8((char)0x80), w, sc));  \
+                        _mm256_store_si256((__m256i *)t.w[rr][ib], w);                                      \
+                        _mm256_store_si256((__m256i *)t.sc[rr][ib], sc);                                    \
+                    }                                                                                       \
+                    _mm256_store_si256((__m256i *)t.corr[rr], corr);                                        \
+                    t.d[rr] = f16(b) * (DS);                                                                \
+                }                                                                                           \
+                grid_tile_inputs(job, &t, nr, i, i == 0);                                                   \
+            }                                                                                               \
+            grid_tile_store(job, &t, nr, rb);                                                               \
+        }                                                                                                   \
+    }                                                                                                       \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                       \
+        if (job->batch >= GRID_TILE_MIN && job->batch <= GRID_TILE_MAXB) NAME##_tiled(job, r0, r1);                                       \
+        else NAME##_multi(job, r0, r1);                                                                     \
+    }
 
 /* IQ2_XXS, 66 bytes: d; per 32 weights 8 bytes: 4 grid indices, u32 of four 7-bit sign
  * indices and a 4-bit scale s: w = d * (2s + 1) / 8 * grid * sign. */
@@ -396,17 +465,17 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
      * 2 threads, side by side with ggml): it serves every batch up to 64 (65 runs the GEMM, as the
      * kernel tests check). */
     ops->vec[BP_KIND_TQ2_0].max_batch = 64;
-/* The grid kinds read the weights once for up to 4 inputs a pass (GRID_KERNEL). max_batch: where
- * the int8 GEMM (kern_avx2g8.c) caught up on the dev machine (Zen 5, AVX2 path, 4096 x 4096,
- * one core; multi-input / GEMM GFLOP/s): IQ2_XXS 108 / 114 at t = 32, IQ2_XS 92 / 92 at 24,
- * IQ2_S 100 / 102 at 32, IQ3_XXS 87 / 81 at 16 and 99 at 24, IQ3_S 75 / 78 at 16 (2 threads: multi-input
- * 151 / 149 at t = 8 / 16, GEMM 221 at 32). */
-#define SETM(K, FN, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, 4 inputs a pass)", MAXB, NULL, true}
-    SETM(IQ2_XXS, vec_iq2_xxs, 28);
-    SETM(IQ2_XS, vec_iq2_xs, 24);
-    SETM(IQ2_S, vec_iq2_s, 28);
-    SETM(IQ3_XXS, vec_iq3_xxs, 16);
-    SETM(IQ3_S, vec_iq3_s, 12);
+/* The grid kinds: up to 9 inputs 8 a pass (GRID_KERNEL), from 10 the decoded tile, up to 64 (65:
+ * the int8 GEMM). AVX2 forced on the dev machine (Zen 5, 4096 x 4096, 2 threads, best of 3,
+ * GFLOP/s multi 8 a pass / tile / int8 GEMM): IQ3_S t=8 215 / 191 / -, t=12 190 / 231 / 147,
+ * t=32 229 / 329 / 226, t=64 219 / 348 / 255; IQ2_XS t=8 236 / 223, t=12 216 / 264, t=64
+ * 238 / 364 / 253; IQ2_XXS t=32 260 / 360 / 234 (ggml's AVX2 build: 266 in the README's run). */
+#define SETM(K, FN, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, 8 inputs a pass; from 10 a decoded tile)", MAXB, NULL, true}
+    SETM(IQ2_XXS, vec_iq2_xxs, GRID_TILE_MAXB);
+    SETM(IQ2_XS, vec_iq2_xs, GRID_TILE_MAXB);
+    SETM(IQ2_S, vec_iq2_s, GRID_TILE_MAXB);
+    SETM(IQ3_XXS, vec_iq3_xxs, GRID_TILE_MAXB);
+    SETM(IQ3_S, vec_iq3_s, GRID_TILE_MAXB);
 #undef SETM
     SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K");
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K");

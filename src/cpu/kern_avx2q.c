@@ -82,7 +82,7 @@ static ALWAYS_INLINE __m256i mins_dot(const uint8_t mn[8], const bp_q8x256 *x) {
     return group_dot(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v)), x);
 }
 
-/* The k-quants for NJ inputs at once (KQ_MULTI, avx2_util.h): each block's quants and scales
+/* The k-quants for NJ inputs at once (KQ_MULTI8, avx2_util.h): each block's quants and scales
  * are unpacked once and multiplied with every input's activations. */
 /* 32 unsigned quants q times the int16 multipliers s into every input's sums (activations at
  * byte xo of each input's block i). */
@@ -117,6 +117,151 @@ static ALWAYS_INLINE void kq_mins_end(__m256 *acc, const __m256i *sumi, const in
     }
 }
 
+/* From KT_TILE_MIN inputs on, a k-quant's weights are decoded once per block of KQ_RB rows and
+ * 256 columns into a tile in L1 (32 unsigned quants and the int16 multipliers per group, the
+ * block-end multipliers m16 against the group sums, the float scales), and every input runs
+ * over it with its activations held in 8 registers across the rows: a group costs maddubs +
+ * madd + add, no decode. The block end is the multi-input kernels' (kq_mins_end / the Q2_K end:
+ * two fmadds, d * sums then -dmin * (m16 . group sums); kq_offset_end: one fmadd of sums -
+ * (m16 . group sums), m16 = scales << sh, the same integer): same integers, same float steps
+ * in the same order, so results are bit-identical to the 8-a-pass kernel and batch-independent.
+ * AVX2 forced on the Zen 5, 4096 x 4096, 2 threads on a loaded machine (load 5: about one core),
+ * best of 3, GFLOP/s 8 a pass -> tile: t=32 Q2_K 134 -> 152, Q3_K 130 -> 173, Q4_K 141 -> 146,
+ * Q6_K 119 -> 163; t=8 about even (131-142 either way), hence from 10. IQ4_XS stays 8 a pass: its
+ * signed 4-bit values (+-127) against biased activations would overflow maddubs' int16 pairs. */
+enum { KT_TILE_MIN = 10, KT_TILE_MAXB = 64 };
+typedef struct {
+    _Alignas(32) uint8_t w[KQ_RB][8][32];
+    _Alignas(32) int16_t sc[KQ_RB][8][16];
+    _Alignas(32) int16_t m16[KQ_RB][16];
+    float a[KQ_RB], bm[KQ_RB]; /* d, and -dmin (mins kinds) */
+    _Alignas(32) float acc[KT_TILE_MAXB][KQ_RB][8];
+} kq_tile;
+
+static ALWAYS_INLINE void kt_put(kq_tile *t, int rr, int g, __m256i q, __m256i sc) {
+    _mm256_store_si256((__m256i *)t->w[rr][g], q);
+    _mm256_store_si256((__m256i *)t->sc[rr][g], sc);
+}
+
+/* MINS: the block end is d * sums - dmin * (m16 . group sums) (Q2_K Q4_K Q5_K); else d * (sums
+ * - m16 . group sums) (Q3_K Q6_K). */
+static ALWAYS_INLINE void kt_inputs(const bp_cpu_job *job, kq_tile *t, int nr, int64_t i, bool first, const bool MINS) {
+    for (int64_t j = 0; j < job->batch; j++) {
+        const bp_q8x256 *x = (const bp_q8x256 *)(const void *)((const uint8_t *)job->xq + (size_t)j * job->xq_stride) + i;
+        __m256i xv[8];
+        for (int k = 0; k < 8; k++) xv[k] = load32(x->q + 32 * k);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+        for (int rr = 0; rr < nr; rr++) {
+            __m256i s = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++)
+                s = _mm256_add_epi32(s, dot_us_scaled(_mm256_load_si256((const __m256i *)t->w[rr][k]), xv[k],
+                                                      _mm256_load_si256((const __m256i *)t->sc[rr][k])));
+            const __m256i md = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)t->m16[rr]), bs);
+            __m256 a = first ? _mm256_setzero_ps() : _mm256_load_ps(t->acc[j][rr]);
+            if (MINS) {
+                a = _mm256_fmadd_ps(_mm256_set1_ps(t->a[rr] * x->d), _mm256_cvtepi32_ps(s), a);
+                a = _mm256_fmadd_ps(_mm256_set1_ps(t->bm[rr] * x->d), _mm256_cvtepi32_ps(md), a);
+            } else {
+                a = _mm256_fmadd_ps(_mm256_set1_ps(t->a[rr] * x->d), _mm256_cvtepi32_ps(_mm256_sub_epi32(s, md)), a);
+            }
+            _mm256_store_ps(t->acc[j][rr], a);
+        }
+    }
+}
+
+/* The tile driver for kind NAME: DECODE(t, rr, b) fills row rr of the tile from block b. */
+#define KT_TILED(NAME, BB, MINS, DECODE, MULTI)                                                            \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                       \
+        if (job->batch < KT_TILE_MIN || job->batch > KT_TILE_MAXB) {                                        \
+            MULTI(job, r0, r1);                                                                             \
+            return;                                                                                         \
+        }                                                                                                   \
+        kq_tile t;                                                                                          \
+        for (int64_t rb = r0; rb < r1; rb += KQ_RB) {                                                       \
+            const int nr = (int)(r1 - rb < KQ_RB ? r1 - rb : KQ_RB);                                        \
+            for (int64_t i = 0; i < job->cols / 256; i++) {                                                 \
+                for (int rr = 0; rr < nr; rr++)                                                             \
+                    DECODE(&t, rr, job->w + (size_t)(rb + rr) * job->row_bytes + (size_t)i * (BB));         \
+                kt_inputs(job, &t, nr, i, i == 0, MINS);                                                    \
+            }                                                                                               \
+            for (int64_t j = 0; j < job->batch; j++)                                                        \
+                for (int rr = 0; rr < nr; rr++) job->y[j * job->rows + rb + rr] = hsum8(_mm256_load_ps(t.acc[j][rr])); \
+        }                                                                                                   \
+    }
+
+/* Q4_K / Q5_K: scales and mins; m16 = the mins, each twice (mins_dot's order). */
+static ALWAYS_INLINE void kt_scale_min(kq_tile *t, int rr, const uint8_t *b, uint8_t sc[8]) {
+    uint8_t mn[8];
+    scale_min_k4(b + 4, sc, mn);
+    uint64_t m;
+    memcpy(&m, mn, 8);
+    const __m128i v = _mm_cvtsi64_si128((long long)m);
+    _mm256_store_si256((__m256i *)t->m16[rr], _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v)));
+    t->a[rr] = f16(b);
+    t->bm[rr] = -f16(b + 2);
+}
+static ALWAYS_INLINE void kt_q4_k(kq_tile *t, int rr, const uint8_t *b) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    uint8_t sc[8];
+    kt_scale_min(t, rr, b, sc);
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = load32(b + 16 + 32 * j);
+        kt_put(t, rr, 2 * j, _mm256_and_si256(v, m4), _mm256_set1_epi16(sc[2 * j]));
+        kt_put(t, rr, 2 * j + 1, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_set1_epi16(sc[2 * j + 1]));
+    }
+}
+static ALWAYS_INLINE void kt_q5_k(kq_tile *t, int rr, const uint8_t *b) {
+    uint8_t sc[8];
+    kt_scale_min(t, rr, b, sc);
+    __m256i qh = load32(b + 16), lo, hi;
+    for (int j = 0; j < 4; j++) {
+        q5_k_pair(b, j, &qh, &lo, &hi);
+        kt_put(t, rr, 2 * j, lo, _mm256_set1_epi16(sc[2 * j]));
+        kt_put(t, rr, 2 * j + 1, hi, _mm256_set1_epi16(sc[2 * j + 1]));
+    }
+}
+static ALWAYS_INLINE void kt_q6_k(kq_tile *t, int rr, const uint8_t *b) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+    for (int h = 0; h < 2; h++) {
+        __m256i q[4];
+        q6_k_half(b, h, q);
+        for (int k = 0; k < 4; k++) kt_put(t, rr, 4 * h + k, q[k], pair_scales(sc16, 8 * h + 2 * k));
+    }
+    _mm256_store_si256((__m256i *)t->m16[rr], _mm256_slli_epi16(sc16, 5)); /* quants stored +32 */
+    t->a[rr] = f16(b + 208);
+}
+static ALWAYS_INLINE void kt_q2_k(kq_tile *t, int rr, const uint8_t *b) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i sc16 = load16_u8_to_i16(b);
+    const __m256i lo16 = _mm256_and_si256(sc16, _mm256_set1_epi16(15));
+    for (int n = 0; n < 2; n++) {
+        __m256i v = load32(b + 16 + 32 * n);
+        for (int j = 0; j < 4; j++) {
+            kt_put(t, rr, 4 * n + j, _mm256_and_si256(v, m3), pair_scales(lo16, 8 * n + 2 * j));
+            v = _mm256_srli_epi16(v, 2);
+        }
+    }
+    _mm256_store_si256((__m256i *)t->m16[rr], _mm256_srli_epi16(sc16, 4));
+    t->a[rr] = f16(b + 80);
+    t->bm[rr] = -f16(b + 82);
+}
+static ALWAYS_INLINE void kt_q3_k(kq_tile *t, int rr, const uint8_t *b) {
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i sc16 = scales_q3_k(b + 96);
+    __m256i hm = load32(b);
+    for (int n = 0; n < 2; n++) {
+        __m256i v = load32(b + 32 + 32 * n);
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_or_si256(_mm256_and_si256(v, m3), _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
+            kt_put(t, rr, 4 * n + j, q, pair_scales(sc16, 8 * n + 2 * j));
+            v = _mm256_srli_epi16(v, 2);
+            hm = _mm256_srli_epi16(hm, 1);
+        }
+    }
+    _mm256_store_si256((__m256i *)t->m16[rr], _mm256_slli_epi16(sc16, 2)); /* quants stored +4 */
+    t->a[rr] = f16(b + 108);
+}
+
 static ALWAYS_INLINE void q4_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q4_K)
@@ -129,7 +274,7 @@ static ALWAYS_INLINE void q4_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_mins_end(acc, sumi, NJ, xb, xs, i, b, mn);
     KQ_ROW_END
 }
-KQ_MULTI(vec_q4_k, q4_k_row)
+KQ_MULTI8(vec_q4_k_multi, q4_k_row)
 
 static ALWAYS_INLINE void q5_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q5_K)
@@ -143,7 +288,7 @@ static ALWAYS_INLINE void q5_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_mins_end(acc, sumi, NJ, xb, xs, i, b, mn);
     KQ_ROW_END
 }
-KQ_MULTI(vec_q5_k, q5_k_row)
+KQ_MULTI8(vec_q5_k_multi, q5_k_row)
 
 static ALWAYS_INLINE void q6_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q6_K)
@@ -156,7 +301,7 @@ static ALWAYS_INLINE void q6_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_offset_end(acc, sumi, NJ, xb, xs, i, sc16, 5, f16(b + 208)); /* quants stored +32 */
     KQ_ROW_END
 }
-KQ_MULTI(vec_q6_k, q6_k_row)
+KQ_MULTI8(vec_q6_k_multi, q6_k_row)
 
 static ALWAYS_INLINE void q2_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -177,7 +322,7 @@ static ALWAYS_INLINE void q2_k_row(const bp_cpu_job *job, int64_t r, const int N
     }
     KQ_ROW_END
 }
-KQ_MULTI(vec_q2_k, q2_k_row)
+KQ_MULTI8(vec_q2_k_multi, q2_k_row)
 
 static ALWAYS_INLINE void q3_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
@@ -197,7 +342,13 @@ static ALWAYS_INLINE void q3_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_offset_end(acc, sumi, NJ, xb, xs, i, sc16, 2, f16(b + 108)); /* quants stored +4 */
     KQ_ROW_END
 }
-KQ_MULTI(vec_q3_k, q3_k_row)
+KQ_MULTI8(vec_q3_k_multi, q3_k_row)
+
+KT_TILED(vec_q2_k, BP_BLOCK_BYTES_Q2_K, 1, kt_q2_k, vec_q2_k_multi)
+KT_TILED(vec_q3_k, BP_BLOCK_BYTES_Q3_K, 0, kt_q3_k, vec_q3_k_multi)
+KT_TILED(vec_q4_k, BP_BLOCK_BYTES_Q4_K, 1, kt_q4_k, vec_q4_k_multi)
+KT_TILED(vec_q5_k, BP_BLOCK_BYTES_Q5_K, 1, kt_q5_k, vec_q5_k_multi)
+KT_TILED(vec_q6_k, BP_BLOCK_BYTES_Q6_K, 0, kt_q6_k, vec_q6_k_multi)
 
 /* IQ4_XS, 136 bytes: d; scales_h u16 at 2; scales_l[4] at 4; qs[128] at 8, 16 bytes per 32
  * weights (low nibbles: weights 0..15, high: 16..31), value kvalues_iq4nl[nibble] times
@@ -233,7 +384,7 @@ static ALWAYS_INLINE void iq4_xs_row(const bp_cpu_job *job, int64_t r, const int
         acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
     KQ_ROW_END
 }
-KQ_MULTI(vec_iq4_xs, iq4_xs_row)
+KQ_MULTI8(vec_iq4_xs, iq4_xs_row)
 
 /* q8x256 with each pair of groups interleaved by halves (BP_ACT_Q8X256P). */
 static void quant_q8x256p(const float *x, int64_t n, bp_q8x256 *out) {
@@ -261,16 +412,23 @@ bool bp_cpu_avx2q_init(bp_cpu_ops *ops) {
     SET(IQ4_NL, vec_iq4_nl, BP_ACT_Q8X32, "q8_0");
     SET(MXFP4, vec_mxfp4, BP_ACT_Q8X32, "q8_0");
 #undef SET
-/* The k-quants read the weights once for up to 4 inputs a pass (KQ_MULTI). max_batch 64: on the
- * dev machine (Zen 5, AVX2 path, 4096 x 4096, one core) they matched or beat the int8 GEMM
- * (kern_avx2g8.c) up to t = 64 (Q4_K 146 vs 131 GFLOP/s, Q2_K/Q3_K/Q5_K/Q6_K within 1%). */
-#define SETM(K, FN, ACT, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (q8_K int dot, 4 inputs a pass)", MAXB, NULL, true}
+/* The k-quants read the weights once for up to 8 inputs a pass (KQ_MULTI8). max_batch 64: on the
+ * dev machine (Zen 5, AVX2 path, 4096 x 4096, one core) 4 a pass matched or beat the int8 GEMM
+ * (kern_avx2g8.c) up to t = 64 (Q4_K 146 vs 131 GFLOP/s, Q2_K/Q3_K/Q5_K/Q6_K within 1%); 8 a pass
+ * then read, 2 threads, t = 8-32, GFLOP/s 4 -> 8 a pass: Q2_K 284 -> 300, Q3_K 271 -> 284, Q4_K
+ * 300 -> 341, Q5_K 267 -> 317, Q6_K 273 -> 280, IQ4_XS 267 -> 296 (ggml's AVX2 build at t = 32 in
+ * the README's run: 292, 271, 255, 267, 264, 281). */
+#define SETM(K, FN, ACT, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (q8_K int dot, 8 inputs a pass" TILE ")", MAXB, NULL, true}
+#define TILE "; from 10 a decoded tile"
     SETM(Q2_K, vec_q2_k, BP_ACT_Q8X256, 64);
     SETM(Q3_K, vec_q3_k, BP_ACT_Q8X256, 64);
     SETM(Q4_K, vec_q4_k, BP_ACT_Q8X256, 64);
     SETM(Q5_K, vec_q5_k, BP_ACT_Q8X256, 64);
     SETM(Q6_K, vec_q6_k, BP_ACT_Q8X256, 64);
+#undef TILE
+#define TILE ""
     SETM(IQ4_XS, vec_iq4_xs, BP_ACT_Q8X256P, 64);
+#undef TILE
 #undef SETM
     ops->quant_q8x256p = quant_q8x256p;
     return true;
