@@ -30,8 +30,9 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
     };
     /* Every way the multi-input kernels split a batch (8 + 5 = 13, 6, 7, ...), each side of the
      * max_batch limits (12, 16, 20, 24, 28, 32, 40, 44, 48, 64) and past them (65: the GEMM for
-     * every kind). */
-    const int64_t batches[] = {1,  2,  3,  5,  6,  7,  8,  12, 13, 16, 17, 20, 21, 24, 25,
+     * every kind); 9: a partly filled 16-input panel (kern_avx512iq.c, from t = 9); 400: the int8
+     * GEMM's requantized panels for the kinds with direct ones below it (kern_avx512.c). */
+    const int64_t batches[] = {1,  2,  3,  5,  6,  7,  8,  9,  12, 13, 16, 17, 20, 21, 24, 25,
                                28, 29, 32, 33, 40, 41, 44, 45, 48, 49, 64, 65, 400};
     /* quick (valgrind, TSan): no 4096-wide rows, batches 1, 5 and 65, one thread count */
     const bool quick = bp_test_quick();
@@ -105,14 +106,19 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
                         CHECK(!memcmp(out, got1, sizeof(float) * (size_t)(t * rows)),
                               "%s %s %lldx%lld t=%lld: %d threads differ from 1 thread", ki->name,
                               bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, nth);
-                    /* The k-quant kernels (kern_avx512k.c) promise more: an input's result does not
-                     * depend on the batch it came in (4-input and 16/32-input groups sum alike). */
-                    if (pass == 0 && t >= 2 && t < 64 && strstr(bp_cpu_kernel_name(ki->kind, t), "16-32 from t = 16") &&
-                        !strcmp(bp_cpu_kernel_name(ki->kind, t), bp_cpu_kernel_name(ki->kind, 64))) {
-                        CHECK_OK(bp_cpu_gemm(&wt, x, 64, big));
+                    /* The k-quant kernels (kern_avx512k.c) and the grid / IQ1 kernels (kern_avx512iq.c)
+                     * promise more: an input's result does not depend on the batch it came in (row-kernel
+                     * and 16/32-input panel groups sum alike). Checked against t = 64, or t = 32 where
+                     * that is the kernel's last batch. */
+                    const char *kn = bp_cpu_kernel_name(ki->kind, t);
+                    const int64_t tb = !strcmp(kn, bp_cpu_kernel_name(ki->kind, 64)) ? 64
+                                       : t < 32 && !strcmp(kn, bp_cpu_kernel_name(ki->kind, 32)) ? 32 : 0;
+                    if (pass == 0 && t >= 2 && t < tb && (strstr(kn, "16-32 from t = 16") || strstr(kn, "16-32 from t = 9"))) {
+                        CHECK_OK(bp_cpu_gemm(&wt, x, tb, big));
                         CHECK(!memcmp(out, big, sizeof(float) * (size_t)(t * rows)),
-                              "%s %s %lldx%lld: t=%lld differs from the first %lld inputs of t=64", ki->name,
-                              bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, (long long)t);
+                              "%s %s %lldx%lld: t=%lld differs from the first %lld inputs of t=%lld", ki->name,
+                              bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, (long long)t,
+                              (long long)tb);
                     }
                 }
                 bp_cpu_set_repack(true);

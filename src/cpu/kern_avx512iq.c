@@ -4,35 +4,41 @@
  *
  * At 2 threads these kinds are limited by instructions per weight, not memory, so each kernel
  * decodes a 32-weight group ONCE into unsigned bytes g, a 32-bit negate mask k and int16 group
- * scales, pairs two groups in a zmm, and then serves every input of the pass (up to 16, 8 at a
- * time) with four instructions per 64 weights: load, masked negate of the activations where k
+ * scales, pairs two groups in a zmm, and then serves every input of the pass (up to 8)
+ * with four instructions per 64 weights: load, masked negate of the activations where k
  * is set (the weight's sign moved onto x), vpmaddubsw, vpdpwssd (scale and accumulate). What
  * capped t >= 8 (measured on one Zen 5 core by removing parts): the per-input block end
  * (scalar d_w * d_x, its broadcast, IQ1's 16-sum term added after the fact) cost as much as
  * the decode; it is now 3 FP ops per input and block (SERVE). The AVX2 kernels
  * rebuilt the sign bytes from a 128-entry table per input, 32 weights at a time, and ran once
  * per input.
+ *  - Grid rows come from scalar loads (vmovq / vpinsrq): one vpgatherqq per pair of groups
+ *    measured slower on Zen 5 (IQ2_XXS one core, GFLOP/s: t = 1 68 -> 47, t = 8 207 -> 153,
+ *    t = 32 411 -> 375).
  *  - Sign masks come straight from the bits: IQ2_S / IQ3_S store them; the ksigns kinds store
  *    7 bits per 8 weights, the 8th being their parity, computed here by a shift/xor cascade.
  *  - IQ1_S / IQ1_M: w = 8 g + delta (g in -1..1, delta +-1), so w + 9 = 8 (g + 1) + (delta + 1)
  *    is unsigned (0..18): a table of 8 (g + 1) per grid row, one byte add for delta, and the
  *    -9 comes back once per block through the activations' 16-sums (no per-input sign work).
  *  - TQ2_0: 64 weights per zmm as Q2_K (kern_avx512k.c), unscaled, one vpdpbusd per input.
- * Results per (row, input) do not depend on the batch grouping or the thread count. */
+ * From t = 9 the grid and IQ1 kinds run a panel with the inputs in the lanes (iq_panel: a
+ * block decoded once per 16 or 32 inputs, one vpdpbusd per 64 multiply-adds).
+ * Results per (row, input) do not depend on the batch grouping or the thread count; for the
+ * grid and IQ1 kinds (t >= 2) not on which kernel (row or panel) served the input either. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2_util.h"
+#include "cpu/avx512_util.h"
 #include "kinds/iq_tables.h"
 
-enum { MAX_NJ = 16 };
+enum { MAX_NJ = 16, DXT_MAX = 256 /* blocks of d_x tabled per call (16 KB) */ };
 
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
-/* Per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per block (b, i). Up to
- * MAXNJ inputs per pass: 16 for the grid and 1-bit kinds (decode once per 16 inputs, served 8 at
- * a time: +0-25% at t = 16 over 8 per decode, one Zen 5 core, 256 x 4096), 8 for TQ1_0 and
- * NVFP4, 4 for TQ2_0. */
+/* TQ1_0, TQ2_0, NVFP4: per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per
+ * block (b, i). Up to MAXNJ inputs per pass: 8 for TQ1_0 and NVFP4, 4 for TQ2_0. (The grid and
+ * IQ1 kinds: IQ_KERNEL, below.) */
 #define ROW_KERNEL(NAME, BYTES, ELEMS, MAXNJ, ...)                                                        \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
         const int64_t nb = job->cols / (ELEMS);                                                           \
@@ -76,10 +82,21 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
  * is negative (the sign moved onto x; SIGNS 0: none), vpmaddubsw, vpdpwssd. An input's block
  * sum starts at INIT(jj) and ends as END_ADD(jj, s) (IQ1's shift term, below). With 1-2 inputs,
  * alternate pairs go to two of them (one chain of vpdpwssd, ~5 cycles each, left a single
- * input's decode latency-bound). Block end: (int sum * d_w) * d_x, the input's d read as an
- * embedded broadcast: 3 FP ops, where a scalar d_w * d_x and its broadcast per input cost ~25%
- * at t = 8 (Zen 5). Every input's arithmetic is the same whatever NJ, so results do not depend
- * on the batch grouping. */
+ * input's decode latency-bound).
+ * Block end, decode (DEC, a batch of 1): (int lanes * d_w) * d_x into 16 float lanes, the
+ * input's d as an embedded broadcast (3 FP ops). Block end, a batch: each input's int lanes
+ * reduced to its exact block sum S (lanesum8, ~3 ops an input, the inputs' sums land in the lanes
+ * of one ymm), then y = fma(float(S), d_x * d_w, y) for 8 inputs at once, d_x from a table
+ * built once per call (dxt). With 1-4 inputs a block's reduction runs after the next block's
+ * serve (pe_, pdx_): placed at its own block's end it held up the window, and IQ1_S lost 9% at
+ * t = 2, IQ2_XXS 6% at t = 4 against the per-input float end it replaced (one Zen 5 core);
+ * deferred (DEFER) they are even or ahead (IQ1_S t = 2 103 vs 90 GFLOP/s, IQ2_XS 116 vs 114,
+ * IQ2_S 97 vs 92, IQ1_M 87 vs 84, IQ2_XXS t = 4 161 vs 165). Not for IQ3_XXS / IQ3_S, whose
+ * eight dword lookups per group want the registers (t = 4 114 vs 124, 87 vs 95 deferred), nor
+ * with 8 inputs (the deferred sums spill: IQ1_M t = 8 98 vs 182).
+ * That is the arithmetic of the 16/32-input panel (iq_panel,
+ * below), lane for lane, so an input's result does not depend on the batch it came in or on
+ * which kernel served its group (tests/test_cpu_kernels.c checks t against t = 64). */
 #define ADD_NONE(P, V) (V)
 #define DECODE_PAIR(GRPG, ADDP, P)                                                                        \
     {                                                                                                     \
@@ -88,9 +105,33 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
         GRPG(2 * (P) + 1, g1)                                                                             \
         G_[P] = ADDP(P, pair(g0, g1));                                                                    \
     }
-#define SERVE(GRPG, ADDP, SIGNS, KP, SCP, INIT, END_ADD, D)                                                        \
+
+/* The lane sums of s[0..n-1] (n <= 8; the rest read as 0) in lanes 0..n-1; exact, any order. */
+static ALWAYS_INLINE __m256i lanesum8(const __m512i *s, const int n) {
+    const __m512i z = _mm512_setzero_si512();
+    __m512i t[4], u[2];
+    for (int k = 0; k < 4; k++) {
+        const __m512i a = 2 * k < n ? s[2 * k] : z, b = 2 * k + 1 < n ? s[2 * k + 1] : z;
+        t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    }
+    for (int k = 0; k < 2; k++) /* 128-bit lane L: partial sums of s[4k .. 4k + 3] */
+        u[k] = 4 * k < n ? _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]),
+                                            _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]))
+                         : z;
+    if (n <= 4) {
+        const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u[0]), _mm512_extracti64x4_epi64(u[0], 1));
+        return _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+    }
+    /* [u0 L0 + L1, u0 L2 + L3, u1 L0 + L1, u1 L2 + L3] -> [u0 L0 + L1, u1 L0 + L1, u0 L2 + L3, u1 L2 + L3] */
+    __m512i v = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_i32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    v = _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+#define SERVE(GRPG, ADDP, SIGNS, KP, SCP, INIT, END_ADD, D)                                               \
     {                                                                                                     \
-        const __m512 dw_ = _mm512_set1_ps(D);                                                             \
+        const float dwf_ = (D);                                                                           \
         __m512i G_[4];                                                                                    \
         if (NJ < 8) _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) DECODE_PAIR(GRPG, ADDP, p)        \
         _Pragma("GCC unroll 2") for (int h_ = 0; h_ < NJ; h_ += 8) {                                      \
@@ -109,13 +150,28 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
                     *s_ = _mm512_dpwssd_epi32(*s_, _mm512_maddubs_epi16(G_[p], xv), sc_);                  \
                 }                                                                                         \
             }                                                                                             \
-            _Pragma("GCC unroll 8") for (int q = 0; q < n_; q++) {                                        \
-                const __m512i s_ = END_ADD(h_ + q, n_ >= 4 ? si[0][q] : _mm512_add_epi32(si[0][q], si[1][q])); \
-                acc[h_ + q] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s_), dw_),                 \
-                                              _mm512_set1_ps(XQ(h_ + q, i)->d), acc[h_ + q]);             \
+            if (DEC) {                                                                                    \
+                const __m512i s_ = END_ADD(0, _mm512_add_epi32(si[0][0], si[1][0]));                      \
+                acc1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s_), _mm512_set1_ps(dwf_)),       \
+                                       _mm512_set1_ps(XQ(0, i)->d), acc1);                                \
+            } else {                                                                                      \
+                const __m256 dx_ = dxt ? _mm256_loadu_ps(dxt + 16 * i + h_) : _mm256_setr_ps(XQ(0, i)->d, 0, 0, 0, 0, 0, 0, 0); \
+                if (NJ <= 4 && DEFER_) {                                                                  \
+                    if (i > 0) acc8[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanesum8(pe_, n_)), pdx_, acc8[0]); \
+                    _Pragma("GCC unroll 4") for (int q = 0; q < n_; q++) pe_[q] =                         \
+                        END_ADD(h_ + q, n_ >= 4 ? si[0][q] : _mm512_add_epi32(si[0][q], si[1][q]));       \
+                    pdx_ = _mm256_mul_ps(dx_, _mm256_set1_ps(dwf_));                                      \
+                } else {                                                                                  \
+                    __m512i e_[8];                                                                        \
+                    _Pragma("GCC unroll 8") for (int q = 0; q < n_; q++) e_[q] =                          \
+                        END_ADD(h_ + q, n_ >= 4 ? si[0][q] : _mm512_add_epi32(si[0][q], si[1][q]));       \
+                    acc8[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanesum8(e_, n_)),                       \
+                                              _mm256_mul_ps(dx_, _mm256_set1_ps(dwf_)), acc8[0]);         \
+                }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
     }
+#define CALL(M, ...) M(__VA_ARGS__)
 /* IQ1: coef16 . bsums (the -9 shift), coef_ a zmm of 16 int16 with the upper half zero, as an
  * input's start value (INIT) or added at the block end (END_ADD). Where it goes is measured per
  * kind (one Zen 5 core, 256 x 4096): at the end IQ1_S gained ~8% at t = 8; IQ1_M lost 40% at
@@ -171,7 +227,9 @@ static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsig
                             (int)t[q[1] | ((hi << 7) & 0x100u)], (int)t[q[0] | ((hi << 8) & 0x100u)]);
 }
 
-/* ---- grid kinds (layouts: kern_avx2iq.c and src/kinds/ref_iquants.c) ---------------------- */
+/* ---- grid kinds (layouts: kern_avx2iq.c and src/kinds/ref_iquants.c) ----------------------
+ * Per kind: PREP_x (the block's signs, scales and indices, as locals), ARGS_x (SERVE's
+ * arguments) and WADD_x (what makes the decoded bytes the signed weights, for the panel). */
 #define G_IQ2_XXS(IB, G)                                                                                  \
     {                                                                                                     \
         const uint8_t *q = b + 2 + 8 * (IB);                                                              \
@@ -180,14 +238,14 @@ static ALWAYS_INLINE __m256i grid32x8(const uint32_t *t, const uint8_t *q, unsig
 #define KP_MEM(P) ((__mmask64)smask[P])
 #define KP_NONE(P) ((__mmask64)0)
 #define SCP_2(P) _mm512_permutexvar_epi16(idx2(2 * (P), 2 * (P) + 1), scw)
-ROW_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, BP_BLOCK_ELEMS_IQ2_XXS, 16, {
-    /* the 8 aux words are the high dwords of the block's 8 qwords at 2 */
-    const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512((const void *)(b + 2)), 32));
-    uint64_t smask[4];
-    parity_signs8(fields7(aux), smask);
+#define WADD_NONE(P, V) (V)
+/* the 8 aux words are the high dwords of the block's 8 qwords at 2 */
+#define PREP_IQ2_XXS                                                                                      \
+    const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512((const void *)(b + 2)), 32)); \
+    uint64_t smask[4];                                                                                    \
+    parity_signs8(fields7(aux), smask);                                                                   \
     const __m512i scw = top4_scales(aux);
-    SERVE(G_IQ2_XXS, ADD_NONE, 1, KP_MEM, SCP_2, ZERO_START, NO_END, f16(b) * 0.125f)
-})
+#define ARGS_IQ2_XXS G_IQ2_XXS, ADD_NONE, 1, KP_MEM, SCP_2, ZERO_START, NO_END, f16(b) * 0.125f, WADD_NONE
 
 #define G_IQ2_XS(IB, G)                                                                                   \
     {                                                                                                     \
@@ -203,14 +261,13 @@ static ALWAYS_INLINE __m512i nibble_scales(const uint8_t *p) {
     return zext(_mm256_or_si256(_mm256_slli_epi16(w, 1), _mm256_set1_epi16(1)));
 }
 #define SCP_4(P) _mm512_permutexvar_epi16(idx4(4 * (P)), scw)
-ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, 16, {
-    /* 32 u16: 9-bit grid index, 7-bit sign field */
-    const __m512i v = _mm512_loadu_si512((const void *)(b + 2));
-    uint64_t smask[4];
-    parity_signs8(_mm512_cvtepi16_epi8(_mm512_srli_epi16(v, 9)), smask);
+/* 32 u16: 9-bit grid index, 7-bit sign field */
+#define PREP_IQ2_XS                                                                                       \
+    const __m512i v = _mm512_loadu_si512((const void *)(b + 2));                                          \
+    uint64_t smask[4];                                                                                    \
+    parity_signs8(_mm512_cvtepi16_epi8(_mm512_srli_epi16(v, 9)), smask);                                  \
     const __m512i scw = nibble_scales(b + 66);
-    SERVE(G_IQ2_XS, ADD_NONE, 1, KP_MEM, SCP_4, ZERO_START, NO_END, f16(b) * 0.125f)
-})
+#define ARGS_IQ2_XS G_IQ2_XS, ADD_NONE, 1, KP_MEM, SCP_4, ZERO_START, NO_END, f16(b) * 0.125f, WADD_NONE
 
 #define G_IQ2_S(IB, G)                                                                                    \
     {                                                                                                     \
@@ -220,19 +277,16 @@ ROW_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, BP_BLOCK_ELEMS_IQ2_XS, 16, {
                      qs[2] | ((qh << 4) & 0x300u), qs[3] | ((qh << 2) & 0x300u));                         \
     }
 #define KP_IQ2_S(P) ((__mmask64)bp_load_u64(b + 34 + 8 * (P)))
-ROW_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, BP_BLOCK_ELEMS_IQ2_S, 16, {
-    const __m512i scw = nibble_scales(b + 74);
-    SERVE(G_IQ2_S, ADD_NONE, 1, KP_IQ2_S, SCP_4, ZERO_START, NO_END, f16(b) * 0.125f)
-})
+#define PREP_IQ2_S const __m512i scw = nibble_scales(b + 74);
+#define ARGS_IQ2_S G_IQ2_S, ADD_NONE, 1, KP_IQ2_S, SCP_4, ZERO_START, NO_END, f16(b) * 0.125f, WADD_NONE
 
 #define G_IQ3_XXS(IB, G) G = grid32x8(bp_iq3xxs_grid, b + 2 + 8 * (IB), 0);
-ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, 16, {
-    const __m256i aux = load32(b + 66);
-    uint64_t smask[4];
-    parity_signs8(fields7(aux), smask);
+#define PREP_IQ3_XXS                                                                                      \
+    const __m256i aux = load32(b + 66);                                                                   \
+    uint64_t smask[4];                                                                                    \
+    parity_signs8(fields7(aux), smask);                                                                   \
     const __m512i scw = top4_scales(aux);
-    SERVE(G_IQ3_XXS, ADD_NONE, 1, KP_MEM, SCP_2, ZERO_START, NO_END, f16(b) * 0.25f)
-})
+#define ARGS_IQ3_XXS G_IQ3_XXS, ADD_NONE, 1, KP_MEM, SCP_2, ZERO_START, NO_END, f16(b) * 0.25f, WADD_NONE
 
 #define G_IQ3_S(IB, G)                                                                                    \
     {                                                                                                     \
@@ -242,21 +296,20 @@ ROW_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, BP_BLOCK_ELEMS_IQ3_XXS, 16, {
                              (int)bp_iq3s_grid[ix[1]], (int)bp_iq3s_grid[ix[0]]);                           \
     }
 #define KP_IQ3_S(P) ((__mmask64)bp_load_u64(b + 74 + 8 * (P)))
-ROW_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, BP_BLOCK_ELEMS_IQ3_S, 16, {
-    /* 64 9-bit grid indices: the low bytes at 2, the 9th bits in order in the 8 bytes at 66 */
-    const uint64_t hi = bp_load_u64(b + 66);
-    uint16_t idx[64];
-    for (int h = 0; h < 2; h++) {
-        const __m512i lo = _mm512_cvtepu8_epi16(load32(b + 2 + 32 * h));
-        _mm512_storeu_si512((void *)(idx + 32 * h),
-                            _mm512_mask_add_epi16(lo, (__mmask32)(hi >> (32 * h)), lo, _mm512_set1_epi16(256)));
-    }
-    /* 4 bits per group (low nibble first) at 106 -> 2 s + 1 */
-    const __m128i v = _mm_cvtsi32_si128((int)bp_load_u32(b + 106));
-    const __m128i lh = _mm_unpacklo_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)));
+/* 64 9-bit grid indices: the low bytes at 2, the 9th bits in order in the 8 bytes at 66; 4 bits
+ * per group (low nibble first) at 106 -> 2 s + 1 */
+#define PREP_IQ3_S                                                                                        \
+    const uint64_t hi = bp_load_u64(b + 66);                                                              \
+    uint16_t idx[64];                                                                                     \
+    for (int h = 0; h < 2; h++) {                                                                         \
+        const __m512i lo = _mm512_cvtepu8_epi16(load32(b + 2 + 32 * h));                                  \
+        _mm512_storeu_si512((void *)(idx + 32 * h),                                                       \
+                            _mm512_mask_add_epi16(lo, (__mmask32)(hi >> (32 * h)), lo, _mm512_set1_epi16(256))); \
+    }                                                                                                     \
+    const __m128i v = _mm_cvtsi32_si128((int)bp_load_u32(b + 106));                                      \
+    const __m128i lh = _mm_unpacklo_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15))); \
     const __m512i scw = _mm512_zextsi128_si512(_mm_or_si128(_mm_slli_epi16(_mm_cvtepu8_epi16(lh), 1), _mm_set1_epi16(1)));
-    SERVE(G_IQ3_S, ADD_NONE, 1, KP_IQ3_S, SCP_2, ZERO_START, NO_END, f16(b))
-})
+#define ARGS_IQ3_S G_IQ3_S, ADD_NONE, 1, KP_IQ3_S, SCP_2, ZERO_START, NO_END, f16(b), WADD_NONE
 
 /* ---- IQ1_S / IQ1_M: w + 9 = 8 (g + 1) + (delta + 1), unsigned; -9 * scale * sum(x) per 16 -- */
 static uint64_t g_iq1_g8[2048]; /* per grid row: bytes 8 (g + 1) */
@@ -282,19 +335,24 @@ static void init_iq1(void) {
         G = grid64x4(g_iq1_g8, q[0] | ((qh & 7u) << 8), q[1] | (((qh >> 3) & 7u) << 8),                   \
                      q[2] | (((qh >> 6) & 7u) << 8), q[3] | (((qh >> 9) & 7u) << 8));                     \
     }
-ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 16, {
-    /* u16 ib at 34: four 3-bit high index parts, 3-bit scale at 12, delta sign at 15 */
-    const __m128i qh8 = _mm_loadu_si128((const __m128i *)(b + 34));
-    const __m128i s8 = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1),
-                                    _mm_set1_epi16(1));
-    const __m512i scw = _mm512_zextsi128_si512(s8);
-    /* (delta - 8): -9 where bit 15 is set, -7 where not */
-    const __m128i dm8 = _mm_sub_epi16(_mm_set1_epi16(-7), _mm_slli_epi16(_mm_srli_epi16(qh8, 15), 1));
-    const __m128i c8 = _mm_mullo_epi16(s8, dm8);
-    const __m256i coef = _mm256_set_m128i(_mm_unpackhi_epi16(c8, c8), _mm_unpacklo_epi16(c8, c8));
-    const __m512i coef_ = _mm512_zextsi256_si512(coef);
-    SERVE(G_IQ1_S, ADD_NONE, 0, KP_NONE, SCP_2, ZERO_START, IQ1_END, f16(b) * 0.125f)
-})
+/* u16 ib at 34: four 3-bit high index parts, 3-bit scale at 12, delta sign at 15; (delta - 8):
+ * -9 where bit 15 is set, -7 where not */
+#define PREP_IQ1_S                                                                                        \
+    const __m128i qh8 = _mm_loadu_si128((const __m128i *)(b + 34));                                       \
+    const __m128i s8 = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh8, 12), _mm_set1_epi16(7)), 1), \
+                                    _mm_set1_epi16(1));                                                   \
+    const __m512i scw = _mm512_zextsi128_si512(s8);                                                       \
+    const __m128i dm8 = _mm_sub_epi16(_mm_set1_epi16(-7), _mm_slli_epi16(_mm_srli_epi16(qh8, 15), 1));  \
+    const __m128i c8 = _mm_mullo_epi16(s8, dm8);                                                          \
+    const __m256i coef = _mm256_set_m128i(_mm_unpackhi_epi16(c8, c8), _mm_unpacklo_epi16(c8, c8));        \
+    const __m512i coef_ = _mm512_zextsi256_si512(coef);                                                   \
+    (void)coef_;
+/* the panel's signed weights: + (delta - 8) per group, as bytes */
+#define WADD_IQ1_S(P, V)                                                                                  \
+    _mm512_add_epi8((V), _mm512_permutexvar_epi16(idx2(2 * (P), 2 * (P) + 1),                             \
+                                                  _mm512_zextsi128_si512(_mm_or_si128(                    \
+                                                      _mm_and_si128(dm8, _mm_set1_epi16(0xff)), _mm_slli_epi16(dm8, 8)))))
+#define ARGS_IQ1_S G_IQ1_S, ADD_NONE, 0, KP_NONE, SCP_2, ZERO_START, IQ1_END, f16(b) * 0.125f, WADD_IQ1_S
 
 #define G_IQ1_M(IB, G)                                                                                    \
     {                                                                                                     \
@@ -304,29 +362,296 @@ ROW_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, BP_BLOCK_ELEMS_IQ1_S, 16, {
     }
 /* Pair P's delta bytes: 2 for each 8-weight segment whose delta is +1 (bit clear), else 0. */
 #define GP_IQ1_M(P, V) _mm512_add_epi8((V), _mm512_maskz_mov_epi64((__mmask8)(dplus >> (8 * (P))), _mm512_set1_epi8(2)))
-ROW_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, BP_BLOCK_ELEMS_IQ1_M, 16, {
-    /* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them */
-    const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6,
-                                         7, 6, 7, 6, 7);
-    const __m256i mul = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);
-    uint16_t sc4[4];
-    for (int k = 0; k < 4; k++) sc4[k] = bp_load_u16(b + 48 + 2 * k);
-    const uint16_t dbits =
-        (uint16_t)((sc4[0] >> 12) | ((sc4[1] >> 8) & 0x00f0u) | ((sc4[2] >> 4) & 0x0f00u) | (sc4[3] & 0xf000u));
-    __m256i s16 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), rep);
-    s16 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(s16, mul), 9), _mm256_set1_epi16(7));
-    const __m256i sc16 = _mm256_add_epi16(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));
-    /* 16 qh bytes at 32: a nibble per 8 weights (3 high index bits, then the delta sign), low
-     * nibble first; as 32 bytes in segment order */
-    const __m128i qh = _mm_loadu_si128((const __m128i *)(b + 32));
-    const __m128i nl = _mm_and_si128(qh, _mm_set1_epi8(15)), nh = _mm_and_si128(_mm_srli_epi16(qh, 4), _mm_set1_epi8(15));
-    const __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(nl, nh), _mm_unpacklo_epi8(nl, nh));
-    const uint32_t dplus = ~(uint32_t)_mm256_test_epi8_mask(nib, _mm256_set1_epi8(8));
-    const __m512i scw = zext(sc16);
-    const __m512i coef_ = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)));
-    SERVE(G_IQ1_M, GP_IQ1_M, 0, KP_NONE, SCP_4, IQ1_SHIFT_TERM, NO_END, _cvtsh_ss(dbits) * 0.125f)
-})
+/* 16 3-bit scales (one per 16 weights), as kern_avx2iq.c unpacks them; 16 qh bytes at 32: a
+ * nibble per 8 weights (3 high index bits, then the delta sign), low nibble first; as 32 bytes
+ * in segment order */
+#define PREP_IQ1_M                                                                                        \
+    const __m256i rep = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, \
+                                         7, 6, 7, 6, 7);                                                  \
+    const __m256i mul = _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1);    \
+    uint16_t sc4[4];                                                                                      \
+    for (int k = 0; k < 4; k++) sc4[k] = bp_load_u16(b + 48 + 2 * k);                                     \
+    const uint16_t dbits =                                                                                \
+        (uint16_t)((sc4[0] >> 12) | ((sc4[1] >> 8) & 0x00f0u) | ((sc4[2] >> 4) & 0x0f00u) | (sc4[3] & 0xf000u)); \
+    __m256i s16 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadl_epi64((const __m128i *)(b + 48))), rep); \
+    s16 = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(s16, mul), 9), _mm256_set1_epi16(7));     \
+    const __m256i sc16 = _mm256_add_epi16(_mm256_add_epi16(s16, s16), _mm256_set1_epi16(1));              \
+    const __m128i qh = _mm_loadu_si128((const __m128i *)(b + 32));                                        \
+    const __m128i nl = _mm_and_si128(qh, _mm_set1_epi8(15)), nh = _mm_and_si128(_mm_srli_epi16(qh, 4), _mm_set1_epi8(15)); \
+    const __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(nl, nh), _mm_unpacklo_epi8(nl, nh));           \
+    const uint32_t dplus = ~(uint32_t)_mm256_test_epi8_mask(nib, _mm256_set1_epi8(8));                    \
+    const __m512i scw = zext(sc16);                                                                       \
+    const __m512i coef_ = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc16, _mm256_set1_epi16(-9)));        \
+    (void)coef_;
+#define WADD_IQ1_M(P, V) _mm512_sub_epi8((V), _mm512_set1_epi8(9))
+#define ARGS_IQ1_M G_IQ1_M, GP_IQ1_M, 0, KP_NONE, SCP_4, IQ1_SHIFT_TERM, NO_END, _cvtsh_ss(dbits) * 0.125f, WADD_IQ1_M
 
+/* SERVE takes the first 8 of ARGS_x. */
+#define SERVE9(GRPG, ADDP, SIGNS, KP, SCP, INIT, END_ADD, D, WADD) SERVE(GRPG, ADDP, SIGNS, KP, SCP, INIT, END_ADD, D)
+
+/* ---- 16 or 32 inputs per pass (t >= 16): VNNI with the inputs in the lanes -----------------
+ * As kern_avx512k.c's panel16 (which says why), for these kinds: a row's block is decoded ONCE
+ * for 16 or 32 inputs into signed int8 weights (SIGNS and WADD applied), its group scales and
+ * the +128 bias's correction -128 * sum_g scale_g * sum(weights of g); the activations are
+ * transposed once per 128 rows (16 inputs in the lanes, +128 to make them the unsigned
+ * operand) and one vpdpbusd with the weight dword broadcast does 64 multiply-adds. Per group
+ * of 16 or 32 weights the int32 sums are scaled once (vpmulld; they do not fit 16 bits), per
+ * block y = fma(float(S), d_x * d_w, y), SERVE's batch arithmetic. Why: the row kernels above
+ * spend per 64 weights and input two multiply-port ops and decode once per 8-16 inputs, where
+ * ggml's tiled int8 GEMM overtook them at t = 16-32 (IQ2_XXS t = 32 0.91x, IQ3_XXS 0.91x,
+ * IQ3_S 0.93x, IQ1_S t = 16 0.97x, Zen 5, 2 threads). */
+enum { IK_IQ2_XXS, IK_IQ2_XS, IK_IQ2_S, IK_IQ3_XXS, IK_IQ3_S, IK_IQ1_S, IK_IQ1_M };
+enum { PKB = 2 /* blocks per column chunk */, PRS = 128 /* rows per transpose */, PR = 4 /* rows per step */ };
+enum { XT_N = PKB * 4096, DX_N = PKB * 16 };
+/* Batches of PANEL_MIN or more inputs run the panel, 16 or (past PANEL2_MIN) 32 inputs a pass,
+ * the last pass partly filled: a pass costs the same whatever its fill, and 9-11 inputs in a
+ * 16-input pass beat 8 + 1-3 row passes (one Zen 5 core, GFLOP/s rows / panel: t = 9 IQ2_XXS
+ * 162/212, IQ3_S 103/159, IQ1_M 129/153, IQ2_XS 179/172; t = 11: 150/263, 90/188, 116/187,
+ * 159/212); at t = 8 the rows win (IQ2_XXS 204 vs ~177). 17-20 inputs run 16 + rows (IQ2_XXS
+ * t = 20: 283, a 32-input pass would be ~246). */
+#ifndef PANEL_MIN
+#define PANEL_MIN 9
+#endif
+#ifndef PANEL2_MIN
+#define PANEL2_MIN 20
+#endif
+
+typedef struct prow {
+    _Alignas(64) int8_t w[256];
+    int32_t sc[16];
+    int32_t negc;
+    float d;
+} prow;
+
+/* k-steps (4 weights) per scale group */
+static ALWAYS_INLINE int ik_g(int k) { return k == IK_IQ2_XS || k == IK_IQ2_S || k == IK_IQ1_M ? 4 : 8; }
+
+#define UNPACK(GRPG, ADDP, SIGNS, KP, SCP, INIT, END_ADD, D, WADD)                                        \
+    {                                                                                                     \
+        __m512i G_[4], c_ = _mm512_setzero_si512();                                                       \
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) DECODE_PAIR(GRPG, ADDP, p)                    \
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                                             \
+            __m512i w_ = G_[p];                                                                           \
+            if (SIGNS) w_ = _mm512_mask_sub_epi8(w_, KP(p), _mm512_setzero_si512(), w_);                  \
+            w_ = WADD(p, w_);                                                                             \
+            _mm512_store_si512((void *)(o->w + 64 * p), w_);                                              \
+            c_ = _mm512_dpwssd_epi32(c_, _mm512_maddubs_epi16(_mm512_set1_epi8(1), w_), SCP(p));          \
+        }                                                                                                 \
+        o->negc = -128 * _mm512_reduce_add_epi32(c_);                                                     \
+        _mm512_storeu_si512((void *)o->sc, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(scw)));           \
+        o->d = (D);                                                                                       \
+    }
+
+static ALWAYS_INLINE void iq_unpack(const int kind, const uint8_t *b, prow *o) {
+    switch (kind) {
+    case IK_IQ2_XXS: { PREP_IQ2_XXS CALL(UNPACK, ARGS_IQ2_XXS) } break;
+    case IK_IQ2_XS: { PREP_IQ2_XS CALL(UNPACK, ARGS_IQ2_XS) } break;
+    case IK_IQ2_S: { PREP_IQ2_S CALL(UNPACK, ARGS_IQ2_S) } break;
+    case IK_IQ3_XXS: { PREP_IQ3_XXS CALL(UNPACK, ARGS_IQ3_XXS) } break;
+    case IK_IQ3_S: { PREP_IQ3_S CALL(UNPACK, ARGS_IQ3_S) } break;
+    case IK_IQ1_S: { PREP_IQ1_S CALL(UNPACK, ARGS_IQ1_S) } break;
+    default: { PREP_IQ1_M CALL(UNPACK, ARGS_IQ1_M) } break;
+    }
+}
+
+/* Block i of 16 inputs (the first nv real, the rest 0): xt[64 k-steps][16 inputs x 4 bytes]
+ * (+128) and their d. */
+static ALWAYS_INLINE void xt_block(const uint8_t *xq, size_t xs, int64_t i, int nv, uint8_t *xt, float *dx) {
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    for (int c = 0; c < 4; c++) {
+        __m512i r[16];
+        for (int jj = 0; jj < 16; jj++) r[jj] = jj < nv ? _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 64 * c)) : _mm512_setzero_si512();
+        bp_transpose16_epi32(r);
+        for (int s = 0; s < 16; s++) _mm512_store_si512((void *)(xt + 64 * (16 * c + s)), _mm512_xor_si512(r[s], bias));
+    }
+    for (int jj = 0; jj < 16; jj++) dx[jj] = jj < nv ? XQ(jj, i)->d : 0.0f;
+}
+
+/* acc + u8 x against the 4 int8 at p in every lane (a broadcast load). */
+static ALWAYS_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i x, const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_dpbusd_epi32(acc, x, _mm512_set1_epi32(v));
+}
+
+/* R rows (their nbk blocks unpacked at pr[rr * PKB + kb]) against NX groups of 16 inputs: one
+ * broadcast weight dword feeds NX vpdpbusd. */
+static ALWAYS_INLINE void rows16(const int kind, const int R, const int NX, const prow *pr, int nbk, const uint8_t *xt,
+                                 const float *dx, __m512 *facc) {
+    const int G = ik_g(kind);
+    for (int kb = 0; kb < nbk; kb++) {
+        const uint8_t *x = xt + 4096 * kb;
+        __m512i iacc[PR][2];
+        _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) iacc[rr][n] = _mm512_set1_epi32(pr[rr * PKB + kb].negc);
+        for (int g = 0; g < 64 / G; g++) {
+            __m512i sub[PR][2];
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) sub[rr][n] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8") for (int s = g * G; s < g * G + G; s++) {
+                __m512i xv[2];
+                for (int n = 0; n < NX; n++) xv[n] = _mm512_load_si512((const void *)(x + n * XT_N + 64 * s));
+                _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                    const int8_t *wp = pr[rr * PKB + kb].w + 4 * s;
+                    for (int n = 0; n < NX; n++) sub[rr][n] = dpbusd_bcast(sub[rr][n], xv[n], wp);
+                }
+            }
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                const __m512i scv = _mm512_set1_epi32(pr[rr * PKB + kb].sc[g]);
+                for (int n = 0; n < NX; n++) iacc[rr][n] = _mm512_add_epi32(iacc[rr][n], _mm512_mullo_epi32(sub[rr][n], scv));
+            }
+        }
+        for (int n = 0; n < NX; n++) {
+            const __m512 dxv = _mm512_load_ps(dx + n * DX_N + 16 * kb);
+            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
+                __m512 *f = &facc[rr * 2 + n];
+                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[rr][n]), _mm512_mul_ps(dxv, _mm512_set1_ps(pr[rr * PKB + kb].d)), *f);
+            }
+        }
+    }
+}
+
+/* Rows r..r+R-1, column chunk kb0..kb0+nbk-1: unpack, compute, then park the sums in racc (16
+ * floats per row and input group) or, in the last chunk, write them out. */
+static ALWAYS_INLINE void step16(const bp_cpu_job *job, const int kind, const size_t BYTES, const int R, const int NX, int64_t r,
+                                 int64_t j0, int nv, int64_t kb0, int nbk, bool last, prow *pr, const uint8_t *xt, const float *dx,
+                                 float *racc) {
+    __m512 facc[PR * 2];
+    for (int rr = 0; rr < R; rr++) {
+        const uint8_t *b = job->w + (size_t)(r + rr) * job->row_bytes + (size_t)kb0 * BYTES;
+        for (int kb = 0; kb < nbk; kb++) iq_unpack(kind, b + (size_t)kb * BYTES, &pr[rr * PKB + kb]);
+        for (int n = 0; n < NX; n++) facc[rr * 2 + n] = kb0 ? _mm512_load_ps(racc + 16 * (2 * rr + n)) : _mm512_setzero_ps();
+    }
+    rows16(kind, R, NX, pr, nbk, xt, dx, facc);
+    for (int rr = 0; rr < R; rr++)
+        for (int n = 0; n < NX; n++) {
+            if (!last) {
+                _mm512_store_ps(racc + 16 * (2 * rr + n), facc[rr * 2 + n]);
+                continue;
+            }
+            _Alignas(64) float o[16];
+            _mm512_store_ps(o, facc[rr * 2 + n]);
+            for (int jj = 0; jj < 16 && 16 * n + jj < nv; jj++) job->y[(j0 + 16 * n + jj) * job->rows + r + rr] = o[jj];
+        }
+}
+
+/* Inputs j0..j0+16*NX-1, rows [r0, r1). Each row and input's sums run in the same order whatever
+ * its chunk, thread, step (PR rows or 1) or NX. ~35 KB of stack. */
+static ALWAYS_INLINE void iq_panel(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, int nv, const int kind,
+                                   const size_t BYTES, const int NX) {
+    const int64_t nb = job->cols / 256;
+    const size_t xs = job->xq_stride;
+    _Alignas(64) uint8_t xt[2 * XT_N];
+    _Alignas(64) float dx[2 * DX_N];
+    _Alignas(64) float racc[PRS * 32];
+    prow pr[PR * PKB];
+    for (int64_t rs = r0; rs < r1; rs += PRS) {
+        const int64_t re = rs + PRS < r1 ? rs + PRS : r1;
+        for (int64_t kb0 = 0; kb0 < nb; kb0 += PKB) {
+            const int nbk = nb - kb0 < PKB ? (int)(nb - kb0) : PKB;
+            const bool last = kb0 + nbk == nb;
+            for (int n = 0; n < NX; n++) {
+                const uint8_t *xq = (const uint8_t *)job->xq + (size_t)(j0 + 16 * n) * xs;
+                for (int kb = 0; kb < nbk; kb++)
+                    xt_block(xq, xs, kb0 + kb, nv - 16 * n, xt + n * XT_N + 4096 * kb, dx + n * DX_N + 16 * kb);
+            }
+            for (int64_t r = rs; r < re;) {
+                float *ra = racc + 32 * (r - rs);
+                if (re - r >= PR) {
+                    step16(job, kind, BYTES, PR, NX, r, j0, nv, kb0, nbk, last, pr, xt, dx, ra);
+                    r += PR;
+                } else {
+                    step16(job, kind, BYTES, 1, NX, r, j0, nv, kb0, nbk, last, pr, xt, dx, ra);
+                    r += 1;
+                }
+            }
+        }
+    }
+}
+
+/* One NJ's row loop as a function of its own: with every NJ (and the panels) inlined into one,
+ * GCC's register allocation cost the 2-8 input kernels up to 3x (IQ1_M t = 2, Zen 5). TAB: d_x
+ * from the table (a NULL table, only past DXT_MAX blocks and only with NJ = 1, reads it in place;
+ * a fallback for any NJ in the same function cost IQ1_M t = 8 half its speed). */
+#define IQ_ROWS(NAME, SUF, NJ, DEC, TAB)                                                                   \
+    static __attribute__((noinline)) void NAME##SUF(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, const float *dxt) { \
+        for (int64_t r = r0; r < r1; r++) NAME##_row(job, r, NJ, j0, TAB ? dxt : NULL, DEC);              \
+    }
+/* Per row, NJ (1, 2, 4, 8) inputs from j0, SERVE per block; DEC: a batch of 1. Inputs outer,
+ * rows inner; groups of 16 or 32 inputs go to iq_panel. */
+#define IQ_KERNEL(NAME, BYTES, KIND, DEFER, PREP, ARGS)                                                   \
+    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const float *dxt, \
+                                         const bool DEC) {                                               \
+        const int64_t nb = job->cols / 256;                                                               \
+        const size_t xs = job->xq_stride;                                                                 \
+        const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                   \
+        const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                           \
+        __m512 acc1 = _mm512_setzero_ps();                                                                \
+        __m256 acc8[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                      \
+        __m512i pe_[4];                                                                                   \
+        const bool DEFER_ = (DEFER);                                                                      \
+        __m256 pdx_ = _mm256_setzero_ps();                                                                \
+        for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                  \
+            PREP CALL(SERVE9, ARGS)                                                                       \
+        }                                                                                                 \
+        if (!DEC && NJ <= 4 && DEFER_ && nb > 0) acc8[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanesum8(pe_, NJ)), pdx_, acc8[0]); \
+        if (DEC) {                                                                                        \
+            job->y[j0 * job->rows + r] = _mm512_reduce_add_ps(acc1);                                      \
+            return;                                                                                       \
+        }                                                                                                 \
+        _Alignas(32) float o[16];                                                                         \
+        _mm256_store_ps(o, acc8[0]);                                                                      \
+        _mm256_store_ps(o + 8, acc8[1]);                                                                  \
+        for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = o[jj];                        \
+    }                                                                                                     \
+    IQ_ROWS(NAME, _r8, 8, false, true)                                                                    \
+    IQ_ROWS(NAME, _r4, 4, false, true)                                                                    \
+    IQ_ROWS(NAME, _r2, 2, false, true)                                                                    \
+    IQ_ROWS(NAME, _r1, 1, false, true)                                                                    \
+    IQ_ROWS(NAME, _r1x, 1, false, false)                                                                  \
+    IQ_ROWS(NAME, _dec, 1, true, false)                                                                   \
+    static __attribute__((noinline)) void NAME##_p1(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, int nv) { \
+        iq_panel(job, r0, r1, j0, nv, KIND, BYTES, 1);                                                    \
+    }                                                                                                     \
+    static __attribute__((noinline)) void NAME##_p2(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, int nv) { \
+        iq_panel(job, r0, r1, j0, nv, KIND, BYTES, 2);                                                    \
+    }                                                                                                     \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
+        const int64_t nb = job->cols / 256;                                                               \
+        _Alignas(32) float dxt[DXT_MAX * 16];                                                             \
+        for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
+            const int64_t left = job->batch - j0;                                                         \
+            if (left >= PANEL_MIN) {                                                                      \
+                const int nv = left >= 32 ? 32 : (int)left;                                               \
+                if (nv > PANEL2_MIN) NAME##_p2(job, r0, r1, j0, nv);                                      \
+                else if (nv > 16) NAME##_p1(job, r0, r1, j0, 16);                                         \
+                else NAME##_p1(job, r0, r1, j0, nv);                                                      \
+                j0 += nv > PANEL2_MIN || nv <= 16 ? nv : 16;                                              \
+                continue;                                                                                 \
+            }                                                                                             \
+            const bool dec = job->batch == 1, tab = !dec && nb <= DXT_MAX;                                \
+            const int nj = !dec && !tab ? 1 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;         \
+            if (tab) {                                                                                    \
+                const size_t xs = job->xq_stride;                                                         \
+                const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                           \
+                for (int64_t i = 0; i < nb; i++)                                                          \
+                    for (int jj = 0; jj < 16; jj++) dxt[16 * i + jj] = jj < nj ? XQ(jj, i)->d : 0.0f;     \
+            }                                                                                             \
+            if (dec) NAME##_dec(job, r0, r1, j0, NULL);                                                   \
+            else if (!tab) NAME##_r1x(job, r0, r1, j0, NULL);                                             \
+            else if (nj == 8) NAME##_r8(job, r0, r1, j0, dxt);                                            \
+            else if (nj == 4) NAME##_r4(job, r0, r1, j0, dxt);                                            \
+            else if (nj == 2) NAME##_r2(job, r0, r1, j0, dxt);                                            \
+            else NAME##_r1(job, r0, r1, j0, dxt);                                                         \
+            j0 += nj;                                                                                     \
+        }                                                                                                 \
+    }
+
+IQ_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, IK_IQ2_XXS, true, PREP_IQ2_XXS, ARGS_IQ2_XXS)
+IQ_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, IK_IQ2_XS, true, PREP_IQ2_XS, ARGS_IQ2_XS)
+IQ_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, IK_IQ2_S, true, PREP_IQ2_S, ARGS_IQ2_S)
+IQ_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, IK_IQ3_XXS, false, PREP_IQ3_XXS, ARGS_IQ3_XXS)
+IQ_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, IK_IQ3_S, false, PREP_IQ3_S, ARGS_IQ3_S)
+IQ_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, IK_IQ1_S, true, PREP_IQ1_S, ARGS_IQ1_S)
+IQ_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, IK_IQ1_M, true, PREP_IQ1_M, ARGS_IQ1_M)
 /* ---- TQ2_0: qs[64] | d, element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 ------------- */
 static ALWAYS_INLINE __m512i cnt2(int a, int b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
@@ -425,23 +750,25 @@ ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     init_iq1();
     init_ue4m3();
-/* max_batch: these decode each group once per 16 inputs; the panel GEMM (kern_avx512.c)
- * dequantizes and requantizes each panel once per call, a fixed cost that its int8 tile wins
- * back from some batch on. Where the two meet, re-measured after the 6 x 32 GEMM tile landed:
+/* max_batch: the panel GEMM (kern_avx512.c) dequantizes and requantizes each panel once per
+ * call, a fixed cost that its int8 tile wins back from some batch on. Where the two meet,
  * 4096 x 4096, one thread, best of 3, on the dev machine (AMD EPYC Zen 5), GFLOP/s these / the
- * GEMM: IQ2_XXS 206/204 at t = 20, 217/238 at 24; IQ2_S 202/180 at 16, 191/208 at 20; IQ2_XS
- * 229/225 at 24, 216/267 at 32; IQ3_XXS 189/164 at 16, 171/192 at 20; IQ3_S 181/151 at 16,
- * 151/176 at 20; IQ1_S 190/165 at 24, 183/204 at 32; TQ2_0 359/359 at 32, 363/448 at 48; TQ1_0
+ * GEMM. With iq_panel (2026-11-30, night): t = 32: IQ2_XXS 406/291, IQ2_XS 380/267, IQ2_S
+ * 367/285, IQ3_XXS 357/273, IQ3_S 351/257; t = 36 (32 + 4 rows): 346/316, 332/290, 322/321,
+ * 304/282, 276/281; t = 40: 326/329, 314/306, 313/334, 285/295, 277/295, so the grid kinds stop
+ * at 32 (t = 33 would add a pass of one input). IQ1_S 393/326 and IQ1_M 353/176 at 64: 64.
+ * Before it (16 inputs per decode): IQ2_XXS 206/204 at t = 20; IQ3_XXS 171/192 at 20, IQ3_S
+ * 151/176 at 20, IQ1_S 183/204 at 32. TQ2_0 359/359 at 32, 363/448 at 48; TQ1_0
  * 346/378 at 48 and 330/214 at 20 (limit 40); IQ1_M 180/148 at 64 (stays faster: 64 keeps
  * t = 65 on the GEMM for every kind, where the kernel tests check it). Each limit sits where
  * the two meet, so GFLOP/s does not dip past it. */
-#define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 16 inputs per pass)", MAXB, NULL, true}
-    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 20);
-    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 24);
-    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 16);
-    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 16);
-    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 16);
-    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 28);
+#define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass, 16-32 from t = 9)", MAXB, NULL, true}
+    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 64);
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 64);
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
     SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 40);
