@@ -108,11 +108,12 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng) {
                               bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, nth);
                     /* The k-quant kernels (kern_avx512k.c) and the grid / IQ1 kernels (kern_avx512iq.c)
                      * promise more: an input's result does not depend on the batch it came in (row-kernel
-                     * and 16/32-input panel groups sum alike). Checked against t = 64, or t = 32 where
+                     * and 16/32-input panel groups sum alike). Checked against t = 64, or t = 32 or 16 where
                      * that is the kernel's last batch. */
                     const char *kn = bp_cpu_kernel_name(ki->kind, t);
                     const int64_t tb = !strcmp(kn, bp_cpu_kernel_name(ki->kind, 64)) ? 64
-                                       : t < 32 && !strcmp(kn, bp_cpu_kernel_name(ki->kind, 32)) ? 32 : 0;
+                                       : t < 32 && !strcmp(kn, bp_cpu_kernel_name(ki->kind, 32)) ? 32
+                                       : t < 16 && !strcmp(kn, bp_cpu_kernel_name(ki->kind, 16)) ? 16 : 0;
                     if (pass == 0 && t >= 2 && t < tb && (strstr(kn, "16-32 from t = 16") || strstr(kn, "16-32 from t = 9"))) {
                         CHECK_OK(bp_cpu_gemm(&wt, x, tb, big));
                         CHECK(!memcmp(out, big, sizeof(float) * (size_t)(t * rows)),

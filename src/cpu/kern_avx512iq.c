@@ -761,13 +761,16 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
  * 151/176 at 20, IQ1_S 183/204 at 32. TQ2_0 359/359 at 32, 363/448 at 48; TQ1_0
  * 346/378 at 48 and 330/214 at 20 (limit 40); IQ1_M 180/148 at 64 (stays faster: 64 keeps
  * t = 65 on the GEMM for every kind, where the kernel tests check it). Each limit sits where
- * the two meet, so GFLOP/s does not dip past it. */
+ * the two meet, so GFLOP/s does not dip past it. After the GEMM's direct panels (kern_avx512.c:
+ * IQ2_XXS, IQ3_XXS, IQ3_S decode straight to int8) it overtakes those three past 16: t = 17
+ * 287/325, 225/238, 187/228; t = 20 296/354, 242/263, 201/255; t = 32 411/431, 375/353, 353/340
+ * (IQ3 a few % behind at 24-32 against 15-25% ahead at 17-20): limit 16. */
 #define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass, 16-32 from t = 9)", MAXB, NULL, true}
-    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 16);
     SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 32);
     SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 32);
+    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 16);
+    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 16);
     SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 64);
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 64);
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);

@@ -360,22 +360,27 @@ QUAD_DISPATCH(vec_nvfp4q, vec_nvfp4q_row)
 
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     ops->quant_q8x32q = quant_q8x32q;
-/* max_batch 64: these run Q4_0 at ~300 GFLOP/s at any batch, the panel GEMM ~250 at t = 64
- * and ~310 at 128 (dev machine, one core, 256 x 4096). vec_plain (the kernel on the caller's layout, run when
+/* max_batch: where the int8 GEMM (kern_avx512.c) overtakes. Its direct panels (the weights
+ * decoded straight to int8, no f32 round trip) moved that from past 64 to t = 20-40. One thread,
+ * 4096 x 4096, dev machine (AMD EPYC Zen 5), best of 5, GFLOP/s these / the GEMM: Q4_0 t = 32
+ * 389/398, t = 48 380/441; Q4_1 t = 24 384/347, t = 32 371/362; IQ4_NL t = 24 378/360, t = 32
+ * 386/427; Q8_0 t = 24 263/243, t = 32 266/288; Q5_1 t = 24 299/298, t = 32 312/358; Q5_0 t = 16
+ * 311/279, t = 24 317/340; MXFP4 (no direct panel) t = 32 341/269, t = 48 339/343; Q1_0 and
+ * NVFP4 have no direct panel and keep 64. vec_plain (the kernel on the caller's layout, run when
  * the repacked copy cannot be allocated) stays the one kern_packed.inc's init saved. */
-#define SET(K, FN, PACK)                                                                                       \
-    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X32Q, "CPU avx512 " #K " (repacked by 4 blocks, q8_0 VNNI)", 64, PACK, true}
-    SET(Q4_0, vec_q4_0q, pack4_q4_0);
-    SET(Q4_1, vec_q4_1q, pack4_q4_1);
-    SET(IQ4_NL, vec_iq4_nlq, pack4_iq4_nl);
-    SET(MXFP4, vec_mxfp4q, pack4_mxfp4);
-    SET(Q5_0, vec_q5_0q, pack4_q5_0);
-    SET(Q5_1, vec_q5_1q, pack4_q5_1);
-    SET(Q1_0, vec_q1_0q, pack4_q1_0);
-    SET(Q8_0, vec_q8_0q, pack4_q8_0);
+#define SET(K, FN, PACK, MAXB)                                                                                 \
+    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X32Q, "CPU avx512 " #K " (repacked by 4 blocks, q8_0 VNNI)", MAXB, PACK, true}
+    SET(Q4_0, vec_q4_0q, pack4_q4_0, 32);
+    SET(Q4_1, vec_q4_1q, pack4_q4_1, 28);
+    SET(IQ4_NL, vec_iq4_nlq, pack4_iq4_nl, 28);
+    SET(MXFP4, vec_mxfp4q, pack4_mxfp4, 44);
+    SET(Q5_0, vec_q5_0q, pack4_q5_0, 20);
+    SET(Q5_1, vec_q5_1q, pack4_q5_1, 24);
+    SET(Q1_0, vec_q1_0q, pack4_q1_0, 64);
+    SET(Q8_0, vec_q8_0q, pack4_q8_0, 28);
     /* NVFP4's kernel on the plain layout (AVX2 here; kern_avx512iq.c's init puts its own) */
     ops->vec_plain[BP_KIND_NVFP4] = ops->vec[BP_KIND_NVFP4];
-    SET(NVFP4, vec_nvfp4q, pack4_nvfp4);
+    SET(NVFP4, vec_nvfp4q, pack4_nvfp4, 64);
 #undef SET
     return true;
 }
