@@ -163,6 +163,11 @@ bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2g8_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
+/* For test_cpu_dequant: kind k's direct int8 panel decoder (kern_avx512.c) over nblocks blocks
+ * (at most BP_CPU_KC columns), written out as floats s q (+ o), so each weight can be checked
+ * against the reference dequantizer. False where the kind has none (or AVX-512 was not built);
+ * the caller checks the AVX-512 path is available here. */
+bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
