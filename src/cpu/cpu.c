@@ -12,15 +12,17 @@
  *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
  *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
  *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
- *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M
+ *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M, Q2_0
+ *   kern_avx2lo.c   IQ1_S, IQ1_M, TQ1_0, TQ2_0 decode and small batches (a block decoded once for 8 / 4 inputs)
  *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs with the sign trick
- *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill)
+ *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill; mid batches too where
+ *                   a kind's direct panels, decoded straight to int8, beat its small-batch kernel)
  *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
  *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes)
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
  *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 8 x 32 on zmm
- *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): decode a group once
- *                   per 16 inputs (TQ1_0 8, TQ2_0 4) */
+ *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): up to 8 inputs a
+ *                   pass, grid and IQ1 kinds from t = 9 a 16/32-input panel (TQ1_0 8, TQ2_0 4 a pass) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
