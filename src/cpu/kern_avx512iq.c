@@ -775,6 +775,14 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 64);
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
     SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 40);
+    /* IQ1_S and IQ1_M keep no AVX2 alternative for batch 1: kern_avx2lo.c's kernels (8 inputs a
+     * pass) came within the first-use timing's margin here (AVX2 / AVX-512 time 0.86 for IQ1_S
+     * against the 0.90 needed, 0.99 for IQ1_M; Zen 5, quiet), so under load two processes timed
+     * them either side of it: a clean-clone CI run saw the installed probe example pick the AVX2
+     * IQ1_S kernel and `backplane probe --json` the AVX-512 one, i.e. different bits for the same
+     * input on one machine. The AVX-512 kernel serves every batch of these two kinds. */
+    ops->vec_alt[BP_KIND_IQ1_S].fn = NULL;
+    ops->vec_alt[BP_KIND_IQ1_M].fn = NULL;
     /* MAXNJ above; the names after SET, which writes the grid kinds' name */
     ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 4 inputs per pass)";
     ops->vec[BP_KIND_TQ1_0].name = "CPU avx512 TQ1_0 (q8_K VNNI, 8 inputs per pass)";
