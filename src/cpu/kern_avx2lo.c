@@ -35,28 +35,8 @@ enum { LO_NJ = 8, LO_RB = 16 };
     }                                                                                    \
     for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = hsum8(acc[jj]);
 
-/* Rows in blocks of LO_RB, each block run for every group of up to MAXNJ (<= LO_NJ) inputs. */
-#define LO_MULTI(NAME, ROW, MAXNJ)                                                                      \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
-        for (int64_t rb = r0; rb < r1; rb += LO_RB) {                                              \
-            const int64_t re = r1 - rb < LO_RB ? r1 : rb + LO_RB;                                  \
-            for (int64_t j0 = 0; j0 < job->batch; j0 += (MAXNJ)) {                                 \
-                const int64_t left = job->batch - j0;                                              \
-                for (int64_t r = rb; r < re; r++) {                                                \
-                    switch (left >= (MAXNJ) ? (MAXNJ) : left) {                                    \
-                    case 8: ROW(job, r, 8, j0); break;                                             \
-                    case 7: ROW(job, r, 7, j0); break;                                             \
-                    case 6: ROW(job, r, 6, j0); break;                                             \
-                    case 5: ROW(job, r, 5, j0); break;                                             \
-                    case 4: ROW(job, r, 4, j0); break;                                             \
-                    case 3: ROW(job, r, 3, j0); break;                                             \
-                    case 2: ROW(job, r, 2, j0); break;                                             \
-                    default: ROW(job, r, 1, j0); break;                                            \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
+/* The row-block and input-group driver is avx2_util.h's KQ_MULTI_N (LO_RB = KQ_RB, LO_NJ = KQ_NJ). */
+_Static_assert((int)LO_RB == (int)KQ_RB && (int)LO_NJ == (int)KQ_NJ, "kern_avx2lo.c drives its rows with KQ_MULTI_N");
 
 /* Keeps v in a register as it is: GCC otherwise turned each input's chain of adds into a tree
  * over all of a block's products, computed every product first and spilled them (TQ2_0's loop
@@ -92,7 +72,7 @@ static ALWAYS_INLINE void tq2_0_row(const bp_cpu_job *job, int64_t r, const int 
 }
 /* 4 inputs a pass: 530 GFLOP/s at t = 8-32 where 8 ran 430-440 (its decode is two ops per 32
  * weights, so 8 inputs buy nothing and hold more registers). */
-LO_MULTI(vec_tq2_0, tq2_0_row, 4)
+KQ_MULTI_N(vec_tq2_0, tq2_0_row, 4)
 
 /* ---- TQ1_0: 54 bytes, qs[48] | qh[4] | d. Elements 0-159: trit e/32 of qs[e%32]; 160-239:
  * trit (e-160)/16 of qs[32 + e%16]; 240-255: trit (e-240)/4 of qh[e%4]. Trit k of byte q is
@@ -149,7 +129,7 @@ static ALWAYS_INLINE void tq1_0_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-LO_MULTI(vec_tq1_0, tq1_0_row, LO_NJ)
+KQ_MULTI_N(vec_tq1_0, tq1_0_row, LO_NJ)
 
 /* ---- IQ1 kinds ----------------------------------------------------------------------------
  * bp_iq1s_grid's 2048 entries (8 weights in {-1, 0, 1} each) as bytes 8 (g + 1), built once. */
@@ -213,7 +193,7 @@ static ALWAYS_INLINE void iq1_s_row(const bp_cpu_job *job, int64_t r, const int 
         acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * LO_XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
     LO_ROW_END
 }
-LO_MULTI(vec_iq1_s, iq1_s_row, LO_NJ)
+KQ_MULTI_N(vec_iq1_s, iq1_s_row, LO_NJ)
 
 /* IQ1_M, 56 bytes: 32 low index bytes at 0; 16 qh bytes at 32 (a nibble per 8 weights: 3 high
  * index bits, delta sign at bit 3); 4 u16 at 48: 3-bit scales per 16 weights (2s + 1) and, in
@@ -277,7 +257,7 @@ static ALWAYS_INLINE void iq1_m_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-LO_MULTI(vec_iq1_m, iq1_m_row, LO_NJ)
+KQ_MULTI_N(vec_iq1_m, iq1_m_row, LO_NJ)
 
 /* max_batch: up to t = 32 these beat the int8 panel GEMM (kern_avx2g8.c) on the dev machine (AMD
  * EPYC Zen 5, AVX2 forced, 4096 x 4096, 2 threads, GFLOP/s these / the GEMM at t = 32): IQ1_S
