@@ -50,6 +50,11 @@ static ALWAYS_INLINE __m256 load_bf16(const uint8_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
+/* F16 / BF16 decode: one row at a time, 32 weights a step, 4 KB of software prefetch ahead
+ * (one line a step). Without it the AVX2 path read F16 at 0.95x and BF16 at 0.91x ggml's AVX2
+ * build, cold, 2 threads, 4096 x 4096 on the dev machine (Zen 5); 2 KB ahead 1.11x / 1.08x,
+ * 4 KB 1.14x / 1.12x, 3-6 KB alike (medians of 4-5 rounds, each beside two ggml runs). */
+enum { HALF_PF = 4096 };
 #define HALF_VEC(NAME, LOAD, CONV)                                                                \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                            \
         const float *x = job->x;                                                                  \
@@ -59,6 +64,7 @@ static ALWAYS_INLINE __m256 load_bf16(const uint8_t *p) {
             __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                           \
             int64_t i = 0;                                                                        \
             for (; i + 32 <= n; i += 32) {                                                        \
+                _mm_prefetch((const char *)(w + 2 * i + HALF_PF), _MM_HINT_T0);                   \
                 s0 = _mm256_fmadd_ps(LOAD(w + 2 * i), _mm256_loadu_ps(x + i), s0);                \
                 s1 = _mm256_fmadd_ps(LOAD(w + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1);       \
                 s2 = _mm256_fmadd_ps(LOAD(w + 2 * i + 32), _mm256_loadu_ps(x + i + 16), s2);      \
