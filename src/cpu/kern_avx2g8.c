@@ -186,11 +186,11 @@ static void micro_any(int mr, int qb, const panel *pp, const int8_t *xq, int64_t
  * The decoders (dq8_direct.h, shared with kern_avx512.c's VNNI GEMM, and the unsigned forms
  * below) write a row's q as int8 with a scale s (and offset o) per 32 columns; the pack only
  * transposes. Two kinds of panel:
- *   unsigned (w = s q + o, q >= 0: Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q2_0 TQ2_0): q is vpmaddubsw's
- *     unsigned operand as it is, no vpsignb; o x (the input's d x its 32 quants' sum) is added
- *     per 32 columns;
- *   signed (Q8_0 IQ4_NL IQ4_XS IQ2_XXS IQ3_XXS IQ3_S): the sign trick of the requantized panels
- *     (up to a batch for most: d8_of).
+ *   unsigned (w = s q + o, q >= 0: Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q2_0 TQ2_0, and IQ2_XXS IQ3_XXS
+ *     stored + their largest magnitude): q is vpmaddubsw's unsigned operand as it is, no
+ *     vpsignb; o x (the input's d x its 32 quants' sum) is added per 32 columns;
+ *   signed (Q8_0 IQ4_NL IQ4_XS IQ3_S): the sign trick of the requantized panels (up to a batch
+ *     for most: d8_of).
  * Where 8 k4 steps' pairs cannot overflow int16 (|q| <= 15: 8 x 2 x 15 x 127 = 30480), they are
  * summed in int16 over the 32 columns and widened once (vpmaddwd) instead of per step. The
  * weights are not rounded a second time, so the results are closer to the reference. */
@@ -238,17 +238,31 @@ static void d8u_tq2_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     }
 }
 
+/* The grid kinds made unsigned: q + m with offset -m s per 32 columns (m: the grid's largest
+ * magnitude, 43 for IQ2_XXS, 62 for IQ3_XXS), so vpmaddubsw takes them with no vpsignb; a pair
+ * stays under 2 x 124 x 127 = 31496. 256-element kinds: one block per KC chunk, 8 groups. */
+static ALWAYS_INLINE void d8_biased(dq8_fn base, int m, const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    base(b, n, q, s);
+    for (int g = 0; g < 8 * (int)n; g++) {
+        s[8 + g] = -(float)m * s[g];
+        st32(q + 32 * g, _mm256_add_epi8(load32(q + 32 * g), _mm256_set1_epi8((char)m)));
+    }
+}
+static void d8u_iq2_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_biased(d8_iq2_xxs, 43, b, n, q, s); }
+static void d8u_iq3_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_biased(d8_iq3_xxs, 62, b, n, q, s); }
+
 /* The direct decoder of kind k up to batch *max_t (NULL: requantized panels), whether its q are
  * signed (sign trick, no offset) or unsigned (with offset), and the columns a block of the
  * micro-kernel sums in int16 before widening (*blk: 64 for Q2_0 and TQ2_0, whose weight scale
  * holds for 64 columns; 32 where |q| <= 15, 8 x 2 x 15 x 127 = 30480; 0: widen every k4 step).
  * Where each pays (2 threads, 4096 x 4096, Zen 5 on the AVX2 path, GFLOP/s requantized ->
  * direct, +-5% run to run): t = 512 Q4_K / Q4_0 / TQ2_0 ~315 -> ~410, Q5_K 313 -> 324, Q5_1
- * 307 -> 330, IQ4_XS 284 -> 302, IQ3_S 321 -> 320; Q8_0 / IQ2_XXS / IQ4_NL 305-323 -> 294-308
- * (they widen every step and scale per 32 columns where the requantized panels scale per 64).
- * At t = 128 the pack's round trip weighs more: IQ4_XS 226 -> 294, IQ2_XXS 278 -> 292, IQ3_S
- * 287 -> 300, Q8_0 270 -> 278; at t = 256 IQ2_XXS / IQ3_XXS / IQ4_NL / Q8_0 lose 1-5%, IQ3_S
- * is even: so max_t 160 for those four, 256 for IQ3_S. */
+ * 307 -> 330, IQ4_XS 284 -> 302, IQ2_XXS / IQ3_XXS (unsigned) 325-336 -> 335-343, IQ3_S 321 ->
+ * 320; signed Q8_0 / IQ4_NL (and IQ2_XXS before it went unsigned) 305-323 -> 294-308: they widen
+ * every step and scale per 32 columns where the requantized panels scale per 64. At t = 128-256
+ * the pack's round trip weighs more: t = 128 IQ4_XS 226 -> 294, IQ3_S 287 -> 300, Q8_0 270 ->
+ * 278; t = 256 IQ2_XXS / IQ3_XXS 306 -> 332-335 (unsigned), Q8_0 / IQ4_NL lose 1-5%, IQ3_S is
+ * even: so max_t 160 for Q8_0 and IQ4_NL, 256 for IQ3_S. */
 static dq8_fn d8_of(bp_kind k, bool *sg, int *blk, int64_t *max_t) {
     *sg = false;
     *blk = 32;
@@ -264,6 +278,8 @@ static dq8_fn d8_of(bp_kind k, bool *sg, int *blk, int64_t *max_t) {
     }
     *blk = 0; /* widen every step */
     switch (k) {
+    case BP_KIND_IQ2_XXS: return d8u_iq2_xxs;
+    case BP_KIND_IQ3_XXS: return d8u_iq3_xxs;
     case BP_KIND_Q5_0: return d8u_q5_0;
     case BP_KIND_Q5_1: return d8_q5_1;
     case BP_KIND_Q5_K: return d8_q5_k;
@@ -278,8 +294,6 @@ static dq8_fn d8_of(bp_kind k, bool *sg, int *blk, int64_t *max_t) {
     switch (k) {
     case BP_KIND_Q8_0: return d8_q8_0;
     case BP_KIND_IQ4_NL: return d8_iq4_nl;
-    case BP_KIND_IQ2_XXS: return d8_iq2_xxs;
-    case BP_KIND_IQ3_XXS: return d8_iq3_xxs;
     default: return NULL;
     }
 }
