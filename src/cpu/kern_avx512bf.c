@@ -57,9 +57,14 @@ static void quant_bf16(const float *x, int64_t n, void *out) {
 
 /* ---- small batches: register tiles over the weight rows as they are ---------------------- */
 
-/* MAX_BATCH: see bp_cpu_avx512bf_init. COLBLK: columns per block (2 KB of each weight row, as
- * kern_avx512f.c's COLBLK_BYTES). */
-enum { R = 8, MAX_NJ = 4, MAX_BATCH = 64, COLBLK = 1024 };
+/* MAX_BATCH: the tile's last batch, the GEMM's from MAX_BATCH + 1. One thread, hot 512 x 4096,
+ * Zen 5, best of 20 calls by thread CPU time (/tmp/bf16w/xb.c: both kernels on the same rounded
+ * x), tile / GEMM GFLOP/s: t = 32 395 / 367, 40 405 / 375, 44 415 / 397, 48 419 / 402, 52 404 /
+ * 394, 56 410 / 414, 64 408 / 415, 96 - / 449, 512 - / 474 (the exact kernels: 204-230 at
+ * t = 16-512; vdpbf16ps peak 526). PART_MAX: the tile's batches the parked accumulators hold.
+ * COLBLK: columns per block (2 KB of each weight row, as kern_avx512f.c's COLBLK_BYTES). */
+enum { R = 8, MAX_NJ = 4, MAX_BATCH = 52, PART_MAX = 64, COLBLK = 1024 };
+_Static_assert(MAX_BATCH <= PART_MAX, "the parked accumulators hold every input of a tile batch");
 
 /* Columns [c0, c1) of an NR x NJ tile; part: the accumulators between column blocks (read unless
  * c0 == 0; written unless c1 == cols, when the sums go to y). c0 and c1 are multiples of 32 but
@@ -110,9 +115,9 @@ static ALWAYS_INLINE void tile(const bp_cpu_job *job, int64_t r, const int NR, c
 /* Rows outer, inputs inner: the weights stream from memory once per call; with more than one
  * input group, in column blocks so that the re-reads come from L1. */
 static ALWAYS_INLINE void tile_cols(const bp_cpu_job *job, int64_t r, const int NR) {
-    __m512 part[MAX_BATCH * R];
+    __m512 part[PART_MAX * R];
     const int64_t n = job->cols;
-    const int64_t blk = job->batch > 4 ? COLBLK : n;
+    const int64_t blk = job->batch > 4 && job->batch <= PART_MAX ? COLBLK : n; /* past PART_MAX: whole rows */
     for (int64_t c0 = 0; c0 < n; c0 += blk) {
         const int64_t c1 = n - c0 < blk ? n : c0 + blk;
         __m512 *pp = part;
