@@ -18,7 +18,8 @@
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill; mid batches too where
  *                   a kind's direct panels, decoded straight to int8, beat its small-batch kernel)
  *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
- *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes)
+ *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes:
+ *                   the panel of kern_avx512p16.inc, which the grid and IQ1 kinds of kern_avx512iq.c share)
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
  *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 8 x 32 on zmm
  *   kern_avx512bf.c BF16 at t >= 2 on AVX512_BF16 CPUs outside exact mode: x rounded to bf16,
