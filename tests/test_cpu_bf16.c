@@ -38,16 +38,13 @@ static bool cpuid_avx512bf16(void) {
 static bool cpuid_avx512bf16(void) { return false; }
 #endif
 
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-static float from_bits(uint32_t u) {
+/* A float's bits and back (a union: C11 reads the other member as the same bytes). */
+typedef union fbits {
     float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+    uint32_t u;
+} fbits;
+static uint32_t bits(float f) { return (fbits){.f = f}.u; }
+static float from_bits(uint32_t u) { return (fbits){.u = u}.f; }
 
 /* The rounding the kernels must do: bp_f32_to_bf16, except that f32 denormals become a zero of
  * their sign (vcvtne2ps2bf16 and vdpbf16ps treat denormal inputs as zero). */
