@@ -24,7 +24,11 @@
  * layout vdpbf16ps wants from the weight side, [column pair][16 rows] (16 x 16 dword transposes,
  * each dword a pair of one row's columns); a micro-kernel of GMR inputs x 32 rows (two panels)
  * broadcasts an input's pair (_mm512_set1_epi32) and runs 2 vdpbf16ps per broadcast, the
- * accumulators being the outputs (no horizontal sums). Each (row, input) sums its pairs in
+ * accumulators being the outputs (no horizontal sums). A pair of panels walks its rows' depth
+ * blocks in order, and each pack prefetches the same rows' next block, which arrives while the
+ * current one is multiplied: with depth blocks outer (as kern_avx512g.c) each pack waited on
+ * memory, and 4096 x 4096 at 2 threads ran t = 64 at 550-590 GFLOP/s and t = 512 at 758; with
+ * this order 697-714 and 831-854 (`backplane bench`). Each (row, input) sums its pairs in
  * column order, block after block, whatever panel or thread it falls in. */
 #include <string.h>
 
@@ -57,13 +61,18 @@ static void quant_bf16(const float *x, int64_t n, void *out) {
 
 /* ---- small batches: register tiles over the weight rows as they are ---------------------- */
 
-/* MAX_BATCH: the tile's last batch, the GEMM's from MAX_BATCH + 1. One thread, hot 512 x 4096,
- * Zen 5, best of 20 calls by thread CPU time (/tmp/bf16w/xb.c: both kernels on the same rounded
- * x), tile / GEMM GFLOP/s: t = 32 395 / 367, 40 405 / 375, 44 415 / 397, 48 419 / 402, 52 404 /
- * 394, 56 410 / 414, 64 408 / 415, 96 - / 449, 512 - / 474 (the exact kernels: 204-230 at
- * t = 16-512; vdpbf16ps peak 526). PART_MAX: the tile's batches the parked accumulators hold.
- * COLBLK: columns per block (2 KB of each weight row, as kern_avx512f.c's COLBLK_BYTES). */
-enum { R = 8, MAX_NJ = 4, MAX_BATCH = 52, PART_MAX = 64, COLBLK = 1024 };
+/* MAX_BATCH: the tile's last batch, the GEMM's from MAX_BATCH + 1; the two cross at t ~ 56-64
+ * hot in L2/L3 on one thread and ~100-128 streaming a 4096 x 4096 weight on two (Zen 5, 2 vCPU):
+ * - one thread, hot 512 x 4096, best of 20 calls by thread CPU time (both kernels on the same
+ *   rounded x), tile / GEMM GFLOP/s: t = 32 402 / 364, 48 420 / 405, 56 415 / 415, 64 410 / 412,
+ *   then the GEMM: 96 450, 128 466, 512 459 (the exact kernels: 207-226; vdpbf16ps peak 526);
+ * - `backplane bench`, 4096 x 4096, 2 threads, medians, tile up to 52 / up to 128, alternated
+ *   three times: t = 64 697-714 / 736-759, 96 754 / 767-778, 128 775-797 / 759, 256 824-873.
+ * 64 takes the tile where it leads in both; from 65 the GEMM is within ~3% of it.
+ * PART_MAX: the batches the parked accumulators hold. COLBLK: columns per block (2 KB of each
+ * weight row, as kern_avx512f.c's COLBLK_BYTES; 1 KB lost 4-8% at t = 8-48 one thread, 4 KB
+ * within 3%). A 4 x 6 tile ran 6-11% slower than 8 x 3 at t = 8-48, 6 x 4 up to 6% (alike at 48). */
+enum { R = 8, MAX_NJ = 4, MAX_BATCH = 64, PART_MAX = 64, COLBLK = 1024 };
 _Static_assert(MAX_BATCH <= PART_MAX, "the parked accumulators hold every input of a tile batch");
 
 /* Columns [c0, c1) of an NR x NJ tile; part: the accumulators between column blocks (read unless
@@ -156,12 +165,15 @@ _Static_assert(NR == 16, "a panel is one 16 x 16 dword transpose wide");
  * columns past kc zero), in steps of 32 columns: 16 row loads, one transpose, 16 stores. */
 static void pack_panel(const bp_cpu_job *job, int64_t p, int nr, int64_t c0, int64_t kc, uint32_t *pk) {
     const size_t rb = job->row_bytes;
+    const bool pf = c0 + GKC < job->cols;
     for (int64_t q = 0; q < kc; q += 32) {
         const __mmask32 m = kc - q >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (kc - q)) - 1);
         __m512i v[16];
-        for (int i = 0; i < 16; i++)
-            v[i] = i < nr ? _mm512_maskz_loadu_epi16(m, job->w + (size_t)(p + i) * rb + 2 * (size_t)(c0 + q))
-                          : _mm512_setzero_si512();
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *src = job->w + (size_t)(p + i) * rb + 2 * (size_t)(c0 + q);
+            if (pf && i < nr) _mm_prefetch((const char *)(src + 2 * GKC), _MM_HINT_T0);
+            v[i] = i < nr ? _mm512_maskz_loadu_epi16(m, src) : _mm512_setzero_si512();
+        }
         bp_transpose16_epi32(v);
         for (int j = 0; j < 16; j++) _mm512_store_si512((void *)(pk + (q / 2 + j) * NR), v[j]);
     }
@@ -215,11 +227,11 @@ static void gemm_bf16r(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const size_t xs = job->xq_stride;
     const uint8_t *xq = job->xq;
-    for (int64_t c0 = 0; c0 < cols; c0 += GKC) {
-        const int64_t kc = cols - c0 < GKC ? cols - c0 : GKC, kp = (kc + 1) / 2;
-        for (int64_t p = r0; p < r1; p += 2 * NR) {
-            const int nr = r1 - p < NR ? (int)(r1 - p) : NR;
-            const int nr1 = r1 - p <= NR ? 0 : r1 - p - NR < NR ? (int)(r1 - p - NR) : NR;
+    for (int64_t p = r0; p < r1; p += 2 * NR) {
+        const int nr = r1 - p < NR ? (int)(r1 - p) : NR;
+        const int nr1 = r1 - p <= NR ? 0 : r1 - p - NR < NR ? (int)(r1 - p - NR) : NR;
+        for (int64_t c0 = 0; c0 < cols; c0 += GKC) {
+            const int64_t kc = cols - c0 < GKC ? cols - c0 : GKC, kp = (kc + 1) / 2;
             pack_panel(job, p, nr, c0, kc, pk0);
             if (nr1) pack_panel(job, p + NR, nr1, c0, kc, pk1);
             const __mmask16 m0 = (__mmask16)((1u << nr) - 1), m1 = (__mmask16)((1u << nr1) - 1);
