@@ -2,7 +2,9 @@
  * reference dequantizers), for every weight kind, every ISA path this machine has, awkward
  * shapes (rows not a multiple of the thread count / SIMD width / panel, one block per row,
  * wide rows, column counts that leave a partial GEMM depth block) and odd batches. Also:
- * the result is bit-identical for 1, 2 and 3 threads. */
+ * the result is bit-identical for 1, 2 and 3 threads. BF16 runs twice: as the library runs it
+ * (t >= 2 may round x to bf16 on AVX512_BF16 CPUs: the table's BF16 gemm row, test_cpu_bf16 has
+ * the rest) and in exact mode, where every BF16 kernel is held to the FLOAT bound. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
