@@ -14,7 +14,8 @@
  *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
  *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M, Q2_0
  *   kern_avx2lo.c   IQ1_S, IQ1_M, TQ1_0, TQ2_0 decode and small batches (a block decoded once for 8 / 4 inputs)
- *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs with the sign trick
+ *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs: direct panels
+ *                   (decoders in dq8_direct.h, shared with kern_avx512.c) or requantized, sign trick
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill; mid batches too where
  *                   a kind's direct panels, decoded straight to int8, beat its small-batch kernel)
  *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)

@@ -186,6 +186,9 @@ bool bp_cpu_avx512_init(bp_cpu_ops *ops);
  * against the reference dequantizer. False where the kind has none (or AVX-512 was not built);
  * the caller checks the AVX-512 path is available here. */
 bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
+/* The same for the AVX2 int8 GEMM's direct panels (kern_avx2g8.c; unsigned q with offsets for
+ * Q4_0 Q5_0 Q2_0, where the AVX-512 ones are signed). */
+bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
