@@ -145,8 +145,10 @@ bp_status bp_gemm_on(bp_weight *w, const char *backend, const float *x, int64_t 
  * run on several threads). */
 const char *bp_weight_last_path(const bp_weight *w);
 /* Exact mode: no reduced-precision matrix units (a GPU GEMM on f16 tensor cores rounds weights
- * and activations to f16). Default from BACKPLANE_EXACT=1|true|on, read once at first use;
- * the setter overrides it for the whole process. */
+ * and activations to f16). Outside it, CPU BF16 batches (t >= 2) on CPUs with AVX512_BF16 round
+ * the activations to bf16 for vdpbf16ps (NMSE ~2.5e-6); exact mode keeps them in f32. Default
+ * from BACKPLANE_EXACT=1|true|on, read once at first use; the setter overrides it for the whole
+ * process, and takes effect from the next call. */
 bool bp_exact_mode(void);
 void bp_set_exact_mode(bool on);
 /* Print how many ops fell back, from where, and why, since the process started. */

@@ -42,21 +42,24 @@ static void check(bp_cpu_isa isa, const bp_kind_info *ki, uint64_t *rng, int *ch
     free(got);
 }
 
-/* The AVX-512 int8 GEMM's direct panels (kern_avx512.c: weights decoded straight to int8 q with
- * a scale s and offset o per 32 columns) against the reference: s q + o per weight, within
- * 2e-6 of the block's largest weight (the offset kinds round s q + o in another order than the
- * reference's d sc q - dmin m; a misread field is off by at least one step, ~1/15 of it). */
-static void check_direct(const bp_kind_info *ki, uint64_t *rng, int *checked) {
+/* The int8 GEMMs' direct panels (kern_avx512.c, kern_avx2g8.c: weights decoded straight to int8
+ * q with a scale s and offset o per 32 columns) against the reference: s q + o per weight,
+ * within 2e-6 of the block's largest weight (the offset kinds round s q + o in another order
+ * than the reference's d sc q - dmin m; a misread field is off by at least one step, ~1/15 of
+ * it). */
+typedef bool (*direct_fn)(bp_kind k, const void *blocks, int64_t nblocks, float *out);
+
+static void check_direct(direct_fn direct, const char *isa, const bp_kind_info *ki, uint64_t *rng, int *checked) {
     const int64_t be = ki->block_elems, nb = be >= BP_CPU_KC ? 1 : BP_CPU_KC / be, rows = 64, cols = 8 * be;
     size_t bytes = 0;
     uint8_t *w = bp_test_make_weight(ki->kind, rows, cols, rng, &bytes);
     const int64_t n = rows * cols, blocks = n / be;
     float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
     CHECK(w && want && got, "%s: no test weight: %s", ki->name, bp_last_error());
-    if (w && want && got && bp_cpu_avx512_direct_dequant(ki->kind, w, nb, got)) {
+    if (w && want && got && direct(ki->kind, w, nb, got)) {
         bp_kind_traits_of(ki->kind)->dequant(w, want, blocks);
         for (int64_t b = 0; b < blocks; b += nb)
-            bp_cpu_avx512_direct_dequant(ki->kind, w + (size_t)(b / nb) * (size_t)nb * ki->block_bytes, nb, got + b * be);
+            direct(ki->kind, w + (size_t)(b / nb) * (size_t)nb * ki->block_bytes, nb, got + b * be);
         int64_t bad = -1;
         for (int64_t b = 0; b < blocks && bad < 0; b++) {
             float mx = 0;
@@ -64,8 +67,8 @@ static void check_direct(const bp_kind_info *ki, uint64_t *rng, int *checked) {
             for (int64_t j = b * be; j < (b + 1) * be && bad < 0; j++)
                 if (!(fabsf(got[j] - want[j]) <= 2e-6f * mx)) bad = j;
         }
-        CHECK(bad < 0, "%s direct panel: element %lld (block %lld, offset %lld) is %.9g, the reference %.9g", ki->name,
-              (long long)bad, (long long)(bad / be), (long long)(bad % be), bad >= 0 ? (double)got[bad] : 0.0,
+        CHECK(bad < 0, "%s direct panel on %s: element %lld (block %lld, offset %lld) is %.9g, the reference %.9g", ki->name,
+              isa, (long long)bad, (long long)(bad / be), (long long)(bad % be), bad >= 0 ? (double)got[bad] : 0.0,
               bad >= 0 ? (double)want[bad] : 0.0);
         (*checked)++;
     }
@@ -89,16 +92,25 @@ int main(void) {
         }
         fprintf(stderr, "ISA %s: %d fast dequantizers checked\n", bp_cpu_isa_name((bp_cpu_isa)isa), checked - before);
     }
-    if (bp_cpu_isa_available(BP_CPU_ISA_AVX512)) {
+    /* each path's direct panel kinds: AVX-512 13, AVX2 14 (the same and TQ2_0) */
+    const struct {
+        bp_cpu_isa isa;
+        direct_fn fn;
+        int want;
+    } direct_paths[] = {{BP_CPU_ISA_AVX512, bp_cpu_avx512_direct_dequant, 13}, {BP_CPU_ISA_AVX2, bp_cpu_avx2g8_direct_dequant, 14}};
+    for (size_t p = 0; p < sizeof direct_paths / sizeof direct_paths[0]; p++) {
+        const char *name = bp_cpu_isa_name(direct_paths[p].isa);
+        if (!bp_cpu_isa_available(direct_paths[p].isa)) {
+            fprintf(stderr, "SKIP: the %s direct panel decoders (this CPU has no %s path)\n", name, name);
+            continue;
+        }
         int direct = 0;
         for (int i = 0; i < bp_kind_table_size(); i++) {
             const bp_kind_info *ki = bp_kind_at(i);
-            if (ki->role == BP_ROLE_W) check_direct(ki, &rng, &direct);
+            if (ki->role == BP_ROLE_W) check_direct(direct_paths[p].fn, name, ki, &rng, &direct);
         }
-        fprintf(stderr, "ISA avx512: %d direct int8 panel decoders checked\n", direct);
-        CHECK(direct >= 13, "only %d direct panel decoders found (13 expected)", direct);
-    } else {
-        fprintf(stderr, "SKIP: the AVX-512 direct panel decoders (this CPU has no AVX-512 VNNI path)\n");
+        fprintf(stderr, "ISA %s: %d direct int8 panel decoders checked\n", name, direct);
+        CHECK(direct == direct_paths[p].want, "%s: %d direct panel decoders found (%d expected)", name, direct, direct_paths[p].want);
     }
     return bp_test_finish();
 }

@@ -14,13 +14,17 @@
  *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
  *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M, Q2_0
  *   kern_avx2lo.c   IQ1_S, IQ1_M, TQ1_0, TQ2_0 decode and small batches (a block decoded once for 8 / 4 inputs)
- *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs with the sign trick
+ *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs: direct panels
+ *                   (decoders in dq8_direct.h, shared with kern_avx512.c) or requantized, sign trick
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill; mid batches too where
  *                   a kind's direct panels, decoded straight to int8, beat its small-batch kernel)
  *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
- *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes)
+ *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes:
+ *                   the panel of kern_avx512p16.inc, which the grid and IQ1 kinds of kern_avx512iq.c share)
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
  *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 8 x 32 on zmm
+ *   kern_avx512bf.c BF16 at t >= 2 on AVX512_BF16 CPUs outside exact mode: x rounded to bf16,
+ *                   vdpbf16ps (8 x 3 register tiles, then a 12 x 32 panel GEMM)
  *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): up to 8 inputs a
  *                   pass, grid and IQ1 kinds from t = 9 a 16/32-input panel (TQ1_0 8, TQ2_0 4 a pass) */
 #include <pthread.h>
@@ -42,6 +46,8 @@ static bp_cpu_isa g_isa;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 /* "CPU avx2 Q4_K panel GEMM (...)": built once per ISA and kind so reports get stable strings. */
 static char g_gemm_names[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND][96];
+/* The same for BF16's rounded-activation GEMM (ops->gemm_bf16r), where the path has one. */
+static char g_bf16r_gemm_names[BP_CPU_ISA_COUNT][112];
 
 static const char *const isa_names[BP_CPU_ISA_COUNT] = {"scalar", "avx2", "avx512"};
 /* BACKPLANE_CPU_DECODE (read once, in init_once): 0 auto (timed), 1 the main kernel, 2 the
@@ -78,8 +84,18 @@ static bool cpu_has(bp_cpu_isa isa) {
     bool zmm_state = (xcr & 0xe0) == 0xe0; /* opmask, ZMM0-15 upper halves, ZMM16-31 */
     return isa == BP_CPU_ISA_AVX512 && base && f && dq && bw && vl && vnni && zmm_state;
 }
+
+/* AVX512_BF16 (vcvtne2ps2bf16, vdpbf16ps): CPUID leaf 7 subleaf 1, EAX bit 5. Asked only once
+ * cpu_has(BP_CPU_ISA_AVX512) holds (the OS state checks are the same). */
+static bool cpu_has_avx512bf16(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || a < 1) return false; /* a: the last subleaf */
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return a & (1u << 5);
+}
 #else
 static bool cpu_has(bp_cpu_isa isa) { return isa == BP_CPU_ISA_SCALAR; }
+static bool cpu_has_avx512bf16(void) { return false; }
 #endif
 
 /* The int8 GEMM re-rounds the weights; the float kinds are promised float accuracy. */
@@ -95,6 +111,9 @@ static void name_gemms(bp_cpu_isa isa) {
         snprintf(g_gemm_names[isa][k], sizeof g_gemm_names[isa][k], "CPU %s %s %s", q8 ? isa_names[isa] : g_ops[isa].gemm_isa,
                  t->info.name, q8 ? g_ops[isa].gemm_q8_name : g_ops[isa].gemm_name);
     }
+    if (g_ops[isa].gemm_bf16r)
+        snprintf(g_bf16r_gemm_names[isa], sizeof g_bf16r_gemm_names[isa], "CPU %s BF16 %s", isa_names[isa],
+                 g_ops[isa].gemm_bf16r_name);
 }
 
 static void init_once(void) {
@@ -123,6 +142,8 @@ static void init_once(void) {
             bp_cpu_avx512f_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512iq_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512g_init(&g_ops[BP_CPU_ISA_AVX512]);
+            /* A CPU without AVX512_BF16 keeps the exact BF16 kernels at every batch. */
+            if (cpu_has_avx512bf16()) bp_cpu_avx512bf_init(&g_ops[BP_CPU_ISA_AVX512]);
         }
     }
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
@@ -190,8 +211,15 @@ static const bp_cpu_vec_kernel *vec_kernel(const bp_cpu_ops *ops, bp_kind k) {
  * inputs: it streams the weights t times but never writes them out as floats. */
 enum { SMALL_BATCH = 4 };
 
-static bool use_vec_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
-    const bp_cpu_vec_kernel *vk = vec_kernel(ops, k);
+/* BF16 at t >= 2 outside exact mode, where the path has the rounded-activation kernels
+ * (kern_avx512bf.c). Each entry point reads it once per call and passes it on as `lo`:
+ * bp_set_exact_mode may flip it at any time, and one call must not mix the two. */
+static bool use_bf16r(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
+    return k == BP_KIND_BF16 && t >= 2 && ops->vec_bf16r.fn && !bp_exact_mode();
+}
+
+static bool use_vec_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t, bool lo) {
+    const bp_cpu_vec_kernel *vk = lo ? &ops->vec_bf16r : vec_kernel(ops, k);
     return t <= 1 || (vk != &ops->vec_generic && t <= (vk->max_batch ? vk->max_batch : SMALL_BATCH));
 }
 
@@ -309,8 +337,8 @@ static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) 
 /* The decode kernel a call of kind k at batch t runs (when t is within its max_batch): batch 1
  * takes the first-use choice between the two decode kernels. Everything that sets a job up as
  * bp_cpu_gemm does must ask this, or its results can differ in the last bits. */
-static const bp_cpu_vec_kernel *kernel_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
-    return t == 1 ? decode_kernel(ops, k) : vec_kernel(ops, k);
+static const bp_cpu_vec_kernel *kernel_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t, bool lo) {
+    return t == 1 ? decode_kernel(ops, k) : lo ? &ops->vec_bf16r : vec_kernel(ops, k);
 }
 
 bool bp_cpu_has_decode_alt(bp_kind k) {
@@ -340,11 +368,12 @@ const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
     pthread_once(&g_once, init_once);
     const bp_cpu_ops *ops = &g_ops[g_isa];
     if (!bp_kind_traits_of(k)) return "CPU (unknown kind)";
-    if (use_vec_for_batch(ops, k, t)) {
-        const bp_cpu_vec_kernel *vk = kernel_for_batch(ops, k, t);
+    const bool lo = use_bf16r(ops, k, t);
+    if (use_vec_for_batch(ops, k, t, lo)) {
+        const bp_cpu_vec_kernel *vk = kernel_for_batch(ops, k, t, lo);
         return vk->pack && !g_repack ? ops->vec_plain[k].name : vk->name;
     }
-    return g_gemm_names[g_isa][k];
+    return lo ? g_bf16r_gemm_names[g_isa] : g_gemm_names[g_isa][k];
 }
 
 static bp_status check_weight(const bp_weight *w, const void *x, const void *y, int64_t t,
@@ -423,6 +452,7 @@ static size_t act_bytes(bp_cpu_act act, int64_t cols) {
     case BP_ACT_Q8X32: return (size_t)(cols / 32) * sizeof(bp_q8x32);
     case BP_ACT_Q8X256:
     case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);
+    case BP_ACT_BF16: return bp_cpu_bf16_act_bytes(cols);
     default: return 0;
     }
 }
@@ -433,6 +463,7 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
     else if (act == BP_ACT_Q8X32P) ops->quant_q8x32p(x, cols, buf);
     else if (act == BP_ACT_Q8X32Q) ops->quant_q8x32q(x, cols, buf);
     else if (act == BP_ACT_Q8X256P) ops->quant_q8x256p(x, cols, buf);
+    else if (act == BP_ACT_BF16) ops->quant_bf16(x, cols, buf);
 }
 
 uint8_t *bp_cpu_packed_alloc(int64_t rows, size_t stride) {
@@ -488,9 +519,11 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
     const bp_cpu_ops *ops = &g_ops[g_isa];
     bp_cpu_job job = {.kt = kt, .w = w->data, .row_bytes = w->row_bytes, .rows = w->rows,
                       .cols = w->cols, .batch = t, .x = x, .y = y};
-    bool vec = use_vec_for_batch(ops, w->kind, t);
+    const bool lo = use_bf16r(ops, w->kind, t);
+    bool vec = use_vec_for_batch(ops, w->kind, t, lo);
     bool q8 = !vec && use_gemm_q8(ops, w->kind);
-    job.vk = kernel_for_batch(ops, w->kind, t);
+    bool bf16r = !vec && lo; /* the rounded-activation GEMM: every input in BP_ACT_BF16 first */
+    job.vk = kernel_for_batch(ops, w->kind, t, lo);
     job.dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
     if (vec && job.vk->pack && !(g_repack && (job.packed = packed_for(w, job.vk)))) {
         /* No memory for a second copy: the plain-layout kernel reads the caller's bytes. */
@@ -499,9 +532,9 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
                            (long long)w->rows, (long long)w->cols);
         job.vk = &ops->vec_plain[w->kind];
     }
-    size_t abytes = vec ? act_bytes(job.vk->act, w->cols) : q8 ? ops->gemm_q8_bytes(t, w->cols) : 0;
-    /* Multi-input kernels take every input's activations at once. */
-    size_t abuf = vec && job.vk->multi ? abytes * (size_t)t : abytes;
+    size_t abytes = vec || bf16r ? act_bytes(job.vk->act, w->cols) : q8 ? ops->gemm_q8_bytes(t, w->cols) : 0;
+    /* Multi-input kernels (and the rounded-activation GEMM) take every input's activations at once. */
+    size_t abuf = (vec && job.vk->multi) || bf16r ? abytes * (size_t)t : abytes;
 
     bool held = bp_pool_acquire();
     float *own_scratch = NULL;
@@ -550,6 +583,11 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
             ops->gemm_q8_prep(x, t, w->cols, act);
             job.xq = act;
             tk.gemm = ops->gemm_q8;
+        } else if (bf16r) {
+            for (int64_t j = 0; j < t; j++) quantize_act(ops, job.vk->act, x + j * w->cols, w->cols, (char *)act + (size_t)j * abytes);
+            job.xq = act;
+            job.xq_stride = abytes;
+            tk.gemm = ops->gemm_bf16r;
         }
         if (nth > 1) bp_pool_run(run_task, &tk, nth);
         else run_task(&tk, 0, 1);
@@ -660,8 +698,9 @@ bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_
     if (s) return s;
     const bp_cpu_ops *ops = &g_ops[g_isa];
     *job = (bp_cpu_job){.kt = kt, .w = w->data, .row_bytes = w->row_bytes, .rows = w->rows, .cols = w->cols, .batch = t};
-    bool vec = use_vec_for_batch(ops, w->kind, t);
-    job->vk = kernel_for_batch(ops, w->kind, t);
+    const bool lo = use_bf16r(ops, w->kind, t);
+    bool vec = use_vec_for_batch(ops, w->kind, t, lo);
+    job->vk = kernel_for_batch(ops, w->kind, t, lo);
     job->dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
     if (vec && job->vk->pack && !(g_repack && (job->packed = packed_for(w, job->vk)))) {
         if (!ops->vec_plain[w->kind].fn)
@@ -671,6 +710,9 @@ bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_
     }
     if (vec) {
         *mode = job->vk->multi ? BP_CPU_JOB_DECODE_MULTI : BP_CPU_JOB_DECODE;
+        *abytes = act_bytes(job->vk->act, w->cols);
+    } else if (lo) {
+        *mode = BP_CPU_JOB_GEMM_BF16R;
         *abytes = act_bytes(job->vk->act, w->cols);
     } else if (use_gemm_q8(ops, w->kind)) {
         *mode = BP_CPU_JOB_GEMM_Q8;

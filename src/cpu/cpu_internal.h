@@ -41,7 +41,17 @@ typedef enum bp_cpu_act {
      * b0 16..31, ..., b3 16..31]; then all block scales d, then all d * sum(q), then per 8 blocks
      * the d * sum(q[0..15]) of each, then the d * sum(q[16..31]) of each (NVFP4, scaled per 16). */
     BP_ACT_Q8X32Q = 5,
+    /* x rounded to bf16 (nearest even), zero-padded to bp_cpu_bf16_act_bytes (kern_avx512bf.c). */
+    BP_ACT_BF16 = 6,
 } bp_cpu_act;
+
+/* Bytes of one input's BP_ACT_BF16 activations: 2 * cols rounded up to 64 (whole zmm loads),
+ * plus 64 where that is a multiple of 1 KB, so that the GEMM's inputs (this far apart) do not
+ * all fall in the same L1 sets as 4096-column rows 8 KB apart would. */
+static inline size_t bp_cpu_bf16_act_bytes(int64_t cols) {
+    size_t b = ((size_t)cols * 2 + 63) / 64 * 64;
+    return b % 1024 ? b : b + 64;
+}
 
 /* Panel GEMM blocking: NR weight rows by KC columns are dequantized once and reused for the
  * whole batch. KC is a multiple of every kind's block (256) so a chunk is whole blocks. */
@@ -136,6 +146,14 @@ typedef struct bp_cpu_ops {
     void (*quant_q8x32p)(const float *x, int64_t n, void *out);
     void (*quant_q8x256p)(const float *x, int64_t n, bp_q8x256 *out);
     void (*quant_q8x32q)(const float *x, int64_t n, void *out);
+    /* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (kern_avx512bf.c):
+     * x rounded to bf16 once per call (BP_ACT_BF16, by quant_bf16), vdpbf16ps products.
+     * vec_bf16r (multi-input) up to its max_batch, then gemm_bf16r, which reads job->xq (batch
+     * inputs, xq_stride apart). fn / gemm NULL: none, the exact kernels run. */
+    bp_cpu_vec_kernel vec_bf16r;
+    void (*gemm_bf16r)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
+    const char *gemm_bf16r_name;
+    void (*quant_bf16)(const float *x, int64_t n, void *out);
     /* Read n bytes (n a multiple of 256) as fast as possible; returns a value that depends on
      * every byte so the compiler cannot drop the loads. For the bandwidth figure. */
     uint64_t (*read_sum)(const uint8_t *p, size_t n);
@@ -168,11 +186,16 @@ bool bp_cpu_avx512_init(bp_cpu_ops *ops);
  * against the reference dequantizer. False where the kind has none (or AVX-512 was not built);
  * the caller checks the AVX-512 path is available here. */
 bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
+/* The same for the AVX2 int8 GEMM's direct panels (kern_avx2g8.c; unsigned q with offsets for
+ * Q4_0 Q5_0 Q2_0, where the AVX-512 ones are signed). */
+bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512g_init(bp_cpu_ops *ops);
+/* Only where CPUID says AVX512_BF16 (cpu.c): the file is built with -mavx512bf16. */
+bool bp_cpu_avx512bf_init(bp_cpu_ops *ops);
 
 /* The f32 panel GEMMs' pack (kern_avx2.c): rows [p, p + nr) x columns [c0, c0 + kc) of the
  * job's weight dequantized into rowbuf (BP_CPU_NR x BP_CPU_KC) and stored k-major into pk
@@ -207,9 +230,10 @@ typedef enum bp_cpu_job_mode {
     BP_CPU_JOB_DECODE_MULTI = 1, /* vk->fn once for all inputs (xq_stride apart) */
     BP_CPU_JOB_GEMM_F32 = 2,     /* ops->gemm over row panels, reads x */
     BP_CPU_JOB_GEMM_Q8 = 3,      /* ops->gemm_q8 over row panels, x prepared by gemm_q8_prep */
+    BP_CPU_JOB_GEMM_BF16R = 4,   /* ops->gemm_bf16r over row panels, every input in vk->act (BP_ACT_BF16) */
 } bp_cpu_job_mode;
 /* job as bp_cpu_gemm would run w at batch t (kernel, repacked copy made, dequantizer), not run;
- * *abytes: activation bytes per input (decode) or for all of x (GEMM_Q8). x, y, xq, scratch
+ * *abytes: activation bytes per input (decode, GEMM_BF16R) or for all of x (GEMM_Q8). x, y, xq, scratch
  * are the caller's to set. */
 bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_mode *mode, size_t *abytes);
 const bp_cpu_ops *bp_cpu_ops_current(void);

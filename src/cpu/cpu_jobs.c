@@ -48,6 +48,7 @@ static void worker(void *ctx, int ith, int nth) {
         const bp_cpu_ops *ops = bp_cpu_ops_current();
         if (s->mode == BP_CPU_JOB_GEMM_F32) ops->gemm(&job, 0, r0, r1);
         else if (s->mode == BP_CPU_JOB_GEMM_Q8) ops->gemm_q8(&job, 0, r0, r1);
+        else if (s->mode == BP_CPU_JOB_GEMM_BF16R) ops->gemm_bf16r(&job, 0, r0, r1);
         else job.vk->fn(&job, r0, r1);
     }
 }
@@ -92,7 +93,9 @@ bp_status bp_cpu_jobs(const float *x, int64_t t, const bp_matmul_job *jobs, int 
             shared = false;
             break;
         }
-        if (mode == BP_CPU_JOB_DECODE || mode == BP_CPU_JOB_DECODE_MULTI) {
+        /* The rounded-activation BF16 GEMM reads every input in its kernel's format, as a
+         * multi-input kernel does. */
+        if (mode == BP_CPU_JOB_DECODE || mode == BP_CPU_JOB_DECODE_MULTI || mode == BP_CPU_JOB_GEMM_BF16R) {
             int a = 0;
             while (a < nacts && acts[a] != job.vk->act) a++;
             if (a == nacts && ab) {
@@ -117,7 +120,7 @@ bp_status bp_cpu_jobs(const float *x, int64_t t, const bp_matmul_job *jobs, int 
                 s->job.batch = 1;
                 s->first_chunk = j; /* temporarily: which input */
             }
-            s->unit = mode == BP_CPU_JOB_GEMM_F32 || mode == BP_CPU_JOB_GEMM_Q8 ? BP_CPU_NR : 4;
+            s->unit = mode == BP_CPU_JOB_GEMM_F32 || mode == BP_CPU_JOB_GEMM_Q8 || mode == BP_CPU_JOB_GEMM_BF16R ? BP_CPU_NR : 4;
         }
     }
     if (!shared) {
@@ -158,7 +161,7 @@ bp_status bp_cpu_jobs(const float *x, int64_t t, const bp_matmul_job *jobs, int 
     if (per < 1) per = 1;
     for (int i = 0; i < p->n; i++) {
         sub *s = &p->s[i];
-        if (s->mode == BP_CPU_JOB_DECODE || s->mode == BP_CPU_JOB_DECODE_MULTI) {
+        if (s->mode == BP_CPU_JOB_DECODE || s->mode == BP_CPU_JOB_DECODE_MULTI || s->mode == BP_CPU_JOB_GEMM_BF16R) {
             uintptr_t a = (uintptr_t)s->job.xq;
             if (a) s->job.xq = (char *)act + act_off[a - 1] + (s->mode == BP_CPU_JOB_DECODE ? (size_t)s->first_chunk * act_size[a - 1] : 0);
         } else if (s->mode == BP_CPU_JOB_GEMM_Q8)

@@ -155,6 +155,17 @@ static ALWAYS_INLINE __m256i grid4(unsigned a, unsigned b, unsigned c, unsigned 
     return _mm256_set_epi64x((long long)g_grid8[d], (long long)g_grid8[c], (long long)g_grid8[b], (long long)g_grid8[a]);
 }
 
+/* One group of 32 weights u (bytes) against each input's 32 activations ib, pairs scaled by sc
+ * (words), into sumi; and a block's end: acc += DW * d_x * sumi. IQ1_S and IQ1_M share both. */
+#define LO_GROUP(sumi, u, sc, ib)                                                                  \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++) {                                      \
+        sumi[jj] = _mm256_add_epi32(sumi[jj], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(LO_XJ(jj)->q + 32 * (ib))), sc)); \
+        LO_KEEP(sumi[jj]);                                                                         \
+    }
+#define LO_BLOCK_END(sumi, DW)                                                                     \
+    _Pragma("GCC unroll 8") for (int jj = 0; jj < NJ; jj++)                                        \
+        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps((DW) * LO_XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
+
 /* IQ1_S, 50 bytes: d; 32 low index bytes at 2; 8 u16 at 34 per 32 weights: four 3-bit high index
  * parts, a 3-bit scale (2s + 1), the delta sign (bit 15). Group ib: ls (sum table * x + (ds - 8)
  * sum x), the second term for all 8 groups in one madd with the bsums. */
@@ -180,17 +191,10 @@ static ALWAYS_INLINE void iq1_s_row(const bp_cpu_job *job, int64_t r, const int 
             const __m256i u = grid4(q[0] | ((qh << 8) & 0x700u), q[1] | ((qh << 5) & 0x700u), q[2] | ((qh << 2) & 0x700u),
                                     q[3] | ((qh >> 1) & 0x700u));
             const __m256i sc = bcast_word(lsv, ib);
-#pragma GCC unroll 8
-            for (int jj = 0; jj < NJ; jj++) {
-                sumi[jj] = _mm256_add_epi32(sumi[jj], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(LO_XJ(jj)->q + 32 * ib)), sc));
-                LO_KEEP(sumi[jj]);
-            }
+            LO_GROUP(sumi, u, sc, ib)
         }
     }
-    const float d = f16(b) * 0.125f;
-#pragma GCC unroll 8
-    for (int jj = 0; jj < NJ; jj++)
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * LO_XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
+    LO_BLOCK_END(sumi, f16(b) * 0.125f)
     LO_ROW_END
 }
 KQ_MULTI_N(vec_iq1_s, iq1_s_row, LO_NJ)
@@ -244,16 +248,9 @@ static ALWAYS_INLINE void iq1_m_row(const bp_cpu_job *job, int64_t r, const int 
                               q[3] | ((hh >> 4) & 0x700u));
             u = _mm256_add_epi8(u, _mm256_load_si256((const __m256i *)(const void *)g_dplus[dm]));
             const __m256i sc = bcast_word(scg, ib);
-#pragma GCC unroll 8
-            for (int jj = 0; jj < NJ; jj++) {
-                sumi[jj] = _mm256_add_epi32(sumi[jj], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(LO_XJ(jj)->q + 32 * ib)), sc));
-                LO_KEEP(sumi[jj]);
-            }
+            LO_GROUP(sumi, u, sc, ib)
         }
-        const float d = _cvtsh_ss(dbits) * 0.125f;
-#pragma GCC unroll 8
-        for (int jj = 0; jj < NJ; jj++)
-            acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * LO_XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
+        LO_BLOCK_END(sumi, _cvtsh_ss(dbits) * 0.125f)
     }
     LO_ROW_END
 }

@@ -16,7 +16,7 @@
 
 #include "cpu/avx2_util.h"
 #include "cpu/avx512_util.h"
-#include "kinds/iq_tables.h"
+#include "cpu/dq8_direct.h"
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -194,57 +194,17 @@ static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int n
  * only the transpose. The micro-kernel then scales per 32 columns (twice as often) and adds
  * o x (the input's d x its 32 quants' sum, from prep). The weights are not rounded a second
  * time, so results are closer to the reference than the requantized panels. */
-/* nblk blocks (<= KC columns) of one row -> q; s[g] the scale of 32-column group g, s[8 + g]
- * its offset (written by the offset kinds only). */
-typedef void (*dq8_fn)(const uint8_t *b, int64_t nblk, int8_t *q, float *s);
-
-/* 16 nibble bytes -> 32 bytes: the low nibbles (elements 0-15), then the high ones (16-31). */
-static ALWAYS_INLINE __m256i nib32(const uint8_t *p) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p), m = _mm_set1_epi8(15);
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)), _mm_and_si128(_mm_srli_epi16(v, 4), m), 1);
-}
-static ALWAYS_INLINE void st32(int8_t *q, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)q, v); }
-
-static void d8_q8_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q8_0, q += 32) {
-        s[i] = f16(b);
-        st32(q, _mm256_loadu_si256((const __m256i *)(const void *)(b + 2)));
-    }
-}
 static void d8_q4_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q4_0, q += 32) {
         s[i] = f16(b);
         st32(q, _mm256_sub_epi8(nib32(b + 2), _mm256_set1_epi8(8)));
     }
 }
-static void d8_q4_1(const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q4_1, q += 32) {
-        s[i] = f16(b);
-        s[8 + i] = f16(b + 2);
-        st32(q, nib32(b + 4));
-    }
-}
-/* Q5_0 / Q5_1: bit j of qh is element j's fifth bit. */
+/* Q5_0: bit j of qh is element j's fifth bit. */
 static void d8_q5_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q5_0, q += 32) {
         s[i] = f16(b);
-        const __m256i v = nib32(b + 6);
-        st32(q, _mm256_sub_epi8(_mm256_mask_add_epi8(v, (__mmask32)bp_load_u32(b + 2), v, _mm256_set1_epi8(16)), _mm256_set1_epi8(16)));
-    }
-}
-static void d8_q5_1(const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q5_1, q += 32) {
-        s[i] = f16(b);
-        s[8 + i] = f16(b + 2);
-        const __m256i v = nib32(b + 8);
-        st32(q, _mm256_mask_add_epi8(v, (__mmask32)bp_load_u32(b + 4), v, _mm256_set1_epi8(16)));
-    }
-}
-static void d8_iq4_nl(const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)bp_kvalues_iq4nl));
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ4_NL, q += 32) {
-        s[i] = f16(b);
-        st32(q, _mm256_shuffle_epi8(tbl, nib32(b + 2)));
+        st32(q, _mm256_sub_epi8(add_bit5(nib32(b + 6), b + 2), _mm256_set1_epi8(16)));
     }
 }
 /* Q2_0, 64 weights, one scale: element j is bits 2 (j % 4) of qs[j / 4], 0..3 meaning -1..2.
@@ -261,95 +221,6 @@ static void d8_q2_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
         }
     }
 }
-/* IQ4_XS: per 32 weights IQ4_NL's 16 bytes and a 6-bit scale (bias 32), as the reference. */
-static void d8_iq4_xs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)bp_kvalues_iq4nl));
-    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ4_XS, s += 8) {
-        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
-        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
-        const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-        _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(f16(b)), _mm256_cvtepi32_ps(ls)));
-        for (int ib = 0; ib < 8; ib++, q += 32) st32(q, _mm256_shuffle_epi8(tbl, nib32(b + 8 + 16 * ib)));
-    }
-}
-/* Q4_K / Q5_K: group 2p the low nibbles of qs[32 p ..], 2p + 1 the high ones (+ 16 where bit g
- * of qh[l] is set, Q5_K); s = d x sc, o = -(dmin x m), each rounded as the reference's, the 8
- * of each in one zmm. */
-static ALWAYS_INLINE void d8_k45(const bool Q5, const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t i = 0; i < n; i++, b += Q5 ? BP_BLOCK_BYTES_Q5_K : BP_BLOCK_BYTES_Q4_K, s += 8) {
-        const uint8_t *qs = b + (Q5 ? 48 : 16);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(b + 16));
-        for (int p = 0; p < 4; p++, q += 64) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * p));
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (Q5) {
-                lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << (2 * p)))), lo, _mm256_set1_epi8(16));
-                hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(2 << (2 * p)))), hi, _mm256_set1_epi8(16));
-            }
-            st32(q, lo);
-            st32(q + 32, hi);
-        }
-        const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(f16(b)), _mm512_set1_ps(f16(b + 2)));
-        const __m512 v = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scale_min_k4v(b + 4))));
-        _mm512_storeu_ps(s, _mm512_mask_sub_ps(v, 0xff00, _mm512_setzero_ps(), v));
-    }
-}
-static void d8_q4_k(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_k45(false, b, n, q, s); }
-static void d8_q5_k(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_k45(true, b, n, q, s); }
-
-/* Grid kinds: per 32 weights 4 (IQ2_XXS: 8 bytes) or 8 (IQ3: 4 bytes) grid rows of unsigned
- * magnitudes, negated under a 32-bit sign mask (IQ2_XXS, IQ3_XXS: four 7-bit ksigns indices;
- * IQ3_S: explicit bits); the scale rounded as the reference's. */
-static ALWAYS_INLINE void st_signed(int8_t *q, __m256i v, uint32_t sg) {
-    st32(q, _mm256_mask_sub_epi8(v, (__mmask32)sg, _mm256_setzero_si256(), v));
-}
-static ALWAYS_INLINE uint32_t ksigns4(uint32_t aux) {
-    return (uint32_t)bp_ksigns_iq2xs[aux & 127u] | (uint32_t)bp_ksigns_iq2xs[(aux >> 7) & 127u] << 8 |
-           (uint32_t)bp_ksigns_iq2xs[(aux >> 14) & 127u] << 16 | (uint32_t)bp_ksigns_iq2xs[(aux >> 21) & 127u] << 24;
-}
-static void d8_iq2_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ2_XXS) {
-        const float d = f16(b);
-        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
-            const uint8_t *g = b + 2 + 8 * ib;
-            const uint32_t aux = bp_load_u32(g + 4);
-            *s = d * (0.5f + (float)(aux >> 28)) * 0.25f;
-            st_signed(q, _mm256_setr_epi64x((long long)bp_iq2xxs_grid[g[0]], (long long)bp_iq2xxs_grid[g[1]], (long long)bp_iq2xxs_grid[g[2]],
-                                            (long long)bp_iq2xxs_grid[g[3]]),
-                      ksigns4(aux));
-        }
-    }
-}
-static void d8_iq3_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ3_XXS) {
-        const float d = f16(b);
-        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
-            const uint8_t *g = b + 2 + 8 * ib;
-            const uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
-            *s = d * (0.5f + (float)(aux >> 28)) * 0.5f;
-            const __m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)g));
-            st_signed(q, _mm256_i32gather_epi32((const int *)(const void *)bp_iq3xxs_grid, ix, 4), ksigns4(aux));
-        }
-    }
-}
-static void d8_iq3_s(const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_IQ3_S) {
-        const float d = f16(b);
-        for (int ib = 0; ib < 8; ib++, q += 32, s++) {
-            const unsigned nib = (b[106 + ib / 2] >> (4 * (ib % 2))) & 15u;
-            *s = d * (float)(1u + 2u * nib);
-            /* index k: qs[8 ib + k] | bit k of qh[ib] << 8 */
-            const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(b + 2 + 8 * ib)));
-            const __m256i hb = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b[66 + ib]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                                                _mm256_set1_epi32(1));
-            const __m256i ix = _mm256_or_si256(lo, _mm256_slli_epi32(hb, 8));
-            st_signed(q, _mm256_i32gather_epi32((const int *)(const void *)bp_iq3s_grid, ix, 4), bp_load_u32(b + 74 + 4 * ib));
-        }
-    }
-}
-
 /* The direct decoder of kind k (NULL: requantized panels) up to batch *max_t, and whether it
  * has offsets. Where each pays (one thread, 4096 x 4096, Zen 5, GFLOP/s requantized -> direct):
  * the offset kinds lose past t ~ 160 to the extra multiply-add per 32 columns (t = 128 Q5_K
@@ -619,15 +490,7 @@ bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks
     bool off;
     int64_t max_t;
     const dq8_fn fn = dq8_of(k, &off, &max_t);
-    const bp_kind_traits *kt = bp_kind_traits_of(k);
-    if (!fn || !kt) return false;
-    const int64_t n = nblocks * kt->info.block_elems;
-    if (n > KC || n % 32) return false;
-    int8_t q[KC];
-    float rec[16] = {0};
-    fn(blocks, nblocks, q, rec);
-    for (int64_t j = 0; j < n; j++) out[j] = rec[j / 32] * (float)q[j] + (off ? rec[8 + j / 32] : 0.0f);
-    return true;
+    return dq8_to_float(fn, off, k, blocks, nblocks, out);
 }
 
 bool bp_cpu_avx512_init(bp_cpu_ops *ops) {

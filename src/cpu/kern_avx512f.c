@@ -7,8 +7,9 @@
  * come from L1 (COLBLK_BYTES, measured there). Per 16 columns: NJ activation loads, then per row one
  * weight load (converted to f32: vcvtph2ps for F16, a 16-bit shift for BF16) and NJ FMAs, so an
  * activation load serves 8 rows and a weight load NJ inputs (the AVX2 kernels loaded both per
- * FMA, and ran once per input). The accumulators hide the FMA latency; the float kinds keep
- * exact f32 products (no bf16/f16 dot instructions: the tests hold them to 1e-9 NMSE).
+ * FMA, and ran once per input). The accumulators hide the FMA latency; these kernels keep
+ * exact f32 products (no bf16/f16 dot instructions: the tests hold them to the FLOAT bound). BF16
+ * batches (t >= 2) outside exact mode run kern_avx512bf.c instead where the CPU has AVX512_BF16.
  *
  * Batch 1 runs a one-row kernel (below: ROW_KERNEL for F16 and BF16, the AVX2 one for F32),
  * faster cold than the tile. Each tile row is prefetched ahead (1 KB in 8-row tiles, 2 KB in

@@ -1,5 +1,6 @@
 /* AVX-512 f32 panel GEMM for the float kinds' large batches (F32, F16, BF16 past their decode
- * kernels' max_batch; the quantized kinds use the int8 GEMM of kern_avx512.c). The same panels
+ * kernels' max_batch; the quantized kinds use the int8 GEMM of kern_avx512.c; BF16 outside exact
+ * mode on CPUs with AVX512_BF16, the vdpbf16ps GEMM of kern_avx512bf.c). The same panels
  * as the AVX2 GEMM (16 weight rows x KC columns dequantized once, k-major, bp_cpu_pack_panel_f32)
  * with an 8 x 32 micro-kernel on zmm registers over two panels at once (micro2; 8 x 16 for a last
  * single panel): per k two 16-float panel loads, 8 broadcast activations and 16 FMAs; a partial

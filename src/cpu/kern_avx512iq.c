@@ -21,7 +21,7 @@
  *    is unsigned (0..18): a table of 8 (g + 1) per grid row, one byte add for delta, and the
  *    -9 comes back once per block through the activations' 16-sums (no per-input sign work).
  *  - TQ2_0: 64 weights per zmm as Q2_K (kern_avx512k.c), unscaled, one vpdpbusd per input.
- * From t = 9 the grid and IQ1 kinds run a panel with the inputs in the lanes (iq_panel: a
+ * From t = 9 the grid and IQ1 kinds run a panel with the inputs in the lanes (p16_panel: a
  * block decoded once per 16 or 32 inputs, one vpdpbusd per 64 multiply-adds).
  * Results per (row, input) do not depend on the batch grouping or the thread count; for the
  * grid and IQ1 kinds (t >= 2) not on which kernel (row or panel) served the input either. */
@@ -94,7 +94,7 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
  * IQ2_S 97 vs 92, IQ1_M 87 vs 84, IQ2_XXS t = 4 161 vs 165). Not for IQ3_XXS / IQ3_S, whose
  * eight dword lookups per group want the registers (t = 4 114 vs 124, 87 vs 95 deferred), nor
  * with 8 inputs (the deferred sums spill: IQ1_M t = 8 98 vs 182).
- * That is the arithmetic of the 16/32-input panel (iq_panel,
+ * That is the arithmetic of the 16/32-input panel (p16_panel,
  * below), lane for lane, so an input's result does not depend on the batch it came in or on
  * which kernel served its group (tests/test_cpu_kernels.c checks t against t = 64). */
 #define ADD_NONE(P, V) (V)
@@ -390,7 +390,7 @@ static void init_iq1(void) {
 #define SERVE9(GRPG, ADDP, SIGNS, KP, SCP, INIT, END_ADD, D, WADD) SERVE(GRPG, ADDP, SIGNS, KP, SCP, INIT, END_ADD, D)
 
 /* ---- 16 or 32 inputs per pass (t >= 16): VNNI with the inputs in the lanes -----------------
- * As kern_avx512k.c's panel16 (which says why), for these kinds: a row's block is decoded ONCE
+ * kern_avx512p16.inc's panel (kern_avx512k.c says why it exists), for these kinds: a row's block is decoded ONCE
  * for 16 or 32 inputs into signed int8 weights (SIGNS and WADD applied), its group scales and
  * the +128 bias's correction -128 * sum_g scale_g * sum(weights of g); the activations are
  * transposed once per 128 rows (16 inputs in the lanes, +128 to make them the unsigned
@@ -401,8 +401,6 @@ static void init_iq1(void) {
  * ggml's tiled int8 GEMM overtook them at t = 16-32 (IQ2_XXS t = 32 0.91x, IQ3_XXS 0.91x,
  * IQ3_S 0.93x, IQ1_S t = 16 0.97x, Zen 5, 2 threads). */
 enum { IK_IQ2_XXS, IK_IQ2_XS, IK_IQ2_S, IK_IQ3_XXS, IK_IQ3_S, IK_IQ1_S, IK_IQ1_M };
-enum { PKB = 2 /* blocks per column chunk */, PRS = 128 /* rows per transpose */, PR = 4 /* rows per step */ };
-enum { XT_N = PKB * 4096, DX_N = PKB * 16 };
 /* Batches of PANEL_MIN or more inputs run the panel, 16 or (past PANEL2_MIN) 32 inputs a pass,
  * the last pass partly filled: a pass costs the same whatever its fill, and 9-11 inputs in a
  * 16-input pass beat 8 + 1-3 row passes (one Zen 5 core, GFLOP/s rows / panel: t = 9 IQ2_XXS
@@ -454,9 +452,11 @@ static ALWAYS_INLINE void iq_unpack(const int kind, const uint8_t *b, prow *o) {
     }
 }
 
-/* Block i of 16 inputs (the first nv real, the rest 0): xt[64 k-steps][16 inputs x 4 bytes]
- * (+128) and their d. */
-static ALWAYS_INLINE void xt_block(const uint8_t *xq, size_t xs, int64_t i, int nv, uint8_t *xt, float *dx) {
+/* The panel's hooks (kern_avx512p16.inc says what each must do). Block i of 16 inputs (the first
+ * nv real, the rest 0): xt[64 k-steps][16 inputs x 4 bytes] (+128) and their d; no sums in bt. */
+static ALWAYS_INLINE void p16_xt_block(const int kind, const uint8_t *xq, size_t xs, int64_t i, int nv, uint8_t *xt, int32_t *bt,
+                                       float *dx) {
+    (void)kind, (void)bt;
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     for (int c = 0; c < 4; c++) {
         __m512i r[16];
@@ -466,106 +466,18 @@ static ALWAYS_INLINE void xt_block(const uint8_t *xq, size_t xs, int64_t i, int 
     }
     for (int jj = 0; jj < 16; jj++) dx[jj] = jj < nv ? XQ(jj, i)->d : 0.0f;
 }
-
-/* acc + u8 x against the 4 int8 at p in every lane (a broadcast load). */
-static ALWAYS_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i x, const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_dpbusd_epi32(acc, x, _mm512_set1_epi32(v));
+static ALWAYS_INLINE int p16_g(int kind) { return ik_g(kind); }
+/* A group's sums do not fit 16 bits here: vpmulld. */
+static ALWAYS_INLINE __m512i p16_scale(int kind, __m512i acc, __m512i sub, __m512i scv) {
+    (void)kind;
+    return _mm512_add_epi32(acc, _mm512_mullo_epi32(sub, scv));
 }
-
-/* R rows (their nbk blocks unpacked at pr[rr * PKB + kb]) against NX groups of 16 inputs: one
- * broadcast weight dword feeds NX vpdpbusd. */
-static ALWAYS_INLINE void rows16(const int kind, const int R, const int NX, const prow *pr, int nbk, const uint8_t *xt,
-                                 const float *dx, __m512 *facc) {
-    const int G = ik_g(kind);
-    for (int kb = 0; kb < nbk; kb++) {
-        const uint8_t *x = xt + 4096 * kb;
-        __m512i iacc[PR][2];
-        _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) iacc[rr][n] = _mm512_set1_epi32(pr[rr * PKB + kb].negc);
-        for (int g = 0; g < 64 / G; g++) {
-            __m512i sub[PR][2];
-            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) sub[rr][n] = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int s = g * G; s < g * G + G; s++) {
-                __m512i xv[2];
-                for (int n = 0; n < NX; n++) xv[n] = _mm512_load_si512((const void *)(x + n * XT_N + 64 * s));
-                _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
-                    const int8_t *wp = pr[rr * PKB + kb].w + 4 * s;
-                    for (int n = 0; n < NX; n++) sub[rr][n] = dpbusd_bcast(sub[rr][n], xv[n], wp);
-                }
-            }
-            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
-                const __m512i scv = _mm512_set1_epi32(pr[rr * PKB + kb].sc[g]);
-                for (int n = 0; n < NX; n++) iacc[rr][n] = _mm512_add_epi32(iacc[rr][n], _mm512_mullo_epi32(sub[rr][n], scv));
-            }
-        }
-        for (int n = 0; n < NX; n++) {
-            const __m512 dxv = _mm512_load_ps(dx + n * DX_N + 16 * kb);
-            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
-                __m512 *f = &facc[rr * 2 + n];
-                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[rr][n]), _mm512_mul_ps(dxv, _mm512_set1_ps(pr[rr * PKB + kb].d)), *f);
-            }
-        }
-    }
+static ALWAYS_INLINE void p16_unpack(int kind, const uint8_t *b, prow *o) { iq_unpack(kind, b, o); }
+static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t *bt, __m512 dxv, __m512 f) {
+    (void)kind, (void)p, (void)bt, (void)dxv;
+    return f;
 }
-
-/* Rows r..r+R-1, column chunk kb0..kb0+nbk-1: unpack, compute, then park the sums in racc (16
- * floats per row and input group) or, in the last chunk, write them out. */
-static ALWAYS_INLINE void step16(const bp_cpu_job *job, const int kind, const size_t BYTES, const int R, const int NX, int64_t r,
-                                 int64_t j0, int nv, int64_t kb0, int nbk, bool last, prow *pr, const uint8_t *xt, const float *dx,
-                                 float *racc) {
-    __m512 facc[PR * 2];
-    for (int rr = 0; rr < R; rr++) {
-        const uint8_t *b = job->w + (size_t)(r + rr) * job->row_bytes + (size_t)kb0 * BYTES;
-        for (int kb = 0; kb < nbk; kb++) iq_unpack(kind, b + (size_t)kb * BYTES, &pr[rr * PKB + kb]);
-        for (int n = 0; n < NX; n++) facc[rr * 2 + n] = kb0 ? _mm512_load_ps(racc + 16 * (2 * rr + n)) : _mm512_setzero_ps();
-    }
-    rows16(kind, R, NX, pr, nbk, xt, dx, facc);
-    for (int rr = 0; rr < R; rr++)
-        for (int n = 0; n < NX; n++) {
-            if (!last) {
-                _mm512_store_ps(racc + 16 * (2 * rr + n), facc[rr * 2 + n]);
-                continue;
-            }
-            _Alignas(64) float o[16];
-            _mm512_store_ps(o, facc[rr * 2 + n]);
-            for (int jj = 0; jj < 16 && 16 * n + jj < nv; jj++) job->y[(j0 + 16 * n + jj) * job->rows + r + rr] = o[jj];
-        }
-}
-
-/* Inputs j0..j0+16*NX-1, rows [r0, r1). Each row and input's sums run in the same order whatever
- * its chunk, thread, step (PR rows or 1) or NX. ~35 KB of stack. */
-static ALWAYS_INLINE void iq_panel(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, int nv, const int kind,
-                                   const size_t BYTES, const int NX) {
-    const int64_t nb = job->cols / 256;
-    const size_t xs = job->xq_stride;
-    _Alignas(64) uint8_t xt[2 * XT_N];
-    _Alignas(64) float dx[2 * DX_N];
-    _Alignas(64) float racc[PRS * 32];
-    prow pr[PR * PKB];
-    for (int64_t rs = r0; rs < r1; rs += PRS) {
-        const int64_t re = rs + PRS < r1 ? rs + PRS : r1;
-        for (int64_t kb0 = 0; kb0 < nb; kb0 += PKB) {
-            const int nbk = nb - kb0 < PKB ? (int)(nb - kb0) : PKB;
-            const bool last = kb0 + nbk == nb;
-            for (int n = 0; n < NX; n++) {
-                const uint8_t *xq = (const uint8_t *)job->xq + (size_t)(j0 + 16 * n) * xs;
-                for (int kb = 0; kb < nbk; kb++)
-                    xt_block(xq, xs, kb0 + kb, nv - 16 * n, xt + n * XT_N + 4096 * kb, dx + n * DX_N + 16 * kb);
-            }
-            for (int64_t r = rs; r < re;) {
-                float *ra = racc + 32 * (r - rs);
-                if (re - r >= PR) {
-                    step16(job, kind, BYTES, PR, NX, r, j0, nv, kb0, nbk, last, pr, xt, dx, ra);
-                    r += PR;
-                } else {
-                    step16(job, kind, BYTES, 1, NX, r, j0, nv, kb0, nbk, last, pr, xt, dx, ra);
-                    r += 1;
-                }
-            }
-        }
-    }
-}
+#include "cpu/kern_avx512p16.inc"
 
 /* One NJ's row loop as a function of its own: with every NJ (and the panels) inlined into one,
  * GCC's register allocation cost the 2-8 input kernels up to 3x (IQ1_M t = 2, Zen 5). TAB: d_x
@@ -576,7 +488,7 @@ static ALWAYS_INLINE void iq_panel(const bp_cpu_job *job, int64_t r0, int64_t r1
         for (int64_t r = r0; r < r1; r++) NAME##_row(job, r, NJ, j0, TAB ? dxt : NULL, DEC);              \
     }
 /* Per row, NJ (1, 2, 4, 8) inputs from j0, SERVE per block; DEC: a batch of 1. Inputs outer,
- * rows inner; groups of 16 or 32 inputs go to iq_panel. */
+ * rows inner; groups of 16 or 32 inputs go to p16_panel. */
 #define IQ_KERNEL(NAME, BYTES, KIND, DEFER, PREP, ARGS)                                                   \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const float *dxt, \
                                          const bool DEC) {                                               \
@@ -609,10 +521,10 @@ static ALWAYS_INLINE void iq_panel(const bp_cpu_job *job, int64_t r0, int64_t r1
     IQ_ROWS(NAME, _r1x, 1, false, false)                                                                  \
     IQ_ROWS(NAME, _dec, 1, true, false)                                                                   \
     static __attribute__((noinline)) void NAME##_p1(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, int nv) { \
-        iq_panel(job, r0, r1, j0, nv, KIND, BYTES, 1);                                                    \
+        p16_panel(job, r0, r1, j0, nv, KIND, BYTES, 1);                                                    \
     }                                                                                                     \
     static __attribute__((noinline)) void NAME##_p2(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, int nv) { \
-        iq_panel(job, r0, r1, j0, nv, KIND, BYTES, 2);                                                    \
+        p16_panel(job, r0, r1, j0, nv, KIND, BYTES, 2);                                                    \
     }                                                                                                     \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
         const int64_t nb = job->cols / 256;                                                               \
@@ -753,7 +665,7 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
 /* max_batch: the panel GEMM (kern_avx512.c) dequantizes and requantizes each panel once per
  * call, a fixed cost that its int8 tile wins back from some batch on. Where the two meet,
  * 4096 x 4096, one thread, best of 3, on the dev machine (AMD EPYC Zen 5), GFLOP/s these / the
- * GEMM. With iq_panel (2026-11-30, night): t = 32: IQ2_XXS 406/291, IQ2_XS 380/267, IQ2_S
+ * GEMM. With p16_panel (2026-11-30, night): t = 32: IQ2_XXS 406/291, IQ2_XS 380/267, IQ2_S
  * 367/285, IQ3_XXS 357/273, IQ3_S 351/257; t = 36 (32 + 4 rows): 346/316, 332/290, 322/321,
  * 304/282, 276/281; t = 40: 326/329, 314/306, 313/334, 285/295, 277/295, so the grid kinds stop
  * at 32 (t = 33 would add a pass of one input). IQ1_S 393/326 and IQ1_M 353/176 at 64: 64.

@@ -12,7 +12,7 @@
  * weights are read from memory once per call and unpacked once per 4 inputs. 8 per pass fit the
  * registers too, but ran Q4_K / Q6_K at t = 8 at 0.4-0.6x the speed of two passes of 4 once the
  * rows no longer fit L2 (1000 x 4096 on the dev machine). From 16 inputs on, groups of 16 or 32
- * run a second kernel (panel16, below) with the inputs in the lanes: one vpdpbusd per 64
+ * run a second kernel (p16_panel, kern_avx512p16.inc) with the inputs in the lanes: one vpdpbusd per 64
  * multiply-adds instead of two multiply ops and a per-input epilogue. */
 #include "cpu/cpu_internal.h"
 
@@ -68,7 +68,7 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
  * scaled dot, offsets included) and, for kinds with mins (SEP), mv[jj] (lanes summing to sum of
  * min x activation sum); per block d and f2 (-dmin). Per (row, input) and block the float work
  * is then y = fma(S, dx * d, y), y = fma(M, dx * f2, y): the same operations, in the same order,
- * as panel16's lanes, so an input's result does not depend on which kernel its group ran.
+ * as p16_panel's lanes, so an input's result does not depend on which kernel its group ran.
  * Decode (a batch of 1, DEC) keeps 16 float lanes and one reduction per row instead: that costs
  * 4 ops per block where the exact sums cost ~15, and decode results need not match a batch's
  * (bp_cpu_kernel_name: batch 1 may even run the AVX2 kernel). */
@@ -109,8 +109,8 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
         for (int64_t j0 = 0; j0 < job->batch;) {                                                             \
             const int64_t left = job->batch - j0;                                                            \
             if (left >= 16) {                                                                                \
-                if (left >= 32) panel16(job, r0, r1, j0, PKIND, BYTES, 2);                                   \
-                else panel16(job, r0, r1, j0, PKIND, BYTES, 1);                                              \
+                if (left >= 32) p16_panel(job, r0, r1, j0, 32, PKIND, BYTES, 2);                             \
+                else p16_panel(job, r0, r1, j0, 16, PKIND, BYTES, 1);                                        \
                 j0 += left >= 32 ? 32 : 16;                                                                  \
                 continue;                                                                                    \
             }                                                                                                \
@@ -148,7 +148,6 @@ static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const
  * (vpmulld, or vpdpwssd where a group's sum fits 16 bits), not once per 64 weights, and the +128
  * bias comes back as one per-row constant: -128 * sum_g scale_g * sum(weights of g). */
 enum { PK_Q2, PK_Q3, PK_Q4, PK_Q5, PK_Q6, PK_IQ4 };
-enum { PKB = 2 /* blocks per column chunk */, PRS = 128 /* rows per transpose */, PR = 4 /* rows per step */ };
 
 /* One row's block unpacked: weights as int8 in the activations' order, the per-group scales (as
  * (scale, 0) word pairs for vpdpwssd kinds), the mins as word pairs, the bias correction, d and
@@ -247,13 +246,15 @@ static ALWAYS_INLINE void unpack_row(const int kind, const uint8_t *b, prow *o) 
 }
 
 
-/* Block i of 16 inputs: xt[64 k-steps][16 inputs x 4 bytes] (+128), their d, and the mins' word
+/* The panel's hooks (kern_avx512p16.inc says what each must do). Block i of 16 inputs (the first
+ * nv real, the rest 0): xt[64 k-steps][16 inputs x 4 bytes] (+128), their d, and the mins' word
  * pairs of activation sums (np of them, per 16 or per 32 elements). */
-static ALWAYS_INLINE void xt_block(const int kind, const uint8_t *xq, size_t xs, int64_t i, uint8_t *xt, int32_t *bt, float *dx) {
+static ALWAYS_INLINE void p16_xt_block(const int kind, const uint8_t *xq, size_t xs, int64_t i, int nv, uint8_t *xt, int32_t *bt,
+                                       float *dx) {
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     for (int c = 0; c < 4; c++) {
         __m512i r[16];
-        for (int jj = 0; jj < 16; jj++) r[jj] = _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 64 * c));
+        for (int jj = 0; jj < 16; jj++) r[jj] = jj < nv ? _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 64 * c)) : _mm512_setzero_si512();
         bp_transpose16_epi32(r);
         for (int s = 0; s < 16; s++) {
             /* IQ4_XS's pair layout: dwords 4-7 and 8-11 of a pair trade places */
@@ -262,131 +263,31 @@ static ALWAYS_INLINE void xt_block(const int kind, const uint8_t *xq, size_t xs,
         }
     }
     for (int jj = 0; jj < 16; jj++) {
-        const bp_q8x256 *x = XQ(jj, i);
-        dx[jj] = x->d;
+        const bp_q8x256 *x = jj < nv ? XQ(jj, i) : NULL;
+        dx[jj] = x ? x->d : 0.0f;
         if (pk_np(kind) == 8)
-            for (int p = 0; p < 8; p++) bt[16 * p + jj] = (int32_t)bp_load_u32((const uint8_t *)(x->bsums + 2 * p));
+            for (int p = 0; p < 8; p++) bt[16 * p + jj] = x ? (int32_t)bp_load_u32((const uint8_t *)(x->bsums + 2 * p)) : 0;
         else if (pk_np(kind) == 4)
             for (int q = 0; q < 4; q++) {
-                const int lo = x->bsums[4 * q] + x->bsums[4 * q + 1], hi = x->bsums[4 * q + 2] + x->bsums[4 * q + 3];
+                const int lo = x ? x->bsums[4 * q] + x->bsums[4 * q + 1] : 0, hi = x ? x->bsums[4 * q + 2] + x->bsums[4 * q + 3] : 0;
                 bt[16 * q + jj] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
             }
     }
 }
-
-/* acc + u8 x against the 4 int8 at p in every lane (a broadcast load; an inline-asm {1to16}
- * memory operand measured no faster on the dev machine). */
-static ALWAYS_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i x, const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_dpbusd_epi32(acc, x, _mm512_set1_epi32(v));
+static ALWAYS_INLINE int p16_g(int kind) { return pk_g(kind); }
+static ALWAYS_INLINE __m512i p16_scale(int kind, __m512i acc, __m512i sub, __m512i scv) {
+    return pk_dpw(kind) ? _mm512_dpwssd_epi32(acc, sub, scv) : _mm512_add_epi32(acc, _mm512_mullo_epi32(sub, scv));
 }
-
-/* R rows (their nbk blocks unpacked at pr[rr * PKB + kb]) against NX groups of 16 inputs (group n's
- * transposed activations at xt + n * XT_N, ...): one broadcast weight dword feeds NX vpdpbusd. */
-enum { XT_N = PKB * 4096, BT_N = PKB * 128, DX_N = PKB * 16 };
-static ALWAYS_INLINE void rows16(const int kind, const int R, const int NX, const prow *pr, int nbk, const uint8_t *xt,
-                                 const int32_t *bt, const float *dx, __m512 *facc) {
-    const int G = pk_g(kind), np = pk_np(kind);
-    for (int kb = 0; kb < nbk; kb++) {
-        const uint8_t *x = xt + 4096 * kb;
-        __m512i iacc[PR][2];
-        _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) iacc[rr][n] = _mm512_set1_epi32(pr[rr * PKB + kb].negc);
-        for (int g = 0; g < 64 / G; g++) {
-            __m512i sub[PR][2];
-            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) for (int n = 0; n < NX; n++) sub[rr][n] = _mm512_setzero_si512();
-            _Pragma("GCC unroll 8") for (int s = g * G; s < g * G + G; s++) {
-                __m512i xv[2];
-                for (int n = 0; n < NX; n++) xv[n] = _mm512_load_si512((const void *)(x + n * XT_N + 64 * s));
-                _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
-                    const int8_t *wp = pr[rr * PKB + kb].w + 4 * s;
-                    for (int n = 0; n < NX; n++) sub[rr][n] = dpbusd_bcast(sub[rr][n], xv[n], wp);
-                }
-            }
-            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
-                const __m512i scv = _mm512_set1_epi32(pr[rr * PKB + kb].sc[g]);
-                for (int n = 0; n < NX; n++)
-                    iacc[rr][n] = pk_dpw(kind) ? _mm512_dpwssd_epi32(iacc[rr][n], sub[rr][n], scv)
-                                               : _mm512_add_epi32(iacc[rr][n], _mm512_mullo_epi32(sub[rr][n], scv));
-            }
-        }
-        for (int n = 0; n < NX; n++) {
-            const __m512 dxv = _mm512_load_ps(dx + n * DX_N + 16 * kb);
-            _Pragma("GCC unroll 4") for (int rr = 0; rr < R; rr++) {
-                const prow *p = &pr[rr * PKB + kb];
-                __m512 *f = &facc[rr * 2 + n];
-                *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[rr][n]), _mm512_mul_ps(dxv, _mm512_set1_ps(p->d)), *f);
-                if (np) {
-                    __m512i m = _mm512_setzero_si512();
-                    for (int q = 0; q < np; q++)
-                        m = _mm512_dpwssd_epi32(m, _mm512_load_si512((const void *)(bt + n * BT_N + 128 * kb + 16 * q)),
-                                                _mm512_set1_epi32(p->mnp[q]));
-                    *f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dxv, _mm512_set1_ps(p->f2)), *f);
-                }
-            }
-        }
-    }
+static ALWAYS_INLINE void p16_unpack(int kind, const uint8_t *b, prow *o) { unpack_row(kind, b, o); }
+/* The mins: -dmin * sum_q min_q * (the input's sum over q's elements), word pairs by vpdpwssd. */
+static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t *bt, __m512 dxv, __m512 f) {
+    const int np = pk_np(kind);
+    if (!np) return f;
+    __m512i m = _mm512_setzero_si512();
+    for (int q = 0; q < np; q++) m = _mm512_dpwssd_epi32(m, _mm512_load_si512((const void *)(bt + 16 * q)), _mm512_set1_epi32(p->mnp[q]));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dxv, _mm512_set1_ps(p->f2)), f);
 }
-
-/* Rows r..r+R-1, column chunk kb0..kb0+nbk-1: unpack, compute, then park the sums in racc (16
- * floats per row and input group) or, in the last chunk, write them out. */
-static ALWAYS_INLINE void step16(const bp_cpu_job *job, const int kind, const size_t BYTES, const int R, const int NX, int64_t r,
-                                 int64_t j0, int64_t kb0, int nbk, bool last, prow *pr, const uint8_t *xt, const int32_t *bt,
-                                 const float *dx, float *racc) {
-    __m512 facc[PR * 2];
-    for (int rr = 0; rr < R; rr++) {
-        const uint8_t *b = job->w + (size_t)(r + rr) * job->row_bytes + (size_t)kb0 * BYTES;
-        for (int kb = 0; kb < nbk; kb++) unpack_row(kind, b + (size_t)kb * BYTES, &pr[rr * PKB + kb]);
-        for (int n = 0; n < NX; n++) facc[rr * 2 + n] = kb0 ? _mm512_load_ps(racc + 16 * (2 * rr + n)) : _mm512_setzero_ps();
-    }
-    rows16(kind, R, NX, pr, nbk, xt, bt, dx, facc);
-    for (int rr = 0; rr < R; rr++)
-        for (int n = 0; n < NX; n++) {
-            if (!last) {
-                _mm512_store_ps(racc + 16 * (2 * rr + n), facc[rr * 2 + n]);
-                continue;
-            }
-            _Alignas(64) float o[16];
-            _mm512_store_ps(o, facc[rr * 2 + n]);
-            for (int jj = 0; jj < 16; jj++) job->y[(j0 + 16 * n + jj) * job->rows + r + rr] = o[jj];
-        }
-}
-
-/* Inputs j0..j0+16*NX-1, rows [r0, r1). Each row and input's sums run in the same order whatever
- * its chunk, thread, step (PR rows or 1) or NX, so results do not depend on the thread count or
- * on how a batch is grouped. ~36 KB of stack. */
-static ALWAYS_INLINE void panel16(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, const int kind, const size_t BYTES,
-                                  const int NX) {
-    const int64_t nb = job->cols / 256;
-    const size_t xs = job->xq_stride;
-    _Alignas(64) uint8_t xt[2 * XT_N];
-    _Alignas(64) int32_t bt[2 * BT_N];
-    _Alignas(64) float dx[2 * DX_N];
-    _Alignas(64) float racc[PRS * 32];
-    prow pr[PR * PKB];
-    for (int64_t rs = r0; rs < r1; rs += PRS) {
-        const int64_t re = rs + PRS < r1 ? rs + PRS : r1;
-        for (int64_t kb0 = 0; kb0 < nb; kb0 += PKB) {
-            const int nbk = nb - kb0 < PKB ? (int)(nb - kb0) : PKB;
-            const bool last = kb0 + nbk == nb;
-            for (int n = 0; n < NX; n++) {
-                const uint8_t *xq = (const uint8_t *)job->xq + (size_t)(j0 + 16 * n) * xs;
-                for (int kb = 0; kb < nbk; kb++)
-                    xt_block(kind, xq, xs, kb0 + kb, xt + n * XT_N + 4096 * kb, bt + n * BT_N + 128 * kb, dx + n * DX_N + 16 * kb);
-            }
-            for (int64_t r = rs; r < re;) {
-                float *ra = racc + 32 * (r - rs);
-                if (re - r >= PR) {
-                    step16(job, kind, BYTES, PR, NX, r, j0, kb0, nbk, last, pr, xt, bt, dx, ra);
-                    r += PR;
-                } else {
-                    step16(job, kind, BYTES, 1, NX, r, j0, kb0, nbk, last, pr, xt, bt, dx, ra);
-                    r += 1;
-                }
-            }
-        }
-    }
-}
+#include "cpu/kern_avx512p16.inc"
 
 /* ---- Q4_K: d, dmin, 12 bytes of 6-bit scales/mins (scale_min_k4v), 128 bytes of nibbles --- */
 #define Q45K_BODY(QS, EXTRA_BIT)                                                                            \
