@@ -42,7 +42,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC)                                                                    \
+#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2)                                                                  \
     /* Columns [c0, c1) of an NR x NJ tile; part: the tile's accumulators between column blocks   \
      * (read unless c0 == 0; written unless c1 == n, when the sums go to y instead). */           \
     static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int NR, const int NJ,    \
@@ -62,7 +62,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, where 1 KB read F32,     \
          * F16, BF16 at 103-106, 186-190, 184-193 GFLOP/s and 2 KB 111-113, 206-212, 195-207 (2   \
          * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                  \
-        const int pfd = NR >= 8 ? 1024 : 2048;                                                             \
+        const int pfd = NR >= 8 || job->batch == 2 ? 1024 : 2048;                                          \
         int64_t c = c0;                                                                                    \
         _Pragma("GCC unroll 2") for (; c + 16 <= c1; c += 16) {                                            \
             __m512 xv[MAX_NJ];                                                                             \
@@ -126,6 +126,8 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         int64_t r = r0;                                                                                    \
         if (job->batch == 4)                                                                               \
             for (; r + 4 <= r1; r += 4) NAME##_cols(job, r, 4);                                            \
+        else if (job->batch == 2 && (R2) < R)                                                              \
+            for (; r + (R2) <= r1; r += (R2)) NAME##_cols(job, r, (R2));                                   \
         else                                                                                               \
             for (; r + R <= r1; r += R) NAME##_cols(job, r, R);                                            \
         for (; r < r1; r++) NAME##_cols(job, r, 1);                                                        \
@@ -166,9 +168,13 @@ ROW_KERNEL(row_bf16, ld_bf16)
 
 static bp_cpu_vec_fn g_decode[3] = {NULL, row_f16, row_bf16};
 
-FLOAT_KERNEL(vec_f32, ld_f32, 4, 0)
-FLOAT_KERNEL(vec_f16, ld_f16, 2, 1)
-FLOAT_KERNEL(vec_bf16, ld_bf16, 2, 2)
+/* R2: rows per tile at batch 2, prefetched 1 KB ahead a row. F32 reads 16 KB a row, and eight
+ * such streams at once lost to ggml at t = 2 (0.89-0.92x, 59-61 vs 64 GFLOP/s); 4 rows ran
+ * 0.97-1.01x (61-65), 4 rows 2 KB ahead 0.86-0.96x, 2 rows 60, 1 row 50 (2 threads, 4096 x 4096,
+ * Zen 5, interleaved with ggml). F16 keeps 8: 4 rows cost it 1.30x -> 1.05-1.10x. */
+FLOAT_KERNEL(vec_f32, ld_f32, 4, 0, 4)
+FLOAT_KERNEL(vec_f16, ld_f16, 2, 1, 8)
+FLOAT_KERNEL(vec_bf16, ld_bf16, 2, 2, 8)
 
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
 /* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
