@@ -36,4 +36,47 @@ static ALWAYS_INLINE void bp_transpose16_epi32(__m512i r[16]) {
     }
 }
 
+/* The float tiles' drivers, shared by kern_avx512f.c (exact f32 products) and kern_avx512bf.c
+ * (vdpbf16ps): the same grouping of inputs and rows around two different register tiles.
+ * TILE(job, r, NR, NJ, j0, c0, c1, part) computes columns [c0, c1) of rows r .. r + NR - 1 against
+ * inputs j0 .. j0 + NJ - 1 (NJ 1-4; 4 only with NR <= 4), parking its accumulators in part between
+ * column blocks. BP_TILE_COLS defines NAME(job, r, NR): rows outer, inputs inner, so the weights
+ * stream from memory once per call; with more than one input group (batch > 4, up to MAXB), in
+ * column blocks of BLK columns so that each group's re-reads of the tile's rows come from L1. The
+ * sums keep their column order, so the blocking does not change results. */
+#define BP_TILE_COLS(NAME, TILE, RMAX, MAXB, BLK)                                                        \
+    static ALWAYS_INLINE void NAME(const bp_cpu_job *job, int64_t r, const int NR) {                     \
+        __m512 part[(MAXB) * (RMAX)];                                                                    \
+        const int64_t n = job->cols;                                                                     \
+        const int64_t blk = job->batch > 4 && job->batch <= (MAXB) ? (BLK) : n; /* past MAXB: whole rows */ \
+        for (int64_t c0 = 0; c0 < n; c0 += blk) {                                                        \
+            const int64_t c1 = n - c0 < blk ? n : c0 + blk;                                              \
+            __m512 *pp = part;                                                                           \
+            for (int64_t j0 = 0; j0 < job->batch;) {                                                     \
+                const int64_t left = job->batch - j0;                                                    \
+                int nj;                                                                                  \
+                if (left == 4 && NR <= 4) TILE(job, r, NR, nj = 4, j0, c0, c1, pp);                      \
+                else if (left >= 3 && left != 4) TILE(job, r, NR, nj = 3, j0, c0, c1, pp);               \
+                else if (left >= 2) TILE(job, r, NR, nj = 2, j0, c0, c1, pp);                            \
+                else TILE(job, r, NR, nj = 1, j0, c0, c1, pp);                                           \
+                j0 += nj;                                                                                \
+                pp += NR * nj;                                                                           \
+            }                                                                                            \
+            if (c1 == n) break;                                                                          \
+        }                                                                                                \
+    }
+/* Rows [r0, r1) of a batch through COLS (a BP_TILE_COLS function): 4-row tiles at batch 4, R2-row
+ * ones at batch 2 (R2 <= RMAX), RMAX-row ones otherwise, single rows for the rest. */
+#define BP_TILE_ROWS(COLS, job, r0, r1, RMAX, R2)                                                        \
+    do {                                                                                                 \
+        int64_t r_ = (r0);                                                                               \
+        if ((job)->batch == 4)                                                                           \
+            for (; r_ + 4 <= (r1); r_ += 4) COLS(job, r_, 4);                                            \
+        else if ((job)->batch == 2 && (R2) < (RMAX))                                                     \
+            for (; r_ + (R2) <= (r1); r_ += (R2)) COLS(job, r_, (R2));                                   \
+        else                                                                                             \
+            for (; r_ + (RMAX) <= (r1); r_ += (RMAX)) COLS(job, r_, (RMAX));                             \
+        for (; r_ < (r1); r_++) COLS(job, r_, 1);                                                        \
+    } while (0)
+
 #endif

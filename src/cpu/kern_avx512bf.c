@@ -121,37 +121,11 @@ static ALWAYS_INLINE void tile(const bp_cpu_job *job, int64_t r, const int NR, c
     }
 }
 
-/* Rows outer, inputs inner: the weights stream from memory once per call; with more than one
- * input group, in column blocks so that the re-reads come from L1. */
-static ALWAYS_INLINE void tile_cols(const bp_cpu_job *job, int64_t r, const int NR) {
-    __m512 part[PART_MAX * R];
-    const int64_t n = job->cols;
-    const int64_t blk = job->batch > 4 && job->batch <= PART_MAX ? COLBLK : n; /* past PART_MAX: whole rows */
-    for (int64_t c0 = 0; c0 < n; c0 += blk) {
-        const int64_t c1 = n - c0 < blk ? n : c0 + blk;
-        __m512 *pp = part;
-        for (int64_t j0 = 0; j0 < job->batch;) {
-            const int64_t left = job->batch - j0;
-            int nj;
-            if (left == 4 && NR <= 4) tile(job, r, NR, nj = 4, j0, c0, c1, pp);
-            else if (left >= 3 && left != 4) tile(job, r, NR, nj = 3, j0, c0, c1, pp);
-            else if (left >= 2) tile(job, r, NR, nj = 2, j0, c0, c1, pp);
-            else tile(job, r, NR, nj = 1, j0, c0, c1, pp);
-            j0 += nj;
-            pp += NR * nj;
-        }
-        if (c1 == n) break;
-    }
-}
+/* Rows outer, inputs inner, column blocks of COLBLK columns (2 KB a row) past 4 inputs
+ * (avx512_util.h; the f32 tiles of kern_avx512f.c run the same drivers). */
+BP_TILE_COLS(tile_cols, tile, R, PART_MAX, COLBLK)
 
-static void vec_bf16r(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    if (job->batch == 4)
-        for (; r + 4 <= r1; r += 4) tile_cols(job, r, 4);
-    else
-        for (; r + R <= r1; r += R) tile_cols(job, r, R);
-    for (; r < r1; r++) tile_cols(job, r, 1);
-}
+static void vec_bf16r(const bp_cpu_job *job, int64_t r0, int64_t r1) { BP_TILE_ROWS(tile_cols, job, r0, r1, R, R); }
 
 /* ---- large batches: repacked panels, broadcast activations ------------------------------- */
 

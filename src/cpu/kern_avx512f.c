@@ -24,6 +24,8 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 
+#include "cpu/avx512_util.h"
+
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* COLBLK_BYTES: a column block's bytes per weight row (8 rows: 16 KB, a third of L1). One
@@ -94,43 +96,14 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
                     job->y[(j0 + j) * job->rows + r + i] = _mm512_reduce_add_ps(acc[i * NJ + j]);          \
         }                                                                                                  \
     }                                                                                                      \
-    /* Rows outer, inputs inner: a tile's rows are re-read for each group of inputs, and the       \
-     * weights stream from memory once per call. With more than one group, in column blocks of     \
-     * COLBLK_BYTES per row (the accumulators parked in part between blocks), so that the re-reads \
-     * come from L1 rather than L2; the sums keep their column order, so results are the same. */  \
-    static ALWAYS_INLINE void NAME##_cols(const bp_cpu_job *job, int64_t r, const int NR) {                \
-        __m512 part[MAX_BATCH * R];                                                                        \
-        const int64_t n = job->cols;                                                                       \
-        const int64_t blk = job->batch > 4 && job->batch <= MAX_BATCH ? COLBLK_BYTES / (ESZ) : n;                      \
-        for (int64_t c0 = 0; c0 < n; c0 += blk) {                                                          \
-            const int64_t c1 = n - c0 < blk ? n : c0 + blk;                                                \
-            __m512 *pp = part;                                                                             \
-            for (int64_t j0 = 0; j0 < job->batch;) {                                                       \
-                const int64_t left = job->batch - j0;                                                      \
-                int nj;                                                                                    \
-                if (left == 4 && NR <= 4) NAME##_tile(job, r, NR, nj = 4, j0, c0, c1, pp);                 \
-                else if (left >= 3 && left != 4) NAME##_tile(job, r, NR, nj = 3, j0, c0, c1, pp);          \
-                else if (left >= 2) NAME##_tile(job, r, NR, nj = 2, j0, c0, c1, pp);                       \
-                else NAME##_tile(job, r, NR, nj = 1, j0, c0, c1, pp);                                      \
-                j0 += nj;                                                                                  \
-                pp += NR * nj;                                                                             \
-            }                                                                                              \
-            if (c1 == n) break;                                                                            \
-        }                                                                                                  \
-    }                                                                                                      \
+    /* Rows outer, inputs inner, column blocks of COLBLK_BYTES a row past 4 inputs (avx512_util.h). */ \
+    BP_TILE_COLS(NAME##_cols, NAME##_tile, R, MAX_BATCH, COLBLK_BYTES / (ESZ))                              \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         if (job->batch == 1) {                                                                             \
             g_decode[DEC](job, r0, r1);                                                                    \
             return;                                                                                        \
         }                                                                                                  \
-        int64_t r = r0;                                                                                    \
-        if (job->batch == 4)                                                                               \
-            for (; r + 4 <= r1; r += 4) NAME##_cols(job, r, 4);                                            \
-        else if (job->batch == 2 && (R2) < R)                                                              \
-            for (; r + (R2) <= r1; r += (R2)) NAME##_cols(job, r, (R2));                                   \
-        else                                                                                               \
-            for (; r + R <= r1; r += R) NAME##_cols(job, r, R);                                            \
-        for (; r < r1; r++) NAME##_cols(job, r, 1);                                                        \
+        BP_TILE_ROWS(NAME##_cols, job, r0, r1, R, R2);                                                     \
     }
 
 /* Batch 1 runs a one-row kernel (one weight stream, four accumulators): cold, the AVX2 one read
