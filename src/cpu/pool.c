@@ -14,9 +14,10 @@
  * ms; a pause costs 10-150 cycles across x86 cores): with one nice-10 busy loop beside `backplane
  * bench` (2 threads, 4096 x 4096 Q4_K, t = 2), 4 processes of 6 ran at ~155 GFLOP/s, 65% of
  * their calls cancelled and the worker asleep ~90 times, the others at ~300, while ggml's
- * figure did not move. Spinning 4 ms by the clock, 11 interleaved rounds each beside the same
- * busy loop: Q4_K t = 2 0 slow processes of 11 (4 before), BF16 t = 2 2 (6 before); without
- * it, no change (Q4_K t = 2 305 GFLOP/s either way). */
+ * figure did not move. Spinning 4 ms by the clock, beside the same busy loop: Q4_K t = 2 0 slow
+ * processes of 9-11 (1-4 before); alone on the machine, no change (305 GFLOP/s either way). A
+ * longer spin also keeps a worker that shares the caller's CPU spinning there (BF16 t = 2 slow
+ * in 5 of 9 processes with the spin alone): the placement below moves it. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
