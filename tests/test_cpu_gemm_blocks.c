@@ -1,12 +1,15 @@
-/* Large batches through the CPU GEMMs: past 512 inputs the f32 panel GEMM (kern_avx512g.c) works
- * in near-equal blocks of inputs, each a whole pass over the weights. Checked for the float
- * kinds (F32, F16, BF16 in exact mode and not) on every CPU path this machine has, 40 x 300 (two
- * panels and a partial one, a whole depth block and a partial one), t = 1100 (three blocks):
+/* Large batches through the CPU GEMMs: past ~512 inputs the f32 panel GEMM (kern_avx512g.c) and
+ * the int8 GEMM (kern_avx512.c) work in near-equal blocks of inputs, each a whole pass over the
+ * weights. Checked on every CPU path this machine has, 40 rows (two panels and a partial one) x
+ * a whole depth block and a partial one, t = 1100 (three blocks), for the float kinds (F32, F16,
+ * BF16 in exact mode and not) and quantized kinds on both int8 panel forms (Q8_0, Q4_K, IQ4_XS
+ * and IQ2_XXS decoded straight to int8, Q6_K requantized):
  * - against the float64 reference (bp_ref_gemm) within the tolerance table's bound;
- * - an input's result does not depend on the batch it came in: windows of 100 inputs at the
- *   start, across the first block boundary and at the end, each run as a batch of its own, equal
- *   the t = 1100 outputs bit for bit (a block that started at the wrong input, or a block left
- *   out, fails this even where the error bound would not see it). */
+ * - an input's result does not depend on the batch it came in: windows of 450 inputs (past every
+ *   batch limit where an int8 GEMM changes its panel form) at the start, across the first block
+ *   boundary and across the last, each run as a batch of its own, equal the t = 1100 outputs bit
+ *   for bit (a block that started at the wrong input, or a block left out, fails this even where
+ *   the error bound would not see it). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,9 @@
 
 static void check_kind(const char *name, bool exact, uint64_t *rng) {
     const bp_kind kind = bp_kind_by_name(name)->kind;
-    const int64_t rows = 40, cols = 300, T = 1100, W = 100;
+    const bp_kind_info *ki = bp_kind_by_name(name);
+    const int64_t rows = 40, T = 1100, W = 450;
+    const int64_t cols = ki->block_elems == 256 ? 768 : ki->block_elems == 1 ? 300 : 800; /* a partial depth block but for 256 */
     const int64_t win[] = {0, 330, T - W};
     size_t wbytes = 0;
     uint8_t *w = bp_test_make_weight(kind, rows, cols, rng, &wbytes);
@@ -38,7 +43,8 @@ static void check_kind(const char *name, bool exact, uint64_t *rng) {
         for (int64_t i = 0; i < T * rows; i++) got[i] = NAN; /* nothing left from the previous path */
         CHECK_OK(bp_cpu_gemm(wt, x, T, got));
         const bool rounded = strstr(kn, "rounded to bf16") != NULL;
-        const double tol = rounded ? bp_test_tolerance(kind, "gemm") : bp_test_tolerance(BP_KIND_F32, "gemm");
+        const double tol = rounded || !bp_tolerance_float_class(kind) ? bp_test_tolerance(kind, "gemm")
+                                                                       : bp_test_tolerance(BP_KIND_F32, "gemm");
         const double e = bp_test_nmse(got, ref, (size_t)(T * rows));
         CHECK(e <= tol, "%s %s%s t=%lld [%s]: NMSE %.3g > %.3g", name, bp_cpu_isa_name((bp_cpu_isa)isa),
               exact ? " exact" : "", (long long)T, kn, e, tol);
@@ -65,6 +71,8 @@ int main(void) {
     check_kind("F16", false, &rng);
     check_kind("BF16", false, &rng);
     check_kind("BF16", true, &rng);
+    const char *quantized[] = {"Q8_0", "Q4_K", "IQ4_XS", "IQ2_XXS", "Q6_K"};
+    for (size_t i = 0; i < sizeof quantized / sizeof quantized[0]; i++) check_kind(quantized[i], false, &rng);
     bp_set_exact_mode(was);
     return bp_test_finish();
 }
