@@ -201,11 +201,9 @@ static void gemm_bf16r(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const size_t xs = job->xq_stride;
     const uint8_t *xq = job->xq;
-    /* Past 512 inputs, near-equal blocks of them (multiples of GMR), each a whole pass: all the
-     * inputs' columns of a depth block are read per panel pair, and past ~512 of them (512 KB)
-     * no longer from L2. 2 threads, 4096 x 4096 (Zen 5): t = 2048 771 -> 847 GFLOP/s, t = 1024
-     * 733 -> 834, t = 512 unchanged. */
-    const int64_t nblk = (T + TB - 1) / TB, tb = ((T + nblk - 1) / nblk + GMR - 1) / GMR * GMR;
+    /* Inputs in blocks of at most TB (bp_batch_block): 2 threads, 4096 x 4096 (Zen 5), t = 2048
+     * 771 -> 847 GFLOP/s, t = 1024 733 -> 834, t = 512 unchanged. */
+    const int64_t tb = bp_batch_block(T, TB, GMR);
     for (int64_t b0 = 0; b0 < T; b0 += tb) {
     const int64_t b1 = T - b0 < tb ? T : b0 + tb;
     for (int64_t p = r0; p < r1; p += 2 * NR) {
