@@ -151,10 +151,6 @@ static ALWAYS_INLINE __m256i bcast_word(__m256i v, int ib) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16((int16_t)(0x0100 + 0x0202 * ib)));
 }
 
-static ALWAYS_INLINE __m256i grid4(unsigned a, unsigned b, unsigned c, unsigned d) {
-    return _mm256_set_epi64x((long long)g_grid8[d], (long long)g_grid8[c], (long long)g_grid8[b], (long long)g_grid8[a]);
-}
-
 /* One group of 32 weights u (bytes) against each input's 32 activations ib, pairs scaled by sc
  * (words), into sumi; and a block's end: acc += DW * d_x * sumi. IQ1_S and IQ1_M share both. */
 #define LO_GROUP(sumi, u, sc, ib)                                                                  \
@@ -188,8 +184,8 @@ static ALWAYS_INLINE void iq1_s_row(const bp_cpu_job *job, int64_t r, const int 
         for (int ib = 0; ib < 8; ib++) {
             const unsigned qh = bp_load_u16(b + 34 + 2 * ib);
             const uint8_t *q = b + 2 + 4 * ib;
-            const __m256i u = grid4(q[0] | ((qh << 8) & 0x700u), q[1] | ((qh << 5) & 0x700u), q[2] | ((qh << 2) & 0x700u),
-                                    q[3] | ((qh >> 1) & 0x700u));
+            const __m256i u = grid4(GRID4_INSERT, g_grid8, q[0] | ((qh << 8) & 0x700u), q[1] | ((qh << 5) & 0x700u),
+                                    q[2] | ((qh << 2) & 0x700u), q[3] | ((qh >> 1) & 0x700u));
             const __m256i sc = bcast_word(lsv, ib);
             LO_GROUP(sumi, u, sc, ib)
         }
@@ -244,8 +240,8 @@ static ALWAYS_INLINE void iq1_m_row(const bp_cpu_job *job, int64_t r, const int 
             const unsigned hh = bp_load_u16(b + 32 + 2 * ib);
             /* bits 3, 7, 11, 15 of hh -> bits 0-3 (the products land on distinct bits) */
             const unsigned dm = (((hh & 0x8888u) * 0x249u) >> 12) & 15u;
-            __m256i u = grid4(q[0] | ((hh << 8) & 0x700u), q[1] | ((hh << 4) & 0x700u), q[2] | (hh & 0x700u),
-                              q[3] | ((hh >> 4) & 0x700u));
+            __m256i u = grid4(GRID4_INSERT, g_grid8, q[0] | ((hh << 8) & 0x700u), q[1] | ((hh << 4) & 0x700u),
+                              q[2] | (hh & 0x700u), q[3] | ((hh >> 4) & 0x700u));
             u = _mm256_add_epi8(u, _mm256_load_si256((const __m256i *)(const void *)g_dplus[dm]));
             const __m256i sc = bcast_word(scg, ib);
             LO_GROUP(sumi, u, sc, ib)
