@@ -362,6 +362,11 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
     SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0");
     SET(Q2_0, vec_q2_0, BP_ACT_Q8X32, "q8_0");
     SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0");
+    /* Q2_0's one-input kernel, repeated per input, against the int8 GEMM's direct Q2_0 panels
+     * (kern_avx2g8.c), AVX2 forced on the dev machine (Zen 5, 4096 x 4096, 2 threads, 6 rounds
+     * of 7-9 interleaved calls, medians, 2026-12-01), GEMM time / kernel time: t = 2 1.18-1.51,
+     * t = 3 0.89-1.03, t = 4 0.79-0.87. So 3 where the default (4) sent t = 4 to the kernel. */
+    ops->vec[BP_KIND_Q2_0].max_batch = 3;
 /* The grid kinds: up to 9 inputs 8 a pass (GRID_KERNEL), from 10 the decoded tile, up to 64 (65:
  * the int8 GEMM). AVX2 forced on the dev machine (Zen 5, 4096 x 4096, 2 threads, best of 3,
  * GFLOP/s multi 8 a pass / tile / int8 GEMM): IQ3_S t=8 215 / 191 / -, t=12 190 / 231 / 147,

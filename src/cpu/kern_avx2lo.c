@@ -10,6 +10,8 @@
  * and the ternary kinds sum a block's 8 maddubs in int16 (8 * 2 * 2 * 127 = 4064) before one
  * widening madd. Integer sums are exact: only the float accumulation order differs from the
  * reference (src/kinds/ref_lowbit.c, ref_iquants.c), which the kernel tests compare against. */
+#include <limits.h>
+
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -254,8 +256,11 @@ KQ_MULTI_N(vec_iq1_m, iq1_m_row, LO_NJ)
 
 /* max_batch: up to t = 32 these beat the int8 panel GEMM (kern_avx2g8.c) on the dev machine (AMD
  * EPYC Zen 5, AVX2 forced, 4096 x 4096, 2 threads, GFLOP/s these / the GEMM at t = 32): IQ1_S
- * 340 / 237, IQ1_M 312 / 171, TQ1_0 366 / 234; TQ2_0 530 at t = 32 where the GEMM gave 231 (322 at
- * t = 512), so TQ2_0 keeps the limit of 64 its one-input kernel had. */
+ * 340 / 237, IQ1_M 312 / 171, TQ1_0 366 / 234. TQ2_0 runs this kernel at every batch: against
+ * the GEMM with its direct TQ2_0 panels (main 21201b0; same machine, 2 threads, 3 rounds of 5
+ * interleaved calls, medians, 2026-12-01) it read, GFLOP/s kernel / GEMM, 4096 x 4096: t = 64
+ * 527 / 398, 128 524 / 409, 256 512 / 415, 512 511 / 412; 4096 x 14336: t = 128 456 / 393, 512
+ * 453 / 375, 1024 366 / 349, 2048 368 / 340 (the lead narrows once the inputs outgrow L3). */
 bool bp_cpu_avx2lo_init(bp_cpu_ops *ops) {
     init_grid8();
     init_dplus();
@@ -265,7 +270,7 @@ bool bp_cpu_avx2lo_init(bp_cpu_ops *ops) {
     SETLO(IQ1_S, vec_iq1_s, 32, 8);
     SETLO(IQ1_M, vec_iq1_m, 32, 8);
     SETLO(TQ1_0, vec_tq1_0, 32, 8);
-    SETLO(TQ2_0, vec_tq2_0, 64, 4);
+    SETLO(TQ2_0, vec_tq2_0, INT_MAX, 4);
 #undef SETLO
     return true;
 }
