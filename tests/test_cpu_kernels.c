@@ -34,7 +34,8 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng, bool exact) {
     };
     /* Every way the multi-input kernels split a batch (8 + 5 = 13, 6, 7, ...), each side of the
      * max_batch limits (12, 16, 20, 24, 28, 32, 40, 44, 48, 64) and past them (65: the GEMM for
-     * every kind); 9: a partly filled 16-input panel (kern_avx512iq.c, from t = 9); 400: the int8
+     * most kinds; on AVX2 Q8_0 and IQ2_XXS run their kernels to 128, IQ3_XXS / IQ3_S to 512 and
+     * TQ2_0 at every batch, whose GEMM panels test_cpu_dequant checks); 9: a partly filled 16-input panel (kern_avx512iq.c, from t = 9); 400: the int8
      * GEMM's requantized panels for the kinds with direct ones below it (kern_avx512.c). */
     const int64_t batches[] = {1,  2,  3,  5,  6,  7,  8,  9,  12, 13, 16, 17, 20, 21, 24, 25,
                                28, 29, 32, 33, 40, 41, 44, 45, 48, 49, 64, 65, 400};

@@ -30,6 +30,10 @@ static void init_signmask(void) {
     }
 }
 
+/* This and the IQ2_XXS / IQ2_XS grid lookups stay written out (grid4's insert form, by hand):
+ * routing them through grid4 changed GCC's unrolling of IQ2_XXS's group loop (the tile decode
+ * shrank from 2569 to 1368 bytes) and IQ2_XXS decode went 11.4 -> 10.8 GB/s (AVX2 forced, Zen 5,
+ * 2 threads, 5 interleaved rounds, 2026-12-01). */
 static ALWAYS_INLINE __m256i signmask4(unsigned a, unsigned b, unsigned c, unsigned d) {
     return _mm256_set_epi64x((long long)g_signmask[d], (long long)g_signmask[c], (long long)g_signmask[b],
                              (long long)g_signmask[a]);
@@ -147,7 +151,9 @@ static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
  * decode (corr). Pairs stay in int16: 2 * 255 * 62 = 31620. Same integers and the same float
  * steps as the multi-input kernel (d * DS * x.d times each block's sum, added in block order,
  * one hsum at the end), so results are bit-identical to it and independent of the batch. */
-enum { GRID_TILE_MIN = 10, GRID_TILE_MAXB = 64 };
+/* GRID_TILE_MAXB: the most inputs the tile holds (acc: 256 KB of stack at 512; pool threads have
+ * the default 8 MB). Each kind's max_batch (bp_cpu_avx2iq_init) is at most this. */
+enum { GRID_TILE_MIN = 10, GRID_TILE_MAXB = 512 };
 typedef struct {
     _Alignas(32) int8_t w[KQ_RB][8][32];
     _Alignas(32) int16_t sc[KQ_RB][8][16];
@@ -288,16 +294,6 @@ typedef struct {
     __m256i sc16;
 } iq2s_block;
 
-/* Four 8-byte grid entries as one register: broadcast loads and blends (no shuffle-port work,
- * where vmovq / vpinsrq / vinserti128 took three shuffles). */
-static ALWAYS_INLINE __m256i grid4(const uint64_t *t, size_t a, size_t b, size_t c, size_t d) {
-    const __m256i g0 = _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(t + a)));
-    const __m256i g1 = _mm256_broadcastq_epi64(_mm_loadl_epi64((const __m128i *)(t + b)));
-    const __m256i g2 = _mm256_broadcastq_epi64(_mm_loadl_epi64((const __m128i *)(t + c)));
-    const __m256i g3 = _mm256_broadcastq_epi64(_mm_loadl_epi64((const __m128i *)(t + d)));
-    return _mm256_blend_epi32(_mm256_blend_epi32(g0, g1, 0x0c), _mm256_blend_epi32(g2, g3, 0xc0), 0xf0);
-}
-
 static ALWAYS_INLINE void iq2s_prep(const uint8_t *b, iq2s_block *p) {
     _mm_prefetch((const char *)(b + IQ2S_PF), _MM_HINT_T0);
     _mm_prefetch((const char *)(b + IQ2S_PF + 64), _MM_HINT_T0);
@@ -324,16 +320,14 @@ static ALWAYS_INLINE void iq2s_prep(const uint8_t *b, iq2s_block *p) {
 GRID_KERNEL2(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, 0.125f, 2, iq2s_block pb; iq2s_prep(b, &pb), {
     uint64_t ix;
     memcpy(&ix, pb.idx + 4 * ib, 8);
-    g = grid4(bp_iq2s_grid, ix & 0xffff, (ix >> 16) & 0xffff, (ix >> 32) & 0xffff, ix >> 48);
+    g = grid4(GRID4_BLEND, bp_iq2s_grid, ix & 0xffff, (ix >> 16) & 0xffff, (ix >> 32) & 0xffff, ix >> 48);
     m = sign_masks(bp_load_u32(b + 34 + 4 * ib));
     sc = _mm256_shuffle_epi8(pb.sc16, _mm256_set1_epi16((short)(0x0100 * (2 * ib + 1) + 2 * ib)));
 }, {
     const uint8_t *qs = b + 2 + 4 * ib;
     const unsigned qh = b[66 + ib];
-    g = _mm256_set_epi64x((long long)bp_iq2s_grid[qs[3] | ((qh << 2) & 0x300)],
-                          (long long)bp_iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
-                          (long long)bp_iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
-                          (long long)bp_iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
+    g = grid4(GRID4_INSERT, bp_iq2s_grid, qs[0] | ((qh << 8) & 0x300), qs[1] | ((qh << 6) & 0x300),
+              qs[2] | ((qh << 4) & 0x300), qs[3] | ((qh << 2) & 0x300));
     m = sign_masks(bp_load_u32(b + 34 + 4 * ib));
     const uint8_t s = b[74 + ib];
     sc = scales2(2 * (s & 15) + 1, 2 * (s >> 4) + 1);
@@ -370,15 +364,28 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
     SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0");
     SET(Q2_0, vec_q2_0, BP_ACT_Q8X32, "q8_0");
     SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0");
-/* The grid kinds: up to 9 inputs 8 a pass (GRID_KERNEL), from 10 the decoded tile, up to 64 (65:
- * the int8 GEMM). AVX2 forced on the dev machine (Zen 5, 4096 x 4096, 2 threads, best of 3,
+    /* Q2_0's one-input kernel, repeated per input, against the int8 GEMM's direct Q2_0 panels
+     * (kern_avx2g8.c), AVX2 forced on the dev machine (Zen 5, 4096 x 4096, 2 threads, 6 rounds
+     * of 7-9 interleaved calls, medians, 2026-12-01), GEMM time / kernel time: t = 2 1.18-1.51,
+     * t = 3 0.89-1.03, t = 4 0.79-0.87. So 3 where the default (4) sent t = 4 to the kernel. */
+    ops->vec[BP_KIND_Q2_0].max_batch = 3;
+/* The grid kinds: up to 9 inputs 8 a pass (GRID_KERNEL), from 10 the decoded tile, up to
+ * max_batch, then the int8 GEMM. AVX2 forced on the dev machine (Zen 5, 4096 x 4096, 2 threads, best of 3,
  * GFLOP/s multi 8 a pass / tile / int8 GEMM): IQ3_S t=8 215 / 191 / -, t=12 190 / 231 / 147,
  * t=32 229 / 329 / 226, t=64 219 / 348 / 255; IQ2_XS t=8 236 / 223, t=12 216 / 264, t=64
  * 238 / 364 / 253; IQ2_XXS t=32 260 / 360 / 234 (ggml's AVX2 build: 266 in the README's run). */
 #define SETM(K, FN, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, 8 inputs a pass; from 10 a decoded tile)", MAXB, NULL, true}
-    SETM(IQ2_XXS, vec_iq2_xxs, GRID_TILE_MAXB);
-    SETM(IQ2_XS, vec_iq2_xs, GRID_TILE_MAXB);
-    SETM(IQ2_S, vec_iq2_s, GRID_TILE_MAXB);
+/* max_batch: the tile against the GEMM with direct panels (main 21201b0; same machine, 2 threads,
+ * 3-6 rounds of 3-5 interleaved calls, 2026-12-01, a loaded machine: GEMM time / tile time,
+ * median (range)): IQ3_XXS t = 64 1.25 (1.21-1.32), 128 1.22 (0.97-1.49), 256 1.16 (0.71-1.38),
+ * 512 1.19 (1.04-1.34); IQ3_S t = 64 1.21 (0.86-1.45), 128 1.19 (1.11-1.51), 256 1.17
+ * (1.07-1.20), 512 1.21 (1.06-1.36); IQ2_XXS t = 64 1.16 (0.70-1.52), 128 1.09 (0.74-1.19), 256
+ * 1.05 (0.89-1.56), 512 1.05 (0.91-1.18): 512, 512 and 128 (the tile held 64 before; past it
+ * the 8-a-pass kernel ran 0.68-0.78 of the GEMM). IQ2_XS / IQ2_S keep 64 until the GEMM's
+ * direct panels for them land (their limits move with those). */
+    SETM(IQ2_XXS, vec_iq2_xxs, 128);
+    SETM(IQ2_XS, vec_iq2_xs, 64);
+    SETM(IQ2_S, vec_iq2_s, 64);
     SETM(IQ3_XXS, vec_iq3_xxs, GRID_TILE_MAXB);
     SETM(IQ3_S, vec_iq3_s, GRID_TILE_MAXB);
 #undef SETM

@@ -10,6 +10,8 @@
  * and the ternary kinds sum a block's 8 maddubs in int16 (8 * 2 * 2 * 127 = 4064) before one
  * widening madd. Integer sums are exact: only the float accumulation order differs from the
  * reference (src/kinds/ref_lowbit.c, ref_iquants.c), which the kernel tests compare against. */
+#include <limits.h>
+
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -151,10 +153,6 @@ static ALWAYS_INLINE __m256i bcast_word(__m256i v, int ib) {
     return _mm256_shuffle_epi8(v, _mm256_set1_epi16((int16_t)(0x0100 + 0x0202 * ib)));
 }
 
-static ALWAYS_INLINE __m256i grid4(unsigned a, unsigned b, unsigned c, unsigned d) {
-    return _mm256_set_epi64x((long long)g_grid8[d], (long long)g_grid8[c], (long long)g_grid8[b], (long long)g_grid8[a]);
-}
-
 /* One group of 32 weights u (bytes) against each input's 32 activations ib, pairs scaled by sc
  * (words), into sumi; and a block's end: acc += DW * d_x * sumi. IQ1_S and IQ1_M share both. */
 #define LO_GROUP(sumi, u, sc, ib)                                                                  \
@@ -188,8 +186,8 @@ static ALWAYS_INLINE void iq1_s_row(const bp_cpu_job *job, int64_t r, const int 
         for (int ib = 0; ib < 8; ib++) {
             const unsigned qh = bp_load_u16(b + 34 + 2 * ib);
             const uint8_t *q = b + 2 + 4 * ib;
-            const __m256i u = grid4(q[0] | ((qh << 8) & 0x700u), q[1] | ((qh << 5) & 0x700u), q[2] | ((qh << 2) & 0x700u),
-                                    q[3] | ((qh >> 1) & 0x700u));
+            const __m256i u = grid4(GRID4_INSERT, g_grid8, q[0] | ((qh << 8) & 0x700u), q[1] | ((qh << 5) & 0x700u),
+                                    q[2] | ((qh << 2) & 0x700u), q[3] | ((qh >> 1) & 0x700u));
             const __m256i sc = bcast_word(lsv, ib);
             LO_GROUP(sumi, u, sc, ib)
         }
@@ -244,8 +242,8 @@ static ALWAYS_INLINE void iq1_m_row(const bp_cpu_job *job, int64_t r, const int 
             const unsigned hh = bp_load_u16(b + 32 + 2 * ib);
             /* bits 3, 7, 11, 15 of hh -> bits 0-3 (the products land on distinct bits) */
             const unsigned dm = (((hh & 0x8888u) * 0x249u) >> 12) & 15u;
-            __m256i u = grid4(q[0] | ((hh << 8) & 0x700u), q[1] | ((hh << 4) & 0x700u), q[2] | (hh & 0x700u),
-                              q[3] | ((hh >> 4) & 0x700u));
+            __m256i u = grid4(GRID4_INSERT, g_grid8, q[0] | ((hh << 8) & 0x700u), q[1] | ((hh << 4) & 0x700u),
+                              q[2] | (hh & 0x700u), q[3] | ((hh >> 4) & 0x700u));
             u = _mm256_add_epi8(u, _mm256_load_si256((const __m256i *)(const void *)g_dplus[dm]));
             const __m256i sc = bcast_word(scg, ib);
             LO_GROUP(sumi, u, sc, ib)
@@ -258,8 +256,11 @@ KQ_MULTI_N(vec_iq1_m, iq1_m_row, LO_NJ)
 
 /* max_batch: up to t = 32 these beat the int8 panel GEMM (kern_avx2g8.c) on the dev machine (AMD
  * EPYC Zen 5, AVX2 forced, 4096 x 4096, 2 threads, GFLOP/s these / the GEMM at t = 32): IQ1_S
- * 340 / 237, IQ1_M 312 / 171, TQ1_0 366 / 234; TQ2_0 530 at t = 32 where the GEMM gave 231 (322 at
- * t = 512), so TQ2_0 keeps the limit of 64 its one-input kernel had. */
+ * 340 / 237, IQ1_M 312 / 171, TQ1_0 366 / 234. TQ2_0 runs this kernel at every batch: against
+ * the GEMM with its direct TQ2_0 panels (main 21201b0; same machine, 2 threads, 3 rounds of 5
+ * interleaved calls, medians, 2026-12-01) it read, GFLOP/s kernel / GEMM, 4096 x 4096: t = 64
+ * 527 / 398, 128 524 / 409, 256 512 / 415, 512 511 / 412; 4096 x 14336: t = 128 456 / 393, 512
+ * 453 / 375, 1024 366 / 349, 2048 368 / 340 (the lead narrows once the inputs outgrow L3). */
 bool bp_cpu_avx2lo_init(bp_cpu_ops *ops) {
     init_grid8();
     init_dplus();
@@ -269,7 +270,7 @@ bool bp_cpu_avx2lo_init(bp_cpu_ops *ops) {
     SETLO(IQ1_S, vec_iq1_s, 32, 8);
     SETLO(IQ1_M, vec_iq1_m, 32, 8);
     SETLO(TQ1_0, vec_tq1_0, 32, 8);
-    SETLO(TQ2_0, vec_tq2_0, 64, 4);
+    SETLO(TQ2_0, vec_tq2_0, INT_MAX, 4);
 #undef SETLO
     return true;
 }
