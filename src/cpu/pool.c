@@ -1,15 +1,28 @@
 /* The CPU thread pool: persistent workers woken once per call. Hot path: a per-worker state
  * store and one atomic increment to start (plus a futex wake only if a worker sleeps), one
- * compare-and-swap per worker to finish; no allocation and no locks. Workers spin briefly
- * before sleeping because a decode step issues hundreds of calls back to back, and a futex
- * sleep/wake round trip (~5-20 us) would cost more than a small matvec. A worker that has not
- * started when the caller is done is cancelled rather than waited for (see bp_pool_run): on a
- * shared machine a descheduled worker would otherwise stall every call by a time slice. */
+ * compare-and-swap per worker to finish; no allocation and no locks. Workers spin before
+ * sleeping because a decode step issues hundreds of calls back to back, and a futex sleep/wake
+ * round trip (~5-20 us, far more when another process holds the CPU) would cost more than a
+ * small matvec. A worker that has not started when the caller is done is cancelled rather than
+ * waited for (see bp_pool_run): on a shared machine a descheduled worker would otherwise stall
+ * every call by a time slice.
+ *
+ * The spin is timed (SPIN_NS), not counted: a cancelled call leaves the caller computing alone,
+ * so the next call comes one single-threaded call later, and a spin shorter than that puts the
+ * worker to sleep just before it. Its wake then arrives late, that call is cancelled too, and the
+ * process stays at one thread's speed. 20000 pause instructions were that short on Zen 5 (~0.35
+ * ms; a pause costs 10-150 cycles across x86 cores): with one nice-10 busy loop beside `backplane
+ * bench` (2 threads, 4096 x 4096 Q4_K, t = 2), 4 processes of 6 ran at ~155 GFLOP/s, 65% of
+ * their calls cancelled and the worker asleep ~90 times, the others at ~300, while ggml's
+ * figure did not move. Spinning 4 ms by the clock, 11 interleaved rounds each beside the same
+ * busy loop: Q4_K t = 2 0 slow processes of 11 (4 before), BF16 t = 2 2 (6 before); without
+ * it, no change (Q4_K t = 2 305 GFLOP/s either way). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <linux/futex.h>
@@ -21,6 +34,10 @@
 #include "cpu/cpu_internal.h"
 
 enum { MAX_THREADS = 256, SPIN_ITERS = 20000 };
+/* How long an idle worker spins for the next call before sleeping: longer than a
+ * single-threaded call of a decode step's largest matvec (see the top). Past it, an idle
+ * process's workers sleep. */
+static const int64_t SPIN_NS = 4000000;
 enum { IDLE = 0, POSTED = 1, RUNNING = 2, DONE = 3, CANCELLED = 4 };
 
 typedef struct pool {
@@ -49,6 +66,12 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
 #ifdef __linux__
     syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
@@ -75,9 +98,14 @@ static void *worker(void *arg) {
     for (;;) {
         uint32_t g;
         int spins = 0;
+        int64_t spin_end = 0;
         while ((g = atomic_load_explicit(&g_pool.gen, memory_order_acquire)) == seen) {
-            if (++spins < SPIN_ITERS) cpu_relax();
-            else {
+            cpu_relax();
+            if (++spins % 256) continue; /* the clock (a ~30 ns vDSO call) every 256 pauses (1-13 us) */
+            const int64_t t = mono_ns();
+            if (!spin_end) spin_end = t + SPIN_NS;
+            if (t >= spin_end) {
+                spin_end = 0;
                 /* seq_cst pairs with the caller's bump-then-read: either it sees us here and
                  * wakes us, or the kernel sees the new gen and futex_wait returns at once. */
                 atomic_fetch_add(&g_pool.sleepers, 1);
