@@ -329,13 +329,15 @@ static void pack16(const bp_cpu_job *job, dq16_fn fn, bool sg, const panel16 *pp
  * 16 ymm for M = 4 (both halves at once would need 4 M). */
 static ALWAYS_INLINE void micro16(const int M, const int S, const bool SG, const bool SEP, const panel16 *pp, const int8_t *xq,
                                   int64_t ldx, const float *xd, int64_t ldd, const int16_t *xs, int64_t lds, float *tile) {
+    const int NSB = QB / (4 * S); /* sub-blocks a block (outside the loop: UBSan's division check
+                                   * in the condition made gcc drop the unroll pragma, -Werror) */
     for (int b = 0; b < KC / QB; b++) {
         for (int h = 0; h < 2; h++) {
             __m256i acc[MR];
 #pragma GCC unroll 4
             for (int i = 0; i < M; i++) acc[i] = _mm256_setzero_si256();
 #pragma GCC unroll 1
-            for (int sb = 0; sb < QB / (4 * S); sb++) {
+            for (int sb = 0; sb < NSB; sb++) {
                 const int k0 = b * QB / 4 + sb * S;
                 /* The sub-block's S weight registers (and |w|) are loaded once for the M inputs, and
                  * an input's int16 sum is widened before the next input's starts: one is live. (With
