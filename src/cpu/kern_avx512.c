@@ -25,7 +25,7 @@
  * 2 MR vpdpbusd, with 2 MR int and 2 MR f32 accumulators in registers (27 zmm at MR = 6). An
  * asm loop of that shape runs vpdpbusd at the core's peak on Zen 5 (~8.2 G/s, 2 per clock); one
  * weight zmm x 8 inputs (the old tile: 9 loads per 8) reached 7.0. */
-enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */ };
+enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */, GROUPS_PER_BLOCK = 86 /* ~512 inputs */ };
 
 
 /* The T inputs in ceil(T / MR) groups of near-equal size (the first T % groups one larger), so
@@ -383,10 +383,11 @@ static void micro_any(int nw, int qb, bool off, int m, const int8_t *pk, const u
 }
 
 /* One panel pair (rows p, p + 16; the second absent when nr1 = 0; the last pair of a range may be
- * one panel) x one depth block, for all inputs. Every (row, input) sums its blocks in the same
+ * one panel) x one depth block, for the input groups [g0, g1). Every (row, input) sums its blocks in the same
  * order whatever the tile or loop order, so neither the thread split nor the batch grouping can
  * change a bit. */
-static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr0, int nr1, int64_t c0) {
+static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr0, int nr1, int64_t c0, int64_t g0,
+                       int64_t g1) {
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const int64_t kc = cols - c0 < KC ? cols - c0 : KC;
     const int qb = bp_cpu_q8_block(cols);
@@ -402,7 +403,7 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
         if (nr1) pack_direct(job, d8, pp, 1, p + NR, nr1, c0, kc);
         const float *xs = xd + T * ldd;
         const int64_t lds = cols / 32;
-        for (int64_t g = 0; g < (T + MR - 1) / MR; g++) {
+        for (int64_t g = g0; g < g1; g++) {
             int64_t t0;
             int m;
             group_of(T, g, &t0, &m);
@@ -414,7 +415,7 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
     }
     pack(job, pp, 0, p, nr0, c0, kc, qb);
     if (nr1) pack(job, pp, 1, p + NR, nr1, c0, kc, qb);
-    for (int64_t g = 0; g < (T + MR - 1) / MR; g++) {
+    for (int64_t g = g0; g < g1; g++) {
         int64_t t0;
         int m;
         group_of(T, g, &t0, &m);
@@ -429,13 +430,21 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
  * panel of the chunk and came from memory. One thread, 4096 x 4096 (Zen 5, min of 4-20 calls),
  * depth outside -> pairs outside: t = 64 Q5_K 343-388 -> 409-432 GFLOP/s, IQ4_XS 272-309 ->
  * 362-419; t = 512 Q5_K 630-643 -> 656-659, IQ4_XS 592-593 -> 607-613; t = 2048 (8 MB of
- * inputs re-read per pair) both ~590. */
+ * inputs re-read per pair) both ~590, hence the input blocks: 2 threads, 4096 x 4096, t = 2048,
+ * Q4_K 1069 -> 1162 GFLOP/s, Q8_0 1063 -> 1189, IQ2_XXS t = 1024 1166 -> 1278; t = 512 unchanged. */
 static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const panel pp = panel_of(job->scratch[ith]);
-    for (int64_t p = r0; p < r1; p += PW) {
-        const int nr0 = r1 - p < NR ? (int)(r1 - p) : NR;
-        const int nr1 = r1 - p <= NR ? 0 : r1 - p - NR < NR ? (int)(r1 - p - NR) : NR;
-        for (int64_t c0 = 0; c0 < job->cols; c0 += KC) pair_block(job, &pp, p, nr0, nr1, c0);
+    /* Past ~512 inputs, in near-equal blocks of input groups, each a whole pass (panels packed
+     * again per block), so the inputs a pair reads stay in L2 (t = 2048 below). */
+    const int64_t ngroups = (job->batch + MR - 1) / MR, nblk = (ngroups + GROUPS_PER_BLOCK - 1) / GROUPS_PER_BLOCK,
+                  per = (ngroups + nblk - 1) / nblk;
+    for (int64_t g0 = 0; g0 < ngroups; g0 += per) {
+        const int64_t g1 = ngroups - g0 < per ? ngroups : g0 + per;
+        for (int64_t p = r0; p < r1; p += PW) {
+            const int nr0 = r1 - p < NR ? (int)(r1 - p) : NR;
+            const int nr1 = r1 - p <= NR ? 0 : r1 - p - NR < NR ? (int)(r1 - p - NR) : NR;
+            for (int64_t c0 = 0; c0 < job->cols; c0 += KC) pair_block(job, &pp, p, nr0, nr1, c0, g0, g1);
+        }
     }
 }
 

@@ -20,7 +20,7 @@
  * 12 -> 8: F32 162 -> 180 GFLOP/s, F16 174 -> 184, BF16 171 -> 193; at 4112 columns (no
  * aliasing) both 186 (measured with the one-panel kernel; with two panels, 6 inputs or KC 128,
  * which keep fewer lines per set, measured no faster than 8 and 256). */
-enum { MR = 8, NR = BP_CPU_NR, KC = BP_CPU_KC };
+enum { MR = 8, NR = BP_CPU_NR, KC = BP_CPU_KC, TB = 512 };
 
 /* C[M x 16] (+)= X[M x kc] * P[kc x 16]; columns of C past the mask are not touched. */
 static ALWAYS_INLINE void micro(const int M, const float *pk, const float *x, int64_t ldx, int64_t kc, float *c,
@@ -83,6 +83,12 @@ static void gemm_f32(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     float *rowbuf = job->scratch[ith]; /* then the two packed panels: BP_CPU_SCRATCH_FLOATS */
     float *pk = rowbuf + NR * KC, *pk1 = pk + NR * KC;
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
+    /* Inputs in near-equal blocks of at most TB, each a whole pass (panels packed again per
+     * block): every panel pair reads its KC columns of all the block's inputs, and past ~512
+     * of them (512 KB) those no longer stay in L2. */
+    const int64_t nblk = (T + TB - 1) / TB, tb = ((T + nblk - 1) / nblk + MR - 1) / MR * MR;
+    for (int64_t b0 = 0; b0 < T; b0 += tb) {
+    const int64_t b1 = T - b0 < tb ? T : b0 + tb;
     for (int64_t c0 = 0; c0 < cols; c0 += KC) {
         const int64_t kc = cols - c0 < KC ? cols - c0 : KC;
         /* Two panels (32 rows) at a time; the last may be one. */
@@ -92,12 +98,13 @@ static void gemm_f32(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
             bp_cpu_pack_panel_f32(job, p, nr, c0, kc, rowbuf, pk);
             if (nr1) bp_cpu_pack_panel_f32(job, p + NR, nr1, c0, kc, rowbuf, pk1);
             const __mmask16 mask = (__mmask16)((1u << nr) - 1), mask1 = (__mmask16)((1u << nr1) - 1);
-            for (int64_t t0 = 0; t0 < T; t0 += MR) {
-                const int m = T - t0 < MR ? (int)(T - t0) : MR;
+            for (int64_t t0 = b0; t0 < b1; t0 += MR) {
+                const int m = b1 - t0 < MR ? (int)(b1 - t0) : MR;
                 micro_any(m, pk, nr1 ? pk1 : NULL, job->x + t0 * cols + c0, cols, kc, job->y + t0 * rows + p, rows, mask,
                           mask1, c0 == 0);
             }
         }
+    }
     }
 }
 

@@ -14,12 +14,14 @@
  * ms; a pause costs 10-150 cycles across x86 cores): with one nice-10 busy loop beside `backplane
  * bench` (2 threads, 4096 x 4096 Q4_K, t = 2), 4 processes of 6 ran at ~155 GFLOP/s, 65% of
  * their calls cancelled and the worker asleep ~90 times, the others at ~300, while ggml's
- * figure did not move. Spinning 4 ms by the clock, 11 interleaved rounds each beside the same
- * busy loop: Q4_K t = 2 0 slow processes of 11 (4 before), BF16 t = 2 2 (6 before); without
- * it, no change (Q4_K t = 2 305 GFLOP/s either way). */
+ * figure did not move. Spinning 4 ms by the clock, beside the same busy loop: Q4_K t = 2 0 slow
+ * processes of 9-11 (1-4 before); alone on the machine, no change (305 GFLOP/s either way). A
+ * longer spin also keeps a worker that shares the caller's CPU spinning there (BF16 t = 2 slow
+ * in 5 of 9 processes with the spin alone): the placement below moves it. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -48,6 +50,7 @@ typedef struct pool {
     _Atomic int stop;
     uint32_t start_gen; /* gen when the workers were created */
     _Atomic int sleepers; /* workers in (or about to enter) futex_wait: wake only if any */
+    _Atomic int caller_cpu; /* the CPU the caller posted the last call from; -1 unknown */
     bp_pool_fn fn;
     void *ctx;
     int nth; /* threads taking part in this call */
@@ -90,11 +93,69 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
 #endif
 }
 
+/* Placement. A worker spinning on the caller's own CPU takes half of it from the caller, and
+ * the scheduler may leave it there for good (a spinning worker never wakes up elsewhere): with
+ * one busy nice-10 process beside `backplane bench` (2 threads, 2 CPUs, 4096 x 4096, t = 2),
+ * processes ran at one thread's speed, the worker and the caller found on one CPU and the busy
+ * process alone on the other (BF16 ~72 GFLOP/s instead of ~150 in 5 of 9 processes, F32 27-35
+ * instead of ~60 in 5 of 9). So a worker that finds itself, twice in a row while it waits, on
+ * the CPU the caller last posted from moves to the others of its CPUs (affinity: its starting
+ * mask minus that one) and takes its own mask back before it sleeps; it never narrows a mask
+ * otherwise. With it, 0 of 9 processes slow for BF16, F32 and Q4_K at t = 2 beside the same
+ * busy process; alone on the machine, no change beyond noise. */
+typedef struct place {
+#ifdef __linux__
+    cpu_set_t home; /* the mask the worker started with */
+    bool have_home, away;
+    int hits;
+#else
+    char unused; /* C has no empty structs */
+#endif
+} place;
+
+static void place_init(place *pl) {
+#ifdef __linux__
+    pl->have_home = pthread_getaffinity_np(pthread_self(), sizeof pl->home, &pl->home) == 0;
+    pl->away = false;
+    pl->hits = 0;
+#else
+    (void)pl;
+#endif
+}
+
+static void place_check(place *pl) {
+#ifdef __linux__
+    const int cc = atomic_load_explicit(&g_pool.caller_cpu, memory_order_relaxed);
+    if (!pl->have_home || cc < 0 || cc >= CPU_SETSIZE || !CPU_ISSET(cc, &pl->home)) return;
+    if (sched_getcpu() != cc) {
+        pl->hits = 0;
+        return;
+    }
+    if (++pl->hits < 2) return;
+    pl->hits = 0;
+    cpu_set_t away = pl->home;
+    CPU_CLR(cc, &away);
+    if (CPU_COUNT(&away) > 0 && pthread_setaffinity_np(pthread_self(), sizeof away, &away) == 0) pl->away = true;
+#else
+    (void)pl;
+#endif
+}
+
+static void place_home(place *pl) {
+#ifdef __linux__
+    if (pl->away && pthread_setaffinity_np(pthread_self(), sizeof pl->home, &pl->home) == 0) pl->away = false;
+#else
+    (void)pl;
+#endif
+}
+
 static void *worker(void *arg) {
     int me = (int)(intptr_t)arg;
     /* Not a fresh load of gen: a call may already have been issued before this thread got
      * to run, and it must not be mistaken for the starting point (that call would hang). */
     uint32_t seen = g_pool.start_gen;
+    place pl;
+    place_init(&pl);
     for (;;) {
         uint32_t g;
         int spins = 0;
@@ -102,10 +163,12 @@ static void *worker(void *arg) {
         while ((g = atomic_load_explicit(&g_pool.gen, memory_order_acquire)) == seen) {
             cpu_relax();
             if (++spins % 256) continue; /* the clock (a ~30 ns vDSO call) every 256 pauses (1-13 us) */
+            place_check(&pl);
             const int64_t t = mono_ns();
             if (!spin_end) spin_end = t + SPIN_NS;
             if (t >= spin_end) {
                 spin_end = 0;
+                place_home(&pl);
                 /* seq_cst pairs with the caller's bump-then-read: either it sees us here and
                  * wakes us, or the kernel sees the new gen and futex_wait returns at once. */
                 atomic_fetch_add(&g_pool.sleepers, 1);
@@ -169,6 +232,7 @@ static bp_status start(int n) {
     }
     g_pool.n = 1;
     g_pool.start_gen = atomic_load(&g_pool.gen);
+    atomic_store(&g_pool.caller_cpu, -1);
     for (int i = 1; i < n; i++) {
         if (pthread_create(&g_pool.th[i], NULL, worker, (void *)(intptr_t)i)) break;
         g_pool.n = i + 1;
@@ -225,6 +289,9 @@ void bp_pool_run(bp_pool_fn fn, void *ctx, int n) {
     g_pool.fn = fn;
     g_pool.ctx = ctx;
     g_pool.nth = n;
+#ifdef __linux__
+    atomic_store_explicit(&g_pool.caller_cpu, sched_getcpu(), memory_order_relaxed);
+#endif
     for (int i = 1; i < n; i++) atomic_store(&g_pool.state[i], POSTED);
     atomic_fetch_add(&g_pool.gen, 1);
     if (atomic_load(&g_pool.sleepers) > 0) futex_wake_all(&g_pool.gen);
