@@ -1,23 +1,26 @@
-/* AVX2 prefill, the int8 panel GEMM (kern_avx2g8.c) for the kinds whose weights are small
- * integers with an integer scale per 16 columns (Q6_K Q3_K Q2_K IQ2_XS IQ2_S IQ1_M, and IQ1_S with
- * one per 32) under a float super-block scale d per 256. Before these panels they went the slow
- * way: dequantized to f32 and requantized to int8 per 64 columns, with a vpmaddwd by ones after
- * every vpmaddubsw.
- * Here a row's own integers are packed as they are, and the 16-column scale costs nothing: the
+/* AVX2 prefill, the int8 panel GEMM (kern_avx2g8.c) for the 256-element kinds whose weights are
+ * small integers with an integer scale per 16 columns (Q6_K Q3_K Q2_K IQ2_XS IQ2_S IQ1_M) or per
+ * 32 (IQ1_S Q5_K IQ2_XXS IQ3_XXS IQ3_S) under a float super-block scale d. The per-16 kinds went
+ * the slow way before: dequantized to f32 and requantized to int8 per 64 columns, with a
+ * vpmaddwd by ones after every vpmaddubsw; the per-32 ones widened every k4 step.
+ * Here a row's own integers are packed as they are, and the sub-block scale costs nothing: the
  * int16 pairs of vpmaddubsw are summed over S k4 steps (4 S columns, within one scale group), then
  * the widening vpmaddwd multiplies by a vector of the 16 rows' int16 scales instead of ones. The
  * int32 sums run over the activation's 64-column block, then one float multiply by d_w d_x.
- *   Unsigned panels (Q6_K 0..63, Q3_K 0..7, Q2_K 0..3, IQ1 0..18: the stored value q' = q + m
- *     with offset -m sc per group, m = 32, 4, the min, 9): q' is vpmaddubsw's unsigned operand
- *     as it is (no vpsignb); the offset goes through the input's int16 sums per 16 columns (prep
- *     in kern_avx2g8.c), as one more vpmaddwd per two groups. For all but Q2_K the offset is an
- *     integer multiple of the same d, so it is added to the int32 sums and the dot is exact in
- *     integers; Q2_K's min has its own dmin and its own float step.
- *   Signed panels (IQ2_XS IQ2_S: grid magnitudes 8, 25, 43 with explicit signs): the sign trick of
- *     the requantized panels (|w| unsigned, the activation takes w's sign).
- * int16 range (|x| <= 127): Q6_K S = 2: 2 x 2 x 63 x 127 = 32004; IQ2 S = 2: 2 x 2 x 43 x 127 =
- * 21844; Q3_K / Q2_K / IQ1 S = 4: 4 x 2 x 18 x 127 = 18288 at most. An int32 sum of a block:
- * Q6_K |sc| <= 128, 8 x 128 x 32004 + offsets < 2^31.
+ *   Unsigned panels (stored q' = q + m, offset -m sc per group: Q6_K 0..63 m 32, Q3_K 0..7 m 4,
+ *     IQ1 0..18 m 9, IQ3_S 0..30 m 15; Q2_K 0..3 and Q5_K 0..31 with their mins): q' is
+ *     vpmaddubsw's unsigned operand as it is (no vpsignb); the offset goes through the input's
+ *     int16 sums per 16 columns (prep in kern_avx2g8.c), one more vpmaddwd per two groups. Where
+ *     the offset is an integer multiple of the same d it is added to the int32 sums (the dot is
+ *     exact in integers); Q2_K's and Q5_K's mins have their own dmin and float step.
+ *   Signed panels (IQ2_XS IQ2_S IQ2_XXS: magnitudes up to 43, IQ3_XXS up to 62, explicit or
+ *     table signs): the sign trick of the requantized panels (|w| unsigned, the activation
+ *     takes w's sign).
+ * int16 range (|x| <= 127), a lane sums S pairs: S = 2: Q6_K 2 x 2 x 63 x 127 = 32004, IQ3_XXS
+ * 31496, IQ2 21844; S = 4: Q5_K 4 x 2 x 31 x 127 = 31496, IQ3_S 30480, IQ1 18288, Q3_K, Q2_K.
+ * An int32 sum of a block: Q6_K |sc| <= 128, 8 x 128 x 32004 + offsets < 2^31.
+ * Tried and measured slower (t = 512, GFLOP/s): Q6_K signed with S = 4 ~385 (this ~430); IQ2
+ * unsigned (+ 43) widening every step, both row halves a pass ~330 (this ~380).
  * The weights are not rounded a second time, so the results are closer to the reference than
  * the requantized panels' (same tolerance.def gemm QUANT bound, test_cpu_kernels). */
 #include "cpu/cpu_internal.h"
@@ -160,9 +163,7 @@ static void d16_iq1_m(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, flo
 /* Kinds with a scale per 32 columns that also gain from summing in int16 before one scaled
  * widening (their kern_avx2g8.c direct panels widen every k4 step): q from the shared decoders of
  * dq8_direct.h, the integer scales read again from the block, each for both of its 16-groups. */
-/* Q5_K: 0..31 (S = 4: 4 x 2 x 31 x 127 = 31496), 6-bit scales and mins (x dmin). (Q4_K keeps
- * kern_avx2g8.c's panels: |q| <= 15 lets them sum 32 columns in int16 before one widening, fewer
- * multiplies than a scaled widening per 16.) */
+/* Q5_K: 0..31, 6-bit scales and mins (x dmin). */
 static void d16_q5_k(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, float *dd) {
     float s[16];
     d8_q5_k(b, 1, q, s);
@@ -209,8 +210,14 @@ static void d16_iq3_s(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, flo
     dd[0] = dd[1] = f16(b);
 }
 
-/* The decoder of kind k (NULL: not a per-16 panel kind), whether it is signed (sign trick, no
- * offsets), the k4 steps S its int16 sums span, and whether its offset has its own multiplier. */
+/* The decoder of kind k (NULL: not a kind of these panels), whether it is signed (sign trick, no
+ * offsets), the k4 steps S its int16 sums span, and whether its offset has its own multiplier.
+ * AVX2 forced, 4096 x 4096, t = 512, 2 threads, Zen 5, GFLOP/s before -> these panels (one
+ * interleaved side-by-side run each; ggml's AVX2 build 308-344 on these kinds, TQ1_0 ~140):
+ * Q6_K 298 -> 434, Q3_K 319 -> 477, Q2_K 305 -> 447, Q5_K 317 -> 451, IQ1_M 298 -> 458, IQ1_S
+ * 298 -> 453, IQ3_S 289 -> 434, IQ2_XS 317 -> 377, IQ2_S 325 -> 378, IQ2_XXS 330 -> 385,
+ * IQ3_XXS 310 -> 377. Q4_K keeps kern_avx2g8.c's panels: |q| <= 15 lets them sum 32 columns in
+ * int16 and widen once by ones, fewer multiplies than a scaled widening per 16. */
 static dq16_fn d16_of(bp_kind k, bool *sg, int *S, bool *sep) {
     *sg = *sep = false;
     *S = 4;

@@ -271,10 +271,10 @@ static void d8u_tq1_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
  * integer scales (Q2_K Q3_K Q5_K Q6_K, the IQ2 / IQ3 / IQ1 kinds) never get here: kern_avx2g16.c.
  * Where each pays (2 threads, 4096 x 4096, Zen 5 on the AVX2 path, GFLOP/s requantized ->
  * direct, +-5% run to run): t = 512 Q4_K / Q4_0 / TQ2_0 ~315 -> ~410, Q5_1 307 -> 330, IQ4_XS
- * 284 -> 302; TQ1_0 ~320 -> ~390; signed Q8_0 / IQ4_NL 305-323 -> 294-308: they widen every step
- * and scale per 32 columns where the requantized panels scale per 64. At t = 128-256 the pack's
- * round trip weighs more: t = 128 IQ4_XS 226 -> 294, Q8_0 270 -> 278; t = 256 Q8_0 / IQ4_NL lose
- * 1-5%: so max_t 160 for Q8_0 and IQ4_NL. */
+ * 284 -> 302, TQ1_0 311 -> 398 (ggml's AVX2 build 138-145); signed Q8_0 / IQ4_NL 305-323 ->
+ * 294-308: they widen every step and scale per 32 columns where the requantized panels scale
+ * per 64. At t = 128-256 the pack's round trip weighs more: t = 128 IQ4_XS 226 -> 294, Q8_0
+ * 270 -> 278; t = 256 Q8_0 / IQ4_NL lose 1-5%: so max_t 160 for Q8_0 and IQ4_NL. */
 static dq8_fn d8_of(bp_kind k, bool *sg, int *blk, int64_t *max_t) {
     *sg = false;
     *blk = 32;
