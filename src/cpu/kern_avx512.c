@@ -434,10 +434,8 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
  * Q4_K 1069 -> 1162 GFLOP/s, Q8_0 1063 -> 1189, IQ2_XXS t = 1024 1166 -> 1278; t = 512 unchanged. */
 static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const panel pp = panel_of(job->scratch[ith]);
-    /* Past ~512 inputs, in near-equal blocks of input groups, each a whole pass (panels packed
-     * again per block), so the inputs a pair reads stay in L2 (t = 2048 below). */
-    const int64_t ngroups = (job->batch + MR - 1) / MR, nblk = (ngroups + GROUPS_PER_BLOCK - 1) / GROUPS_PER_BLOCK,
-                  per = (ngroups + nblk - 1) / nblk;
+    /* Input groups in blocks of ~512 inputs (bp_batch_block; t = 2048 above). */
+    const int64_t ngroups = (job->batch + MR - 1) / MR, per = bp_batch_block(ngroups, GROUPS_PER_BLOCK, 1);
     for (int64_t g0 = 0; g0 < ngroups; g0 += per) {
         const int64_t g1 = ngroups - g0 < per ? ngroups : g0 + per;
         for (int64_t p = r0; p < r1; p += PW) {

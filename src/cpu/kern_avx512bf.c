@@ -131,7 +131,7 @@ static void vec_bf16r(const bp_cpu_job *job, int64_t r0, int64_t r1) { BP_TILE_R
 
 /* GKC: columns per depth block (a panel: 16 rows x GKC bf16 = 16 KB; two in the thread's
  * scratch). GMR: inputs per micro-kernel call (2 x GMR accumulators). */
-enum { NR = BP_CPU_NR, GKC = 512, GMR = 12 };
+enum { NR = BP_CPU_NR, GKC = 512, GMR = 12, TB = 512 };
 _Static_assert(2 * NR * GKC * 2 <= BP_CPU_SCRATCH_FLOATS * sizeof(float), "two bf16 panels fit the scratch");
 _Static_assert(NR == 16, "a panel is one 16 x 16 dword transpose wide");
 
@@ -201,6 +201,11 @@ static void gemm_bf16r(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const size_t xs = job->xq_stride;
     const uint8_t *xq = job->xq;
+    /* Inputs in blocks of at most TB (bp_batch_block): 2 threads, 4096 x 4096 (Zen 5), t = 2048
+     * 771 -> 847 GFLOP/s, t = 1024 733 -> 834, t = 512 unchanged. */
+    const int64_t tb = bp_batch_block(T, TB, GMR);
+    for (int64_t b0 = 0; b0 < T; b0 += tb) {
+    const int64_t b1 = T - b0 < tb ? T : b0 + tb;
     for (int64_t p = r0; p < r1; p += 2 * NR) {
         const int nr = r1 - p < NR ? (int)(r1 - p) : NR;
         const int nr1 = r1 - p <= NR ? 0 : r1 - p - NR < NR ? (int)(r1 - p - NR) : NR;
@@ -209,12 +214,13 @@ static void gemm_bf16r(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
             pack_panel(job, p, nr, c0, kc, pk0);
             if (nr1) pack_panel(job, p + NR, nr1, c0, kc, pk1);
             const __mmask16 m0 = (__mmask16)((1u << nr) - 1), m1 = (__mmask16)((1u << nr1) - 1);
-            for (int64_t t0 = 0; t0 < T; t0 += GMR) {
-                const int m = T - t0 < GMR ? (int)(T - t0) : GMR;
+            for (int64_t t0 = b0; t0 < b1; t0 += GMR) {
+                const int m = b1 - t0 < GMR ? (int)(b1 - t0) : GMR;
                 micro_any(m, pk0, nr1 ? pk1 : NULL, xq + (size_t)t0 * xs + 2 * (size_t)c0, xs, kp, job->y + t0 * rows + p,
                           rows, m0, m1, c0 == 0);
             }
         }
+    }
     }
 }
 
