@@ -92,12 +92,13 @@ int main(void) {
         }
         fprintf(stderr, "ISA %s: %d fast dequantizers checked\n", bp_cpu_isa_name((bp_cpu_isa)isa), checked - before);
     }
-    /* each path's direct panel kinds: AVX-512 13, AVX2 14 (the same and TQ2_0) */
+    /* each path's direct panel kinds: AVX-512 13, AVX2 22 (the same, TQ2_0 and TQ1_0, and the
+     * per-16 panels of kern_avx2g16.c: Q6_K Q3_K Q2_K IQ2_XS IQ2_S IQ1_S IQ1_M) */
     const struct {
         bp_cpu_isa isa;
         direct_fn fn;
         int want;
-    } direct_paths[] = {{BP_CPU_ISA_AVX512, bp_cpu_avx512_direct_dequant, 13}, {BP_CPU_ISA_AVX2, bp_cpu_avx2g8_direct_dequant, 14}};
+    } direct_paths[] = {{BP_CPU_ISA_AVX512, bp_cpu_avx512_direct_dequant, 13}, {BP_CPU_ISA_AVX2, bp_cpu_avx2g8_direct_dequant, 22}};
     for (size_t p = 0; p < sizeof direct_paths / sizeof direct_paths[0]; p++) {
         const char *name = bp_cpu_isa_name(direct_paths[p].isa);
         if (!bp_cpu_isa_available(direct_paths[p].isa)) {

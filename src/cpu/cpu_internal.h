@@ -189,6 +189,10 @@ bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks
 /* The same for the AVX2 int8 GEMM's direct panels (kern_avx2g8.c; unsigned q with offsets for
  * Q4_0 Q5_0 Q2_0, where the AVX-512 ones are signed). */
 bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
+/* kern_avx2g16.c: the AVX2 int8 GEMM's panels for the kinds with a scale per 16 columns (called
+ * from kern_avx2g8.c's gemm_q8; false for other kinds), and their decoders for the test above. */
+bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
+bool bp_cpu_avx2g16_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);

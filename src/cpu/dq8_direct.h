@@ -167,6 +167,26 @@ static inline void d8_iq3_s(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     }
 }
 
+/* The AVX2 GEMM panels' pack (kern_avx2g8.c, kern_avx2g16.c): 8 registers of 8 dwords (register
+ * i = row i) -> register k = dword k of every row. */
+static ALWAYS_INLINE void transpose8(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+        r[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+    }
+}
+
 /* For test_cpu_dequant (bp_cpu_*_direct_dequant): kind k's decoder fn over nblocks blocks (at
  * most BP_CPU_KC columns) written out as floats s q (+ o where off). False where fn is NULL. */
 static inline bool dq8_to_float(dq8_fn fn, bool off, bp_kind k, const void *blocks, int64_t nblocks, float *out) {

@@ -14,7 +14,9 @@
  * Kinds whose weights are small integers x a scale per 32 columns skip the round trip (direct
  * panels, below): their own integers are packed as they are, unsigned where the kind stores
  * them so (the offset x the input's quant sum added per 32 columns), which drops the sign op,
- * and small enough ones summed in int16 over 32 columns before widening. */
+ * and small enough ones summed in int16 over 32 columns before widening. The 256-element kinds
+ * with integer sub-block scales (per 16 or 32 columns) have their own panels in kern_avx2g16.c,
+ * which widen their int16 sums by those scales. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -38,9 +40,10 @@ static ALWAYS_INLINE float block_scale(const float *x, int n, float *id) {
 }
 
 /* x (T x cols) -> int8 T x cols, then T x (cols / QB) float scales, then per input and 32
- * columns d x the sum of the quants (the direct panels' offset term). */
+ * columns d x the sum of the quants (the direct panels' offset term), then per input and 16
+ * columns the int16 sum of the quants (<= 16 x 127; the per-16 panels' offsets, kern_avx2g16.c). */
 static size_t prep_bytes(int64_t T, int64_t cols) {
-    return bp_cpu_q8_prep_bytes(T, cols) + sizeof(float) * (size_t)(T * (cols / 32));
+    return bp_cpu_q8_prep_bytes(T, cols) + sizeof(float) * (size_t)(T * (cols / 32)) + sizeof(int16_t) * (size_t)(T * (cols / 16));
 }
 
 static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
@@ -48,7 +51,8 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
     int8_t *q = buf;
     float *d = (float *)(void *)(q + (size_t)(T * cols));
     float *xs = d + T * (cols / qb);
-    for (int64_t t = 0; t < T; t++)
+    int16_t *xs16 = (int16_t *)(void *)(xs + T * (cols / 32));
+    for (int64_t t = 0; t < T; t++) {
         for (int64_t b = 0; b < cols / qb; b++) {
             const float *xb = x + t * cols + b * qb;
             float id;
@@ -57,6 +61,15 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
             for (int i = 0; i < qb; i += 32)
                 xs[t * (cols / 32) + (b * qb + i) / 32] = db * (float)quant32(xb + i, id, q + t * cols + b * qb + i);
         }
+        /* vpsadbw of q ^ 0x80 (q + 128 as unsigned) against zero: sums of 8, each 8 x 128 high */
+        for (int64_t i = 0; i < cols; i += 32) {
+            const __m256i v = _mm256_xor_si256(load32(q + t * cols + i), _mm256_set1_epi8((char)0x80));
+            const __m256i s8 = _mm256_sad_epu8(v, _mm256_setzero_si256());
+            const __m256i s16 = _mm256_add_epi64(s8, _mm256_srli_si256(s8, 8));
+            xs16[t * (cols / 16) + i / 16] = (int16_t)(_mm256_extract_epi16(s16, 0) - 2048);
+            xs16[t * (cols / 16) + i / 16 + 1] = (int16_t)(_mm256_extract_epi16(s16, 8) - 2048);
+        }
+    }
 }
 
 
@@ -82,25 +95,6 @@ static panel panel_of(float *scratch) {
 }
 _Static_assert(NR * KC + NR * KC / 2 + 2 * (KC / 32) * NR <= BP_CPU_SCRATCH_FLOATS, "the int8 GEMM's panel fits the thread scratch");
 _Static_assert(NR * KC / 4 + 16 * NR <= NR * KC, "a direct panel's rows and records fit rowbuf");
-
-/* 8 registers of 8 dwords (register i = row i) -> register k = dword k of every row. */
-static ALWAYS_INLINE void transpose8(__m256i r[8]) {
-    __m256i t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int k = 0; k < 4; k++) {
-        r[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
-        r[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
-    }
-}
 
 /* Rows [p, p + nr) x columns [c0, c0 + kc) -> w, |w| and the block scales (rows past nr: 0).
  * Eight rows' 32 quants at a time are transposed in registers into the k4-major layout. */
@@ -186,11 +180,11 @@ static void micro_any(int mr, int qb, const panel *pp, const int8_t *xq, int64_t
  * The decoders (dq8_direct.h, shared with kern_avx512.c's VNNI GEMM, and the unsigned forms
  * below) write a row's q as int8 with a scale s (and offset o) per 32 columns; the pack only
  * transposes. Two kinds of panel:
- *   unsigned (w = s q + o, q >= 0: Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q2_0 TQ2_0, and IQ2_XXS IQ3_XXS
- *     stored + their largest magnitude): q is vpmaddubsw's unsigned operand as it is, no
- *     vpsignb; o x (the input's d x its 32 quants' sum) is added per 32 columns;
- *   signed (Q8_0 IQ4_NL IQ4_XS IQ3_S): the sign trick of the requantized panels (up to a batch
- *     for most: d8_of).
+ *   unsigned (w = s q + o, q >= 0: Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q2_0 TQ2_0 TQ1_0): q is
+ *     vpmaddubsw's unsigned operand as it is, no vpsignb; o x (the input's d x its 32 quants'
+ *     sum) is added per 32 columns;
+ *   signed (Q8_0 IQ4_NL IQ4_XS): the sign trick of the requantized panels (up to a batch for
+ *     some: d8_of).
  * Where 8 k4 steps' pairs cannot overflow int16 (|q| <= 15: 8 x 2 x 15 x 127 = 30480), they are
  * summed in int16 over the 32 columns and widened once (vpmaddwd) instead of per step. The
  * weights are not rounded a second time, so the results are closer to the reference. */
@@ -238,31 +232,49 @@ static void d8u_tq2_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     }
 }
 
-/* The grid kinds made unsigned: q + m with offset -m s per 32 columns (m: the grid's largest
- * magnitude, 43 for IQ2_XXS, 62 for IQ3_XXS), so vpmaddubsw takes them with no vpsignb; a pair
- * stays under 2 x 124 x 127 = 31496. 256-element kinds: one block per KC chunk, 8 groups. */
-static ALWAYS_INLINE void d8_biased(dq8_fn base, int m, const uint8_t *b, int64_t n, int8_t *q, float *s) {
-    base(b, n, q, s);
-    for (int g = 0; g < 8 * (int)n; g++) {
-        s[8 + g] = -(float)m * s[g];
-        st32(q + 32 * g, _mm256_add_epi8(load32(q + 32 * g), _mm256_set1_epi8((char)m)));
+/* TQ1_0, 54 bytes: qs[48] | qh[4] | d; the trits as digits 0..2 (offset -d per 32 columns).
+ * A byte holds ceil(v 256 / 243) of a 5-trit number v: times 3^k (mod 256: two byte adds per
+ * step) brings trit k to the top, and (byte x 3) >> 8 reads it, i.e. (byte >= 86) + (byte >=
+ * 171). Elements 0-159: trit e / 32 of qs[e % 32]; 160-239: trit (e - 160) / 16 of qs[32 + e %
+ * 16]; 240-255: trit (e - 240) / 4 of qh[e % 4]. */
+static ALWAYS_INLINE __m256i tq1_digit(__m256i v) {
+    const __m256i ge86 = _mm256_cmpeq_epi8(_mm256_max_epu8(v, _mm256_set1_epi8(86)), v);
+    const __m256i ge171 = _mm256_cmpeq_epi8(_mm256_max_epu8(v, _mm256_set1_epi8((char)171)), v);
+    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge86, ge171));
+}
+static void d8u_tq1_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
+    for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_TQ1_0, q += 256, s += 8) {
+        const float d = f16(b + 52);
+        for (int g = 0; g < 8; g++) {
+            s[g] = d;
+            s[8 + g] = -d;
+        }
+        __m256i v = load32(b);
+        for (int k = 0; k < 5; k++, v = _mm256_add_epi8(_mm256_add_epi8(v, v), v)) st32(q + 32 * k, tq1_digit(v));
+        /* qs[32..47] (in both lanes; the low one is stored): trit k is elements 160 + 16 k .. */
+        __m256i u = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(b + 32)));
+        uint8_t tail[32];
+        for (int k = 0; k < 5; k++, u = _mm256_add_epi8(_mm256_add_epi8(u, u), u)) {
+            _mm256_storeu_si256((__m256i *)(void *)tail, tq1_digit(u));
+            memcpy(q + 160 + 16 * k, tail, 16);
+        }
+        for (int k = 0; k < 4; k++)
+            for (int m = 0; m < 4; m++) q[240 + 4 * k + m] = (int8_t)(((uint8_t)(b[48 + m] * (k == 0 ? 1 : k == 1 ? 3 : k == 2 ? 9 : 27)) * 3) >> 8);
     }
 }
-static void d8u_iq2_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_biased(d8_iq2_xxs, 43, b, n, q, s); }
-static void d8u_iq3_xxs(const uint8_t *b, int64_t n, int8_t *q, float *s) { d8_biased(d8_iq3_xxs, 62, b, n, q, s); }
 
 /* The direct decoder of kind k up to batch *max_t (NULL: requantized panels), whether its q are
  * signed (sign trick, no offset) or unsigned (with offset), and the columns a block of the
- * micro-kernel sums in int16 before widening (*blk: 64 for Q2_0 and TQ2_0, whose weight scale
- * holds for 64 columns; 32 where |q| <= 15, 8 x 2 x 15 x 127 = 30480; 0: widen every k4 step).
+ * micro-kernel sums in int16 before widening (*blk: 64 for Q2_0, TQ2_0 and TQ1_0, whose weight
+ * scale holds for 64 columns; 32 where |q| <= 15, 8 x 2 x 15 x 127 = 30480; 0: widen every k4
+ * step). The 256-element kinds whose panels sum in int16 per 16 columns and widen by their
+ * integer scales (Q2_K Q3_K Q5_K Q6_K, the IQ2 / IQ3 / IQ1 kinds) never get here: kern_avx2g16.c.
  * Where each pays (2 threads, 4096 x 4096, Zen 5 on the AVX2 path, GFLOP/s requantized ->
- * direct, +-5% run to run): t = 512 Q4_K / Q4_0 / TQ2_0 ~315 -> ~410, Q5_K 313 -> 324, Q5_1
- * 307 -> 330, IQ4_XS 284 -> 302, IQ2_XXS / IQ3_XXS (unsigned) 325-336 -> 335-343, IQ3_S 321 ->
- * 320; signed Q8_0 / IQ4_NL (and IQ2_XXS before it went unsigned) 305-323 -> 294-308: they widen
- * every step and scale per 32 columns where the requantized panels scale per 64. At t = 128-256
- * the pack's round trip weighs more: t = 128 IQ4_XS 226 -> 294, IQ3_S 287 -> 300, Q8_0 270 ->
- * 278; t = 256 IQ2_XXS / IQ3_XXS 306 -> 332-335 (unsigned), Q8_0 / IQ4_NL lose 1-5%, IQ3_S is
- * even: so max_t 160 for Q8_0 and IQ4_NL, 256 for IQ3_S. */
+ * direct, +-5% run to run): t = 512 Q4_K / Q4_0 / TQ2_0 ~315 -> ~410, Q5_1 307 -> 330, IQ4_XS
+ * 284 -> 302, TQ1_0 311 -> 398 (ggml's AVX2 build 138-145); signed Q8_0 / IQ4_NL 305-323 ->
+ * 294-308: they widen every step and scale per 32 columns where the requantized panels scale
+ * per 64. At t = 128-256 the pack's round trip weighs more: t = 128 IQ4_XS 226 -> 294, Q8_0
+ * 270 -> 278; t = 256 Q8_0 / IQ4_NL lose 1-5%: so max_t 160 for Q8_0 and IQ4_NL. */
 static dq8_fn d8_of(bp_kind k, bool *sg, int *blk, int64_t *max_t) {
     *sg = false;
     *blk = 32;
@@ -273,16 +285,13 @@ static dq8_fn d8_of(bp_kind k, bool *sg, int *blk, int64_t *max_t) {
     case BP_KIND_Q4_K: return d8_q4_k;
     case BP_KIND_Q2_0: *blk = 64; return d8u_q2_0;
     case BP_KIND_TQ2_0: *blk = 64; return d8u_tq2_0;
-    case BP_KIND_IQ3_S: *sg = true, *max_t = 256; return d8_iq3_s; /* grid magnitudes 1..15 */
+    case BP_KIND_TQ1_0: *blk = 64; return d8u_tq1_0;
     default: break;
     }
     *blk = 0; /* widen every step */
     switch (k) {
-    case BP_KIND_IQ2_XXS: return d8u_iq2_xxs;
-    case BP_KIND_IQ3_XXS: return d8u_iq3_xxs;
     case BP_KIND_Q5_0: return d8u_q5_0;
     case BP_KIND_Q5_1: return d8_q5_1;
-    case BP_KIND_Q5_K: return d8_q5_k;
     default: break;
     }
     *sg = true;
@@ -399,10 +408,8 @@ static ALWAYS_INLINE void micro_direct(const int M, const bool SG, const int BLK
  * the activation blocks are 64 wide, qsh = 1). */
 static void micro_direct_any(int mr, bool sg, int blk, const panel *pp, const int8_t *xq, int64_t ldx, const float *xd,
                              int64_t ldd, int qsh, const float *xs, int64_t lds, int nblk, float *tile) {
-    if (sg && blk == 0) {
+    if (sg) { /* |q| up to 127: widen every step */
         MICRO_DIRECT_CASES(true, 0)
-    } else if (sg) {
-        MICRO_DIRECT_CASES(true, 32)
     } else if (blk == 0) {
         MICRO_DIRECT_CASES(false, 0)
     } else if (blk == 64) {
@@ -416,6 +423,7 @@ bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks
     bool sg;
     int blk;
     int64_t max_t;
+    if (bp_cpu_avx2g16_direct_dequant(k, blocks, nblocks, out)) return true;
     const dq8_fn fn = d8_of(k, &sg, &blk, &max_t);
     return dq8_to_float(fn, !sg, k, blocks, nblocks, out);
 }
@@ -455,6 +463,7 @@ static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     bool sg;
     int blk;
     int64_t max_t;
+    if (bp_cpu_avx2g16_gemm(job, ith, r0, r1)) return; /* the per-16 kinds: kern_avx2g16.c */
     const dq8_fn d8 = d8_of(job->kt->info.kind, &sg, &blk, &max_t);
     if (d8 && job->batch <= max_t) {
         gemm_direct(job, d8, sg, blk, ith, r0, r1);
