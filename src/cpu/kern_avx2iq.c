@@ -381,13 +381,17 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
  * 512 1.19 (1.04-1.34); IQ3_S t = 64 1.21 (0.86-1.45), 128 1.19 (1.11-1.51), 256 1.17
  * (1.07-1.20), 512 1.21 (1.06-1.36); IQ2_XXS t = 64 1.16 (0.70-1.52), 128 1.09 (0.74-1.19), 256
  * 1.05 (0.89-1.56), 512 1.05 (0.91-1.18): 512, 512 and 128 (the tile held 64 before; past it
- * the 8-a-pass kernel ran 0.68-0.78 of the GEMM). IQ2_XS / IQ2_S keep 64 until the GEMM's
- * direct panels for them land (their limits move with those). */
+ * the 8-a-pass kernel ran 0.68-0.78 of the GEMM). Then the GEMM gained int8 panels with
+ * per-16 scales for these kinds (kern_avx2g16.c); against it (merged main, same machine, 2
+ * threads, 5 interleaved calls, GFLOP/s kernel / GEMM, 07:25 UTC): IQ3_S t = 32 319 / 320, 64
+ * 267 / 377, 128 370 / 422, 512 385 / 430 -> 32; IQ3_XXS 128 347 / 343, 256 377 / 349, 512
+ * 378 / 386 and IQ2_XXS 128 365 / 374, 256 367 / 315, 512 363 / 391: even, kept; IQ2_XS / IQ2_S
+ * 64 369 / 352, 363 / 353 and even to 512: kept at 64. */
     SETM(IQ2_XXS, vec_iq2_xxs, 128);
     SETM(IQ2_XS, vec_iq2_xs, 64);
     SETM(IQ2_S, vec_iq2_s, 64);
     SETM(IQ3_XXS, vec_iq3_xxs, GRID_TILE_MAXB);
-    SETM(IQ3_S, vec_iq3_s, GRID_TILE_MAXB);
+    SETM(IQ3_S, vec_iq3_s, 32);
 #undef SETM
     /* IQ1_S, IQ1_M, TQ1_0, TQ2_0: kern_avx2lo.c (multi-input), whose init runs after this file's. */
 #undef SET

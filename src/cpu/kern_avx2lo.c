@@ -260,16 +260,19 @@ KQ_MULTI_N(vec_iq1_m, iq1_m_row, LO_NJ)
  * the GEMM with its direct TQ2_0 panels (main 21201b0; same machine, 2 threads, 3 rounds of 5
  * interleaved calls, medians, 2026-12-01) it read, GFLOP/s kernel / GEMM, 4096 x 4096: t = 64
  * 527 / 398, 128 524 / 409, 256 512 / 415, 512 511 / 412; 4096 x 14336: t = 128 456 / 393, 512
- * 453 / 375, 1024 366 / 349, 2048 368 / 340 (the lead narrows once the inputs outgrow L3). */
+ * 453 / 375, 1024 366 / 349, 2048 368 / 340 (the lead narrows once the inputs outgrow L3).
+ * Against the GEMM's per-16 panels (kern_avx2g16.c; merged main, 7 interleaved calls, 07:27
+ * UTC): IQ1_S t = 24 333 / 332, 32 341 / 366 -> 24; IQ1_M 32 305 / 252, 48 319 / 327, 64 314 /
+ * 349 -> 48; TQ1_0 48 356 / 338, 64 368 / 351 -> 64. */
 bool bp_cpu_avx2lo_init(bp_cpu_ops *ops) {
     init_grid8();
     init_dplus();
 #define SETLO(K, FN, MAXB, NJ)                                                                                \
     ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, " #NJ " inputs a pass)", \
                                                 MAXB, NULL, true}
-    SETLO(IQ1_S, vec_iq1_s, 32, 8);
-    SETLO(IQ1_M, vec_iq1_m, 32, 8);
-    SETLO(TQ1_0, vec_tq1_0, 32, 8);
+    SETLO(IQ1_S, vec_iq1_s, 24, 8);
+    SETLO(IQ1_M, vec_iq1_m, 48, 8);
+    SETLO(TQ1_0, vec_tq1_0, 64, 8);
     SETLO(TQ2_0, vec_tq2_0, INT_MAX, 4);
 #undef SETLO
     return true;

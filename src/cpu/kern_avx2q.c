@@ -423,14 +423,18 @@ bool bp_cpu_avx2q_init(bp_cpu_ops *ops) {
  * (kern_avx2g8.c) up to t = 64 (Q4_K 146 vs 131 GFLOP/s, Q2_K/Q3_K/Q5_K/Q6_K within 1%); 8 a pass
  * then read, 2 threads, t = 8-32, GFLOP/s 4 -> 8 a pass: Q2_K 284 -> 300, Q3_K 271 -> 284, Q4_K
  * 300 -> 341, Q5_K 267 -> 317, Q6_K 273 -> 280, IQ4_XS 267 -> 296 (ggml's AVX2 build at t = 32 in
- * the README's run: 292, 271, 255, 267, 264, 281). */
+ * the README's run: 292, 271, 255, 267, 264, 281). Then the GEMM gained int8 panels with
+ * per-16 scales (kern_avx2g16.c) and overtakes them earlier (merged main, 2 threads, 4096 x
+ * 4096, 7-9 interleaved calls, GFLOP/s kernel / GEMM, 07:27 UTC): Q2_K t = 8 289 / 291, 12
+ * 311 / 337, 16 317 / 364 -> 8; Q3_K 16 357 / 357, 24 374 / 394 -> 16; Q5_K 10 289 / 265, 12
+ * 293 / 298 -> 10; Q6_K 16 330 / 334, 24 347 / 370 -> 16 (Q4_K: kern_avx2g8.c). */
 #define SETM(K, FN, ACT, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (q8_K int dot, 8 inputs a pass" TILE ")", MAXB, NULL, true}
 #define TILE "; from 10 a decoded tile"
-    SETM(Q2_K, vec_q2_k, BP_ACT_Q8X256, 64);
-    SETM(Q3_K, vec_q3_k, BP_ACT_Q8X256, 64);
+    SETM(Q2_K, vec_q2_k, BP_ACT_Q8X256, 8);
+    SETM(Q3_K, vec_q3_k, BP_ACT_Q8X256, 16);
     SETM(Q4_K, vec_q4_k, BP_ACT_Q8X256, 64);
-    SETM(Q5_K, vec_q5_k, BP_ACT_Q8X256, 64);
-    SETM(Q6_K, vec_q6_k, BP_ACT_Q8X256, 64);
+    SETM(Q5_K, vec_q5_k, BP_ACT_Q8X256, 10);
+    SETM(Q6_K, vec_q6_k, BP_ACT_Q8X256, 16);
 #undef TILE
 #define TILE ""
     SETM(IQ4_XS, vec_iq4_xs, BP_ACT_Q8X256P, 64);
