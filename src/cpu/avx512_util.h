@@ -79,14 +79,4 @@ static ALWAYS_INLINE void bp_transpose16_epi32(__m512i r[16]) {
         for (; r_ < (r1); r_++) COLS(job, r_, 1);                                                        \
     } while (0)
 
-/* A GEMM's inputs in near-equal blocks of at most max (a block: a whole pass over the weights,
- * its panels packed again), each a multiple of unit but for the last: the block size. Past ~512
- * inputs the columns of every input that a panel pair reads per depth block no longer stay in L2
- * (kern_avx512g.c, kern_avx512bf.c, kern_avx512.c measured it at t = 1024 and 2048). */
-static ALWAYS_INLINE int64_t bp_batch_block(int64_t T, int64_t max, int64_t unit) {
-    if (T <= max) return T > 0 ? T : 1;
-    const int64_t nblk = (T + max - 1) / max;
-    return ((T + nblk - 1) / nblk + unit - 1) / unit * unit;
-}
-
 #endif

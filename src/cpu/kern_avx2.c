@@ -240,14 +240,17 @@ static void gemm_panels(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) 
     float *pk = rowbuf + BP_CPU_NR * BP_CPU_KC;
     float tile[BP_CPU_MR * 16];
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
+    const int64_t tb_ = bp_batch_block(T, 512, BP_CPU_MR); /* past 512 inputs (bp_batch_block) */
+    for (int64_t b0 = 0; b0 < T; b0 += tb_) {
+    const int64_t b1 = T - b0 < tb_ ? T : b0 + tb_;
     for (int64_t c0 = 0; c0 < cols; c0 += BP_CPU_KC) {
         int64_t kc = cols - c0 < BP_CPU_KC ? cols - c0 : BP_CPU_KC;
         int first = c0 == 0;
         for (int64_t p = r0; p < r1; p += BP_CPU_NR) {
             int nr = r1 - p < BP_CPU_NR ? (int)(r1 - p) : BP_CPU_NR;
             bp_cpu_pack_panel_f32(job, p, nr, c0, kc, rowbuf, pk);
-            for (int64_t t0 = 0; t0 < T; t0 += BP_CPU_MR) {
-                int mr = T - t0 < BP_CPU_MR ? (int)(T - t0) : BP_CPU_MR;
+            for (int64_t t0 = b0; t0 < b1; t0 += BP_CPU_MR) {
+                int mr = b1 - t0 < BP_CPU_MR ? (int)(b1 - t0) : BP_CPU_MR;
                 const float *x = job->x + t0 * cols + c0;
                 float *y = job->y + t0 * rows + p;
                 if (nr == BP_CPU_NR) {
@@ -262,6 +265,7 @@ static void gemm_panels(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) 
                 }
             }
         }
+    }
     }
 }
 

@@ -426,12 +426,15 @@ bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1)
     const int64_t ldd = cols / QB, lds = cols / 16;
     const int16_t *xs = (const int16_t *)(const void *)(xd + T * ldd + T * (cols / 32));
     float tile[MR * NR] __attribute__((aligned(32)));
+    const int64_t tb_ = bp_batch_block(T, 512, MR); /* past 512 inputs (bp_batch_block) */
+    for (int64_t b0 = 0; b0 < T; b0 += tb_) {
+    const int64_t b1 = T - b0 < tb_ ? T : b0 + tb_;
     for (int64_t c0 = 0; c0 < cols; c0 += KC) {
         for (int64_t p = r0; p < r1; p += NR) {
             const int nr = r1 - p < NR ? (int)(r1 - p) : NR;
             pack16(job, fn, sg, &pp, p, nr, c0);
-            for (int64_t t0 = 0; t0 < T; t0 += MR) {
-                const int mr = T - t0 < MR ? (int)(T - t0) : MR;
+            for (int64_t t0 = b0; t0 < b1; t0 += MR) {
+                const int mr = b1 - t0 < MR ? (int)(b1 - t0) : MR;
                 float *y = job->y + t0 * rows + p;
                 const int8_t *xqt = xq + t0 * cols + c0;
                 const float *xdt = xd + t0 * ldd + c0 / QB;
@@ -453,6 +456,7 @@ bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1)
                     for (int i = 0; i < mr; i++) memcpy(y + i * rows, tile + i * NR, sizeof(float) * (size_t)nr);
             }
         }
+    }
     }
     return true;
 }

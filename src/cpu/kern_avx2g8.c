@@ -441,13 +441,16 @@ static void gemm_direct(const bp_cpu_job *job, dq8_fn d8, bool sg, int blk, int 
     const float *xs = xd + T * ldd;
     if (qb != 64 && blk == 64) blk = 32; /* 32-column activation blocks: a scale step each */
     float tile[MR * NR] __attribute__((aligned(32)));
+    const int64_t tb_ = bp_batch_block(T, 512, MR); /* past 512 inputs (bp_batch_block) */
+    for (int64_t b0 = 0; b0 < T; b0 += tb_) {
+    const int64_t b1 = T - b0 < tb_ ? T : b0 + tb_;
     for (int64_t c0 = 0; c0 < cols; c0 += KC) {
         const int64_t kc = cols - c0 < KC ? cols - c0 : KC;
         for (int64_t p = r0; p < r1; p += NR) {
             const int nr = r1 - p < NR ? (int)(r1 - p) : NR;
             pack_direct(job, d8, sg, &pp, p, nr, c0, kc);
-            for (int64_t t0 = 0; t0 < T; t0 += MR) {
-                const int mr = T - t0 < MR ? (int)(T - t0) : MR;
+            for (int64_t t0 = b0; t0 < b1; t0 += MR) {
+                const int mr = b1 - t0 < MR ? (int)(b1 - t0) : MR;
                 float *y = job->y + t0 * rows + p;
                 for (int i = 0; i < mr; i++)
                     for (int j = 0; j < NR; j++) tile[i * NR + j] = c0 == 0 || j >= nr ? 0.0f : y[i * rows + j];
@@ -456,6 +459,7 @@ static void gemm_direct(const bp_cpu_job *job, dq8_fn d8, bool sg, int blk, int 
                 for (int i = 0; i < mr; i++) memcpy(y + i * rows, tile + i * NR, sizeof(float) * (size_t)nr);
             }
         }
+    }
     }
 }
 
@@ -476,13 +480,16 @@ static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const float *xd = (const float *)(const void *)(xq + (size_t)(T * cols));
     const int64_t ldd = cols / qb;
     float tile[MR * NR] __attribute__((aligned(32)));
+    const int64_t tb_ = bp_batch_block(T, 512, MR); /* past 512 inputs (bp_batch_block) */
+    for (int64_t b0 = 0; b0 < T; b0 += tb_) {
+    const int64_t b1 = T - b0 < tb_ ? T : b0 + tb_;
     for (int64_t c0 = 0; c0 < cols; c0 += KC) {
         const int64_t kc = cols - c0 < KC ? cols - c0 : KC;
         for (int64_t p = r0; p < r1; p += NR) {
             const int nr = r1 - p < NR ? (int)(r1 - p) : NR;
             pack(job, &pp, p, nr, c0, kc, qb);
-            for (int64_t t0 = 0; t0 < T; t0 += MR) {
-                const int mr = T - t0 < MR ? (int)(T - t0) : MR;
+            for (int64_t t0 = b0; t0 < b1; t0 += MR) {
+                const int mr = b1 - t0 < MR ? (int)(b1 - t0) : MR;
                 float *y = job->y + t0 * rows + p;
                 for (int i = 0; i < mr; i++)
                     for (int j = 0; j < NR; j++) tile[i * NR + j] = c0 == 0 || j >= nr ? 0.0f : y[i * rows + j];
@@ -490,6 +497,7 @@ static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
                 for (int i = 0; i < mr; i++) memcpy(y + i * rows, tile + i * NR, sizeof(float) * (size_t)nr);
             }
         }
+    }
     }
 }
 
