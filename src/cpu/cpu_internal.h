@@ -169,8 +169,6 @@ bool bp_cpu_avx2lo_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops);
-/* The int8 GEMMs' activations (kern_avx512.c, kern_avx2g8.c): int8 per block of 64 columns
- * where 64 divides the row, else 32, then one float scale per block after all the bytes. */
 /* A GEMM's inputs in near-equal blocks of at most max (a block: a whole pass over the weights,
  * its panels packed again), each a multiple of unit but for the last: the block size. Past ~512
  * inputs the columns of every input that a panel pair reads per depth block no longer stay in L2
@@ -181,6 +179,8 @@ static inline int64_t bp_batch_block(int64_t T, int64_t max, int64_t unit) {
     return ((T + nblk - 1) / nblk + unit - 1) / unit * unit;
 }
 
+/* The int8 GEMMs' activations (kern_avx512.c, kern_avx2g8.c): int8 per block of 64 columns
+ * where 64 divides the row, else 32, then one float scale per block after all the bytes. */
 static inline int bp_cpu_q8_block(int64_t cols) { return cols % 64 == 0 ? 64 : 32; }
 static inline size_t bp_cpu_q8_prep_bytes(int64_t T, int64_t cols) {
     return (size_t)(T * cols) + sizeof(float) * (size_t)(T * (cols / bp_cpu_q8_block(cols)));

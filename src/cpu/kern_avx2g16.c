@@ -96,8 +96,7 @@ static void d16_iq2_xs(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, fl
     for (int ib = 0; ib < 8; ib++) {
         uint16_t u[4];
         for (int l = 0; l < 4; l++) u[l] = bp_load_u16(b + 2 + 8 * ib + 2 * l);
-        const __m256i v = _mm256_setr_epi64x((long long)bp_iq2xs_grid[u[0] & 511u], (long long)bp_iq2xs_grid[u[1] & 511u],
-                                             (long long)bp_iq2xs_grid[u[2] & 511u], (long long)bp_iq2xs_grid[u[3] & 511u]);
+        const __m256i v = grid4(GRID4_INSERT, bp_iq2xs_grid, u[0] & 511u, u[1] & 511u, u[2] & 511u, u[3] & 511u);
         const uint32_t sg = (uint32_t)bp_ksigns_iq2xs[u[0] >> 9] | (uint32_t)bp_ksigns_iq2xs[u[1] >> 9] << 8 |
                             (uint32_t)bp_ksigns_iq2xs[u[2] >> 9] << 16 | (uint32_t)bp_ksigns_iq2xs[u[3] >> 9] << 24;
         st_signed(q + 32 * ib, v, sg);
@@ -110,8 +109,8 @@ static void d16_iq2_s(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, flo
     for (int ib = 0; ib < 8; ib++) {
         const unsigned qh = b[66 + ib];
         const uint8_t *qs = b + 2 + 4 * ib;
-        const __m256i v = _mm256_setr_epi64x((long long)bp_iq2s_grid[qs[0] | (qh & 3u) << 8], (long long)bp_iq2s_grid[qs[1] | (qh >> 2 & 3u) << 8],
-                                             (long long)bp_iq2s_grid[qs[2] | (qh >> 4 & 3u) << 8], (long long)bp_iq2s_grid[qs[3] | (qh >> 6 & 3u) << 8]);
+        const __m256i v = grid4(GRID4_INSERT, bp_iq2s_grid, qs[0] | (qh & 3u) << 8, qs[1] | (qh >> 2 & 3u) << 8,
+                                qs[2] | (qh >> 4 & 3u) << 8, qs[3] | (qh >> 6 & 3u) << 8);
         st_signed(q + 32 * ib, v, bp_load_u32(b + 34 + 4 * ib));
     }
     iq2_scales(b + 74, sc, of);
@@ -129,8 +128,8 @@ static void d16_iq1_s(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, flo
     for (int ib = 0; ib < 8; ib++) {
         const unsigned qh = bp_load_u16(b + 34 + 2 * ib);
         const uint8_t *qs = b + 2 + 4 * ib;
-        const __m256i v = _mm256_setr_epi64x((long long)bp_iq1s_grid[qs[0] | (qh & 7u) << 8], (long long)bp_iq1s_grid[qs[1] | (qh >> 3 & 7u) << 8],
-                                             (long long)bp_iq1s_grid[qs[2] | (qh >> 6 & 7u) << 8], (long long)bp_iq1s_grid[qs[3] | (qh >> 9 & 7u) << 8]);
+        const __m256i v = grid4(GRID4_INSERT, bp_iq1s_grid, qs[0] | (qh & 7u) << 8, qs[1] | (qh >> 3 & 7u) << 8,
+                                qs[2] | (qh >> 6 & 7u) << 8, qs[3] | (qh >> 9 & 7u) << 8);
         st32(q + 32 * ib, iq1_q(v, _mm256_set1_epi8(qh & 0x8000u ? 0 : 2)));
         sc[2 * ib] = sc[2 * ib + 1] = (int16_t)(2 * ((qh >> 12) & 7u) + 1);
         of[2 * ib] = of[2 * ib + 1] = (int16_t)(-9 * sc[2 * ib]);

@@ -258,8 +258,9 @@ static void d8u_tq1_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
             _mm256_storeu_si256((__m256i *)(void *)tail, tq1_digit(u));
             memcpy(q + 160 + 16 * k, tail, 16);
         }
+        static const uint8_t pow3[4] = {1, 3, 9, 27};
         for (int k = 0; k < 4; k++)
-            for (int m = 0; m < 4; m++) q[240 + 4 * k + m] = (int8_t)(((uint8_t)(b[48 + m] * (k == 0 ? 1 : k == 1 ? 3 : k == 2 ? 9 : 27)) * 3) >> 8);
+            for (int m = 0; m < 4; m++) q[240 + 4 * k + m] = (int8_t)(((uint8_t)(b[48 + m] * pow3[k]) * 3) >> 8);
     }
 }
 
