@@ -3,9 +3,11 @@
  * - the rounding, value by value against bp_f32_to_bf16 (the gguf package's round to nearest
  *   even; f32 denormals to a signed zero, as vcvtne2ps2bf16 does): ties, the largest finite
  *   values, Inf, NaN, denormals, random bit patterns, and the zero padding after the row;
- * - which kernel runs, from this test's own CPUID read: the vdpbf16ps kernels at t >= 2 where
- *   the CPU has AVX512_BF16 (skipped loudly where it has not; then the exact kernels must run),
- *   never at t = 1, never in exact mode -- bp_cpu_kernel_name and bp_weight_last_path alike;
+ * - which kernel runs, from this test's own CPUID read: by default the vdpbf16ps kernels at
+ *   t >= 2 only on AMD CPUs with AVX512_BF16 (cpu.c says why); forced on (bp_cpu_set_bf16_dot)
+ *   for every check below wherever the CPU has AVX512_BF16 (skipped loudly where it has not;
+ *   then the exact kernels must run), never at t = 1, never in exact mode --
+ *   bp_cpu_kernel_name and bp_weight_last_path alike;
  * - the results against two float64 references (bp_ref_gemm) over odd shapes (columns not a
  *   multiple of 32, odd columns where the last pair is half, rows past whole panels, more than
  *   one GEMM depth block) and batches on both sides of the tile / GEMM crossover: against the
@@ -34,8 +36,15 @@ static bool cpuid_avx512bf16(void) {
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
     return a & (1u << 5);
 }
+/* CPUID leaf 0's vendor string "AuthenticAMD" (read here, not taken from the library). */
+static bool cpuid_amd(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    return !memcmp(&b, "Auth", 4) && !memcmp(&d, "enti", 4) && !memcmp(&c, "cAMD", 4);
+}
 #else
 static bool cpuid_avx512bf16(void) { return false; }
+static bool cpuid_amd(void) { return false; }
 #endif
 
 /* A float's bits and back (a union: C11 reads the other member as the same bytes). */
@@ -216,8 +225,19 @@ int main(void) {
                 avx512 ? "this CPU lacks AVX512_BF16 (CPUID 7.1 EAX bit 5)" : "the AVX-512 path is not in use here");
     else
         check_rounding(bp_cpu_ops_current());
+    /* By default only AMD CPUs take the vdpbf16ps kernels (cpu.c says why): the library's answer,
+     * the kernel it names and this test's own CPUID read must agree. */
+    const bool used = bp_cpu_bf16_dot_used(), amd = cpuid_amd();
+    CHECK(used == (have && amd), "bp_cpu_bf16_dot_used() = %d, AVX512_BF16 %d, AMD %d", used, have, amd);
+    const char *k512 = bp_cpu_kernel_name(BP_KIND_BF16, 512);
+    CHECK((strstr(k512, "vdpbf16ps") != NULL) == used, "t=512 runs %s, vdpbf16ps used: %d", k512, used);
+    if (have && !amd)
+        fprintf(stderr, "test_cpu_bf16: this CPU is not an AMD one: BF16 batches keep the exact kernels by default; "
+                        "the vdpbf16ps kernels are checked here forced on\n");
+    bp_cpu_set_bf16_dot(1); /* every check below: the vdpbf16ps kernels wherever the CPU has them */
     check_products(have);
     if (have) check_nonfinite();
+    bp_cpu_set_bf16_dot(0);
     bp_set_exact_mode(was);
     return bp_test_finish();
 }

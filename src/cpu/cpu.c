@@ -44,6 +44,16 @@ static bp_cpu_ops g_ops[BP_CPU_ISA_COUNT];
 static bool g_have[BP_CPU_ISA_COUNT];
 static bp_cpu_isa g_isa;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* BF16 batches round x to bf16 for vdpbf16ps only on AMD CPUs (g_bf16_dot, from CPUID). On Zen 5
+ * vdpbf16ps does twice an FMA's f32 FLOPs (the vdpbf16ps GEMM 835 GFLOP/s at 2 threads, the f32
+ * FMA one ~417); on the Intel Xeon VM (AVX-512 BF16/FP16/AMX, 2 vCPU, 2 threads, 4096 x 4096) the
+ * vdpbf16ps kernels ran BF16 at t = 512 at 210 GFLOP/s and the exact f32 ones at 281, t = 16-32
+ * 210-218 vs 218-234 (ggml 226-227): there rounding x buys nothing and costs precision. A timed
+ * choice was tried: a loop of 12 independent vdpbf16ps against one of FMAs read 0.5 or 1.3 on the
+ * same core depending on how the compiler scheduled it, too fragile to steer by. */
+static bool g_bf16_dot;
+static int g_bf16_mode; /* bp_cpu_set_bf16_dot */
 /* "CPU avx2 Q4_K panel GEMM (...)": built once per ISA and kind so reports get stable strings. */
 static char g_gemm_names[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND][96];
 /* The same for BF16's rounded-activation GEMM (ops->gemm_bf16r), where the path has one. */
@@ -93,9 +103,16 @@ static bool cpu_has_avx512bf16(void) {
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
     return a & (1u << 5);
 }
+/* CPUID leaf 0's vendor string is "AuthenticAMD". */
+static bool cpu_is_amd(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+}
 #else
 static bool cpu_has(bp_cpu_isa isa) { return isa == BP_CPU_ISA_SCALAR; }
 static bool cpu_has_avx512bf16(void) { return false; }
+static bool cpu_is_amd(void) { return false; }
 #endif
 
 /* The int8 GEMM re-rounds the weights; the float kinds are promised float accuracy. */
@@ -143,7 +160,7 @@ static void init_once(void) {
             bp_cpu_avx512iq_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512g_init(&g_ops[BP_CPU_ISA_AVX512]);
             /* A CPU without AVX512_BF16 keeps the exact BF16 kernels at every batch. */
-            if (cpu_has_avx512bf16()) bp_cpu_avx512bf_init(&g_ops[BP_CPU_ISA_AVX512]);
+            if (cpu_has_avx512bf16() && bp_cpu_avx512bf_init(&g_ops[BP_CPU_ISA_AVX512])) g_bf16_dot = cpu_is_amd();
         }
     }
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
@@ -151,11 +168,17 @@ static void init_once(void) {
     g_isa = BP_CPU_ISA_SCALAR;
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
         if (g_have[i]) g_isa = (bp_cpu_isa)i;
+    /* IQ3_S: the AVX2 decode kernel beat the AVX-512 one on both machines measured (the AVX-512
+     * one took 1.27x its time on Zen 5 and 1.27-1.30x on the Intel Xeon VM; cold, 2 threads,
+     * 4096 x 4096 on the Intel: 7.6 vs 5.5 GB/s). Every other alternative took 0.95-1.6x the
+     * main kernel's time there, so the main kernel stays. */
+    g_ops[BP_CPU_ISA_AVX512].alt_first[BP_KIND_IQ3_S] = g_ops[BP_CPU_ISA_AVX512].vec_alt[BP_KIND_IQ3_S].fn != NULL;
     const char *dp = getenv("BACKPLANE_CPU_DECODE");
     if (dp && *dp && strcmp(dp, "auto")) {
         if (!strcmp(dp, "avx512") || !strcmp(dp, "main")) g_env_pick = 1;
         else if (!strcmp(dp, "avx2") || !strcmp(dp, "alt")) g_env_pick = 2;
-        else fprintf(stderr, "backplane: BACKPLANE_CPU_DECODE=%s is not auto|avx512|avx2 (main|alt); timing at first use\n", dp);
+        else if (!strcmp(dp, "time")) g_env_pick = 3;
+        else fprintf(stderr, "backplane: BACKPLANE_CPU_DECODE=%s is not auto|avx512|avx2|time; using auto\n", dp);
         g_env_pick_text = dp;
     }
     const char *e = getenv("BACKPLANE_CPU_ISA");
@@ -211,11 +234,18 @@ static const bp_cpu_vec_kernel *vec_kernel(const bp_cpu_ops *ops, bp_kind k) {
  * inputs: it streams the weights t times but never writes them out as floats. */
 enum { SMALL_BATCH = 4 };
 
+void bp_cpu_set_bf16_dot(int mode) { g_bf16_mode = mode; }
+bool bp_cpu_bf16_dot_used(void) {
+    pthread_once(&g_once, init_once);
+    return g_ops[g_isa].vec_bf16r.fn && g_bf16_dot;
+}
+
 /* BF16 at t >= 2 outside exact mode, where the path has the rounded-activation kernels
  * (kern_avx512bf.c). Each entry point reads it once per call and passes it on as `lo`:
  * bp_set_exact_mode may flip it at any time, and one call must not mix the two. */
 static bool use_bf16r(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
-    return k == BP_KIND_BF16 && t >= 2 && ops->vec_bf16r.fn && !bp_exact_mode();
+    const bool dot = g_bf16_mode == 1 || (g_bf16_mode == 0 && g_bf16_dot);
+    return k == BP_KIND_BF16 && t >= 2 && ops->vec_bf16r.fn && dot && !bp_exact_mode();
 }
 
 static bool use_vec_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t, bool lo) {
@@ -242,16 +272,25 @@ static _Atomic int g_pick_permille[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND];
 
 static size_t act_bytes(bp_cpu_act act, int64_t cols);
 static double now_s(void);
+static int cmp_dbl(const void *a, const void *b);
 static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
 
-/* The alternative must be this much faster (its time / the main kernel's, best of TRIES each)
- * to replace the main kernel. The two kernels sum in different orders, so their results differ
- * in the last bits: a pick that flips between processes changes a program's output on the same
- * machine. With the old rule (3% over best of 5) two processes on the dev machine could pick
- * differently where the kernels are within a few percent, which matters less than the same
- * answer every time; a 10% margin over best of 15 leaves the main kernel in place unless the
- * alternative is clearly faster (as on a machine where 512-bit ops cost clock speed).
- * BACKPLANE_CPU_DECODE pins the choice outright. */
+/* BACKPLANE_CPU_DECODE=time: the alternative must be this much faster (the median over TRIES
+ * back-to-back pairs of its time / the main kernel's) to replace the main kernel. The two kernels sum in different orders,
+ * so their results differ in the last bits: a pick that flips between processes changes a
+ * program's output on the same machine. With the old rule (3% over best of 5) two processes on
+ * the dev machine could pick differently where the kernels are within a few percent, which
+ * matters less than the same answer every time; a 10% margin leaves the main kernel in place
+ * unless the alternative is clearly faster (as on a machine where 512-bit ops cost clock speed).
+ * The ratio of the two best times (best of 15 each) still flipped on the Intel Xeon VM: under
+ * `ctest -j2` with compilers running, one process saw the AVX2 Q5_K kernel under 0.90x where it
+ * takes 1.08-1.33x quiet or beside two busy loops. A pair's two calls run within microseconds
+ * of each other under the same load, so their ratio is what load cannot skew; the median of
+ * them ignores the pairs a preemption split. Even so the Python binding and the C CLI, run side
+ * by side by ctest, then picked different IQ4_XS kernels (0.95-0.96x quiet and beside a busy
+ * test): a timed choice is only as stable as the kernels are far apart, so it is no longer the
+ * default; the default is ops->alt_first, fixed per kind from measurements on the machines we
+ * have. BACKPLANE_CPU_DECODE=avx512|avx2 pins the choice outright. */
 #define PICK_MARGIN 0.90
 
 /* Under AddressSanitizer or ThreadSanitizer the two kernels' times say nothing about the machine
@@ -273,12 +312,12 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
 #endif
 
 /* Times both kernels on a synthetic 32 x 4096 weight (zero bytes: the kernels' speed does not
- * depend on the values), hot in L2, interleaved, best of TRIES each. About 1-3 ms, once per kind
- * and path. Returns 1 or 2 (and the ratio in *permille); 0 when memory is short: the main kernel
+ * depend on the values), hot in L2, TRIES pairs of back-to-back calls (which goes first alternates), the median of the
+ * pairs' time ratios. About 1-5 ms, once per kind and path. Returns 1 or 2 (and the ratio in *permille); 0 when memory is short: the main kernel
  * serves this call and the choice is not stored (a stored 1 would pin a possibly slower kernel
  * for the life of the process because one allocation failed once). */
 static int time_pick(const bp_cpu_ops *ops, bp_kind k, int *permille) {
-    enum { ROWS = 32, COLS = 4096, TRIES = 15 };
+    enum { ROWS = 32, COLS = 4096, TRIES = 31 };
     const bp_kind_traits *kt = bp_kind_traits_of(k);
     const bp_cpu_vec_kernel *v[2] = {&ops->vec[k], &ops->vec_alt[k]};
     size_t rb;
@@ -293,17 +332,26 @@ static int time_pick(const bp_cpu_ops *ops, bp_kind k, int *permille) {
     quantize_act(ops, v[0]->act, x, COLS, xq);
     bp_cpu_job job = {.kt = kt, .w = w, .row_bytes = rb, .rows = ROWS, .cols = COLS, .batch = 1, .x = x, .xq = xq,
                       .xq_stride = ab, .y = x + COLS};
-    double best[2] = {1e30, 1e30};
-    for (int t = 0; t < TRIES; t++)
-        for (int i = 0; i < 2; i++) {
+    double ratio[TRIES];
+    for (int i = 0; i < 2; i++) { /* warm both: weight, activations and code in cache */
+        job.vk = v[i];
+        v[i]->fn(&job, 0, ROWS);
+    }
+    for (int t = 0; t < TRIES; t++) {
+        double dt[2];
+        for (int n = 0; n < 2; n++) {
+            const int i = (t + n) & 1;
             job.vk = v[i];
             double t0 = now_s();
             v[i]->fn(&job, 0, ROWS);
-            double dt = now_s() - t0;
-            if (dt < best[i]) best[i] = dt;
+            dt[i] = now_s() - t0;
         }
-    pick = best[1] < PICK_MARGIN * best[0] ? 2 : 1;
-    *permille = best[0] > 0 ? (int)(1000.0 * best[1] / best[0] + 0.5) : 1000;
+        ratio[t] = dt[0] > 0 ? dt[1] / dt[0] : 1.0;
+    }
+    qsort(ratio, TRIES, sizeof *ratio, cmp_dbl);
+    const double med = ratio[TRIES / 2];
+    pick = med < PICK_MARGIN ? 2 : 1;
+    *permille = (int)(1000.0 * med + 0.5);
     if (*permille < 1) *permille = 1;
 out:
     bp_free(w);
@@ -317,8 +365,10 @@ static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) 
     const bp_cpu_vec_kernel *main = vec_kernel(ops, k);
     if ((unsigned)k >= BP_CPU_MAX_KIND || !ops->vec_alt[k].fn || main->pack) return main;
     int pick = g_force_pick ? g_force_pick : g_env_pick;
-    if (!pick && BP_CPU_SANITIZED) pick = 1;
-    if (!pick) {
+    if (pick == 3 && BP_CPU_SANITIZED) pick = 0;
+    if (!pick) pick = ops->alt_first[k] ? 2 : 1;
+    if (pick == 3) {
+        pick = 0;
         _Atomic int *slot = &g_pick[ops - g_ops][k];
         pick = atomic_load_explicit(slot, memory_order_acquire);
         if (!pick) {
@@ -330,6 +380,7 @@ static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) 
                 atomic_store_explicit(slot, pick, memory_order_release);
             }
         }
+        if (!pick) pick = ops->alt_first[k] ? 2 : 1; /* no memory to time: the default */
     }
     return pick == 2 ? &ops->vec_alt[k] : main;
 }
@@ -353,14 +404,19 @@ bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len) {
     const bp_cpu_vec_kernel *vk = decode_kernel(ops, k); /* times it, unless pinned */
     const char *other = vk == &ops->vec_alt[k] ? ops->vec[k].name : ops->vec_alt[k].name;
     int pm = atomic_load_explicit(&g_pick_permille[g_isa][k], memory_order_relaxed);
+    const bool alt = vk == &ops->vec_alt[k];
     if (g_force_pick) snprintf(buf, len, "pinned by bp_cpu_set_decode_pick; other: %s", other);
-    else if (g_env_pick) snprintf(buf, len, "pinned by BACKPLANE_CPU_DECODE=%s; other: %s", g_env_pick_text, other);
-    else if (BP_CPU_SANITIZED) snprintf(buf, len, "main kernel (sanitizer build: timings distorted, not timed); other: %s", other);
-    else if (pm)
-        snprintf(buf, len, "timed at first use, %s: %s took %.2fx its time (a switch needs < %.2fx)",
-                 vk == &ops->vec_alt[k] ? "switched" : "kept", other, vk == &ops->vec_alt[k] ? 1000.0 / pm : pm / 1000.0,
-                 PICK_MARGIN);
-    else snprintf(buf, len, "main kernel (not timed: no memory for the timing); other: %s", other);
+    else if (g_env_pick == 1 || g_env_pick == 2)
+        snprintf(buf, len, "pinned by BACKPLANE_CPU_DECODE=%s; other: %s", g_env_pick_text, other);
+    else if (g_env_pick == 3 && BP_CPU_SANITIZED)
+        snprintf(buf, len, "the default (sanitizer build: timings distorted, not timed); other: %s", other);
+    else if (g_env_pick == 3 && pm)
+        snprintf(buf, len, "timed at first use (BACKPLANE_CPU_DECODE=time), %s: %s took %.2fx its time (a switch needs < %.2fx)",
+                 alt ? "switched" : "kept", other, alt ? 1000.0 / pm : pm / 1000.0, PICK_MARGIN);
+    else if (g_env_pick == 3) snprintf(buf, len, "the default (not timed: no memory for the timing); other: %s", other);
+    else
+        snprintf(buf, len, "the default for this kind, the same in every process: the %s measured faster; "
+                           "BACKPLANE_CPU_DECODE=time times both; other: %s", alt ? "AVX2 kernel" : "main kernel", other);
     return true;
 }
 

@@ -16,6 +16,9 @@ const char *bp_cpu_kernel_name(bp_kind k, int64_t t);
  * the other's relative time, or pinned by BACKPLANE_CPU_DECODE=auto|avx512|avx2) into buf;
  * false, buf untouched, for a kind with one. */
 bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len);
+/* Whether BF16 batches (t >= 2, outside exact mode) run the vdpbf16ps kernels here: the CPU has
+ * AVX512_BF16 and is an AMD one (on the Intel CPU measured the exact f32 kernels were faster). */
+bool bp_cpu_bf16_dot_used(void);
 
 /* ---- instruction-set paths and threads (tests and `backplane bench` force these) ------- */
 

@@ -124,9 +124,12 @@ typedef struct bp_cpu_ops {
     bp_cpu_vec_kernel vec_plain[BP_CPU_MAX_KIND];
     /* A second decode kernel (batch 1) for the same kind and activation format, from the level
      * below (the AVX2 kernel an AVX-512 one replaced): where two paths are close, or a wide one
-     * may cost clock speed (512-bit ops on some Intel parts), cpu.c times both once at first use
-     * and runs the faster. fn NULL: none. */
+     * may cost clock speed (512-bit ops on some Intel parts). Which one runs: alt_first, or what
+     * BACKPLANE_CPU_DECODE says (cpu.c). fn NULL: none. */
     bp_cpu_vec_kernel vec_alt[BP_CPU_MAX_KIND];
+    /* true: batch 1 runs vec_alt by default (cpu.c: the alternative was the faster one on every
+     * machine measured); false: vec. BACKPLANE_CPU_DECODE=time times the two instead. */
+    bool alt_first[BP_CPU_MAX_KIND];
     /* Faster dequantizers than the reference for the GEMM panels, per kind (NULL: reference).
      * Same contract as bp_dequant_fn, and bit-identical to the reference: test_cpu_dequant
      * compares every one, value by value. */
@@ -229,9 +232,12 @@ void bp_cpu_set_min_parallel_bytes(size_t bytes);
 /* false: never repack, run the plain-layout kernels (as when the copy cannot be allocated).
  * Tests use it to cover both. */
 void bp_cpu_set_repack(bool on);
-/* Tests: which of a kind's two decode kernels runs (0: the faster, timed at first use; 1: the
- * main one, ops->vec; 2: ops->vec_alt where there is one). */
+/* Tests: which of a kind's two decode kernels runs (0: as BACKPLANE_CPU_DECODE says, by
+ * default ops->alt_first; 1: the main one, ops->vec; 2: ops->vec_alt where there is one). */
 void bp_cpu_set_decode_pick(int pick);
+/* Tests: whether BF16 batches (t >= 2, outside exact mode) may take the vdpbf16ps kernels where
+ * the CPU has AVX512_BF16: 0 by the CPU's maker (bp_cpu_bf16_dot_used), 1 always, 2 never. */
+void bp_cpu_set_bf16_dot(int mode);
 /* Whether kind k has an alternative decode kernel on the current ISA path. */
 bool bp_cpu_has_decode_alt(bp_kind k);
 /* Save ops->vec[k] as k's alternative decode kernel before a wider ISA file replaces it (only a

@@ -38,11 +38,6 @@ static void vec_generic(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     }
 }
 
-static void vec_f32(const bp_cpu_job *job, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; r++)
-        job->y[r] = dot_f32((const float *)(job->w + (size_t)r * job->row_bytes), job->x, job->cols);
-}
-
 static ALWAYS_INLINE __m256 load_f16(const uint8_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
@@ -50,12 +45,21 @@ static ALWAYS_INLINE __m256 load_bf16(const uint8_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-/* F16 / BF16 decode: one row at a time, 32 weights a step, 4 KB of software prefetch ahead
- * (one line a step). Without it the AVX2 path read F16 at 0.95x and BF16 at 0.91x ggml's AVX2
- * build, cold, 2 threads, 4096 x 4096 on the dev machine (Zen 5); 2 KB ahead 1.11x / 1.08x,
- * 4 KB 1.14x / 1.12x, 3-6 KB alike (medians of 4-5 rounds, each beside two ggml runs). */
-enum { HALF_PF = 4096 };
-#define HALF_VEC(NAME, LOAD, CONV)                                                                \
+/* Float decode: one row at a time, 32 weights a step, each line requested BP_ROW_PF ahead into
+ * L2 (avx2_util.h). Without a prefetch the AVX2 path read F16 at 0.95x and BF16 at 0.91x ggml's
+ * AVX2 build, cold, 2 threads, 4096 x 4096 on the dev machine (Zen 5); 2 KB ahead 1.11x / 1.08x,
+ * 4 KB 1.14x / 1.12x, 3-6 KB alike (medians of 4-5 rounds, each beside two ggml runs; into L1
+ * then: the Intel Xeon VM later read the AVX-512 twins ~15% faster with prefetcht1, see
+ * kern_avx512f.c). F32 converts nothing and has no tail conversion to do. */
+static ALWAYS_INLINE __m256 load_f32(const uint8_t *p) { return _mm256_loadu_ps((const float *)(const void *)p); }
+static ALWAYS_INLINE float conv_f32(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, sizeof f);
+    return f;
+}
+static ALWAYS_INLINE float conv_f16(const uint8_t *p) { return bp_f16_to_f32(bp_load_u16(p)); }
+static ALWAYS_INLINE float conv_bf16(const uint8_t *p) { return bp_bf16_to_f32(bp_load_u16(p)); }
+#define ROW_VEC(NAME, LOAD, CONV, ESZ)                                                          \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                            \
         const float *x = job->x;                                                                  \
         const int64_t n = job->cols;                                                              \
@@ -64,20 +68,22 @@ enum { HALF_PF = 4096 };
             __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                           \
             int64_t i = 0;                                                                        \
             for (; i + 32 <= n; i += 32) {                                                        \
-                _mm_prefetch((const char *)(w + 2 * i + HALF_PF), _MM_HINT_T0);                   \
-                s0 = _mm256_fmadd_ps(LOAD(w + 2 * i), _mm256_loadu_ps(x + i), s0);                \
-                s1 = _mm256_fmadd_ps(LOAD(w + 2 * i + 16), _mm256_loadu_ps(x + i + 8), s1);       \
-                s2 = _mm256_fmadd_ps(LOAD(w + 2 * i + 32), _mm256_loadu_ps(x + i + 16), s2);      \
-                s3 = _mm256_fmadd_ps(LOAD(w + 2 * i + 48), _mm256_loadu_ps(x + i + 24), s3);      \
+                _Pragma("GCC unroll 2") for (int l = 0; l < (ESZ) / 2; l++)                       \
+                    _mm_prefetch((const char *)(w + (ESZ) * i + BP_ROW_PF + 64 * l), _MM_HINT_T1); \
+                s0 = _mm256_fmadd_ps(LOAD(w + (ESZ) * i), _mm256_loadu_ps(x + i), s0);            \
+                s1 = _mm256_fmadd_ps(LOAD(w + (ESZ) * (i + 8)), _mm256_loadu_ps(x + i + 8), s1);  \
+                s2 = _mm256_fmadd_ps(LOAD(w + (ESZ) * (i + 16)), _mm256_loadu_ps(x + i + 16), s2); \
+                s3 = _mm256_fmadd_ps(LOAD(w + (ESZ) * (i + 24)), _mm256_loadu_ps(x + i + 24), s3); \
             }                                                                                     \
-            for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LOAD(w + 2 * i), _mm256_loadu_ps(x + i), s0); \
+            for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LOAD(w + (ESZ) * i), _mm256_loadu_ps(x + i), s0); \
             float acc = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));      \
-            for (; i < n; i++) acc += CONV(bp_load_u16(w + 2 * i)) * x[i];                        \
+            for (; i < n; i++) acc += CONV(w + (ESZ) * i) * x[i];                                  \
             job->y[r] = acc;                                                                      \
         }                                                                                         \
     }
-HALF_VEC(vec_f16, load_f16, bp_f16_to_f32)
-HALF_VEC(vec_bf16, load_bf16, bp_bf16_to_f32)
+ROW_VEC(vec_f32, load_f32, conv_f32, 4)
+ROW_VEC(vec_f16, load_f16, conv_f16, 2)
+ROW_VEC(vec_bf16, load_bf16, conv_bf16, 2)
 
 /* ---- F32 / F16 / BF16 small batches -------------------------------------------------------
  * One pass over the weights for all inputs: a register tile of 2 rows x up to 4 inputs (8
@@ -169,14 +175,6 @@ enum { FR = 3, FRB = 12, FCC = 512, FMAXB_F32 = 32, FMAXB_F16 = 32, FMAXB_BF16 =
         }                                                                                                 \
     }
 
-static ALWAYS_INLINE __m256 load_f32(const uint8_t *p) { return _mm256_loadu_ps((const float *)(const void *)p); }
-static ALWAYS_INLINE float conv_f32(const uint8_t *p) {
-    float f;
-    memcpy(&f, p, sizeof f);
-    return f;
-}
-static ALWAYS_INLINE float conv_f16(const uint8_t *p) { return bp_f16_to_f32(bp_load_u16(p)); }
-static ALWAYS_INLINE float conv_bf16(const uint8_t *p) { return bp_bf16_to_f32(bp_load_u16(p)); }
 FLOAT_MULTI(multi_f32, vec_f32, load_f32, conv_f32, 4)
 FLOAT_MULTI(multi_f16, vec_f16, load_f16, conv_f16, 2)
 FLOAT_MULTI(multi_bf16, vec_bf16, load_bf16, conv_bf16, 2)

@@ -54,6 +54,7 @@ static void vec_q1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
         __m256 acc = _mm256_setzero_ps();
         float offs = 0;
         for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q1_0) {
+            BP_PREFETCH_BLOCK(b, BP_BLOCK_BYTES_Q1_0);
             const float d = f16(b);
             for (int s = 0; s < 4; s++) {
                 const bp_q8x32 *x = &xq[4 * i + s];
@@ -82,6 +83,7 @@ static void vec_q2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
         __m256 acc = _mm256_setzero_ps();
         float offs = 0;
         for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q2_0) {
+            BP_PREFETCH_BLOCK(b, BP_BLOCK_BYTES_Q2_0);
             const float d = f16(b);
             for (int h = 0; h < 2; h++) {
                 const bp_q8x32 *x = &xq[2 * i + h];
@@ -125,6 +127,7 @@ static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_NVFP4) {
+            BP_PREFETCH_BLOCK(b, BP_BLOCK_BYTES_NVFP4);
             for (int h = 0; h < 2; h++) {
                 const bp_q8x32 *x = &xq[2 * i + h];
                 __m128i v = _mm_loadu_si128((const __m128i *)(b + 4 + 16 * h));
@@ -280,23 +283,21 @@ GRID_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, 0.125f, {
  * and the 16 multipliers 2s + 1 put in one register (low lane: the first 16 weights' of each
  * group, high lane: the second 16's), so a group costs one index load, 4 grid loads (grid4), the
  * sign masks, one shuffle for its scales and the dot. Forming each index and scale with scalar
- * shifts per group took ~50 instructions per 32 weights. The block's bytes are prefetched 2 KB
- * ahead: cold, at 2 threads, the hardware prefetcher alone left the kernel at 85% of its hot
- * speed. AVX2 forced on the dev machine (Zen 5), 4096 x 4096, GB/s: one thread hot 5.6 (before)
+ * shifts per group took ~50 instructions per 32 weights. The block's bytes are prefetched ahead
+ * (KQ_ROW_BEGIN's BP_PREFETCH_BLOCK; 2 KB here before it served every kernel): cold, at 2
+ * threads, the hardware prefetcher alone left the kernel at 85% of its hot speed. AVX2 forced
+ * on the dev machine (Zen 5), 4096 x 4096, GB/s: one thread hot 5.6 (before)
  * -> 6.5 (block prep) -> 7.4 (grid4); 2 threads cold 10.7 -> 12.2 (prep + prefetch, 1-4 KB
  * alike) -> 14.4 (grid4), where ggml's AVX2 build read 12.4. With more than 2 inputs a pass the
  * per-group scalar decode (second DECODE) stays: the prepped one, unrolled, spilled the inputs'
  * sums and ran t = 4 at 7.5 GB/s where this one runs 8.2 (2 threads, hot); t = 2 and the tile
  * (t >= 10) gained 5-10% and 2-3%. */
-enum { IQ2S_PF = 2048 };
 typedef struct {
     _Alignas(32) uint16_t idx[32];
     __m256i sc16;
 } iq2s_block;
 
 static ALWAYS_INLINE void iq2s_prep(const uint8_t *b, iq2s_block *p) {
-    _mm_prefetch((const char *)(b + IQ2S_PF), _MM_HINT_T0);
-    _mm_prefetch((const char *)(b + IQ2S_PF + 64), _MM_HINT_T0);
     /* qh byte of index e's group in the low byte of word e; times 2^(8 - 2 (e % 4)) puts the
      * index's two bits at 8-9. */
     const __m256i qh = _mm256_broadcastq_epi64(_mm_loadl_epi64((const __m128i *)(b + 66)));

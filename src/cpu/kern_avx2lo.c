@@ -31,7 +31,8 @@ enum { LO_NJ = 8, LO_RB = 16 };
     const uint8_t *b = job->w + (size_t)r * job->row_bytes;                              \
     __m256 acc[LO_NJ];                                                                   \
     for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm256_setzero_ps();                       \
-    for (int64_t i = 0; i < nb; i++, b += (BB)) {
+    for (int64_t i = 0; i < nb; i++, b += (BB)) {                                        \
+        BP_PREFETCH_BLOCK(b, BB);
 #define LO_XJ(jj) ((const bp_q8x256 *)(const void *)(xb + (size_t)(jj) * xs) + i)
 #define LO_ROW_END                                                                       \
     }                                                                                    \

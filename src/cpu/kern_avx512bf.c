@@ -1,4 +1,5 @@
-/* BF16 weights at batches t >= 2 on CPUs with AVX512_BF16, outside exact mode: the activations
+/* BF16 weights at batches t >= 2 on AMD CPUs with AVX512_BF16 (cpu.c: on the Intel one measured
+ * the exact kernels were faster), outside exact mode: the activations
  * are rounded to bf16 once per call (round to nearest even, as vcvtne2ps2bf16 does: NaN stays a
  * (quiet) NaN, Inf stays Inf, f32 denormals become zero) and multiplied with vdpbf16ps, whose
  * bf16 x bf16 products are exact in f32 and are summed in f32. Only the rounding of x differs

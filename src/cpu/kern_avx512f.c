@@ -11,7 +11,7 @@
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to the FLOAT bound). BF16
  * batches (t >= 2) outside exact mode run kern_avx512bf.c instead where the CPU has AVX512_BF16.
  *
- * Batch 1 runs a one-row kernel (below: ROW_KERNEL for F16 and BF16, the AVX2 one for F32),
+ * Batch 1 runs a one-row kernel (below: ROW_KERNEL, every float kind),
  * faster cold than the tile. Each tile row is prefetched ahead (1 KB in 8-row tiles, 2 KB in
  * 4-row ones, by the first group of inputs only): eight weight streams at once outran the
  * hardware prefetcher.
@@ -24,9 +24,8 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 
+#include "cpu/avx2_util.h"
 #include "cpu/avx512_util.h"
-
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* COLBLK_BYTES: a column block's bytes per weight row (8 rows: 16 KB, a third of L1). One
  * thread, hot 512 x 4096 weight, Zen 5, min of 200 calls, unblocked -> 2 KB blocks: F32 t = 8
@@ -108,12 +107,15 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
 
 /* Batch 1 runs a one-row kernel (one weight stream, four accumulators): cold, the AVX2 one read
  * 33-38 GB/s on one core of the dev machine where the 8-row tile (8 weight streams) read 24-32,
- * though the tile was as fast hot. F32 keeps the AVX2 one (set by the init); F16 and BF16 run
- * this one on zmm registers, 64 weights per step and 2 KB of software prefetch ahead: at 2
- * threads, cold, 4096 x 4096 (Zen 5, 2 vCPU) F16 read 42.9 -> 50-51 GB/s and BF16 41 -> 51 (the
- * AVX2 kernel converts 8 halves per instruction and was bound by that, not by memory; F32,
- * which converts nothing, read the same ~51 either way). Same column order for any r0, r1. */
-#define ROW_KERNEL(NAME, LOAD)                                                                                \
+ * though the tile was as fast hot. Every float kind runs this one on zmm registers, 64 weights
+ * per step, each line requested BP_ROW_PF ahead into L2 (avx2_util.h). On Zen 5 (2 vCPU, 2
+ * threads, cold, 4096 x 4096) 2 KB ahead into L1 took F16 42.9 -> 50-51 GB/s and BF16 41 -> 51
+ * (the AVX2 kernel converts 8 halves per instruction and was bound by that) while F32 read the
+ * same ~51 on the AVX2 kernel, which it kept. On the Intel Xeon VM (AVX-512 FP16/BF16, 2 vCPU,
+ * same shape, 5 interleaved rounds): 2 KB into L1 F32 34.7 (AVX2 kernel 28.3, ggml 29.1), F16
+ * 31.2, BF16 29.5; 4 KB into L2 34.6 / 36.5 / 34.8; 4 KB into L1 27.4 / 31.4 / 28.0; 8 KB into
+ * L2 35.9 / 34.7 / 34.0. Same column order for any r0, r1. */
+#define ROW_KERNEL(NAME, LOAD, ESZ)                                                                           \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                         \
         const float *x = job->x;                                                                              \
         const int64_t n = job->cols;                                                                          \
@@ -122,24 +124,25 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
             __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                       \
             int64_t c = 0;                                                                                    \
             for (; c + 64 <= n; c += 64) {                                                                    \
-                _mm_prefetch((const char *)(w + 2 * c + 2048), _MM_HINT_T0);                                  \
-                _mm_prefetch((const char *)(w + 2 * c + 2048 + 64), _MM_HINT_T0);                             \
-                s0 = _mm512_fmadd_ps(LOAD(w + 2 * c, 0xffff), _mm512_loadu_ps(x + c), s0);                    \
-                s1 = _mm512_fmadd_ps(LOAD(w + 2 * c + 32, 0xffff), _mm512_loadu_ps(x + c + 16), s1);          \
-                s2 = _mm512_fmadd_ps(LOAD(w + 2 * c + 64, 0xffff), _mm512_loadu_ps(x + c + 32), s2);          \
-                s3 = _mm512_fmadd_ps(LOAD(w + 2 * c + 96, 0xffff), _mm512_loadu_ps(x + c + 48), s3);          \
+                _Pragma("GCC unroll 4") for (int l = 0; l < (ESZ); l++)                                       \
+                    _mm_prefetch((const char *)(w + (ESZ) * c + BP_ROW_PF + 64 * l), _MM_HINT_T1);              \
+                s0 = _mm512_fmadd_ps(LOAD(w + (ESZ) * c, 0xffff), _mm512_loadu_ps(x + c), s0);                \
+                s1 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 16), 0xffff), _mm512_loadu_ps(x + c + 16), s1);    \
+                s2 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 32), 0xffff), _mm512_loadu_ps(x + c + 32), s2);    \
+                s3 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 48), 0xffff), _mm512_loadu_ps(x + c + 48), s3);    \
             }                                                                                                 \
             for (; c < n; c += 16) {                                                                          \
                 const __mmask16 m = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);       \
-                s0 = _mm512_fmadd_ps(LOAD(w + 2 * c, m), _mm512_maskz_loadu_ps(m, x + c), s0);                 \
+                s0 = _mm512_fmadd_ps(LOAD(w + (ESZ) * c, m), _mm512_maskz_loadu_ps(m, x + c), s0);             \
             }                                                                                                 \
             job->y[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));    \
         }                                                                                                     \
     }
-ROW_KERNEL(row_f16, ld_f16)
-ROW_KERNEL(row_bf16, ld_bf16)
+ROW_KERNEL(row_f32, ld_f32, 4)
+ROW_KERNEL(row_f16, ld_f16, 2)
+ROW_KERNEL(row_bf16, ld_bf16, 2)
 
-static bp_cpu_vec_fn g_decode[3] = {NULL, row_f16, row_bf16};
+static bp_cpu_vec_fn g_decode[3] = {row_f32, row_f16, row_bf16};
 
 /* R2: rows per tile at batch 2, prefetched 1 KB ahead a row. F32 reads 16 KB a row, and eight
  * such streams at once lost to ggml at t = 2 (0.89-0.92x, 59-61 vs 64 GFLOP/s); 4 rows ran
@@ -153,7 +156,6 @@ bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
 /* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
  * t = 32, these ~2x that (Zen 5, one core, hot). */
     if (!ops->vec[BP_KIND_F32].fn || !ops->vec[BP_KIND_F16].fn || !ops->vec[BP_KIND_BF16].fn) return false;
-    g_decode[0] = ops->vec[BP_KIND_F32].fn;
 #define SET(K, I, FN, NAME)                                                                                            \
     ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_F32, "CPU avx512 " #K " (" NAME ": batches 8 rows x 3 inputs, decode one row, 4 accumulators)", 64, NULL, true}
     SET(F32, 0, vec_f32, "f32 FMA");

@@ -48,7 +48,10 @@ enum { MAX_NJ = 16, DXT_MAX = 256 /* blocks of d_x tabled per call (16 KB) */ };
         __m512 acc[MAX_NJ];                                                                               \
         float offs[MAX_NJ];                                                                               \
         _Pragma("GCC unroll 16") for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps(), offs[jj] = 0; \
-        for (int64_t i = 0; i < nb; i++, b += (BYTES)) __VA_ARGS__                                         \
+        for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                  \
+            BP_PREFETCH_BLOCK(b, BYTES);                                                                  \
+            __VA_ARGS__                                                                                   \
+        }                                                                                                 \
         _Pragma("GCC unroll 16") for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] =       \
             _mm512_reduce_add_ps(acc[jj]) + offs[jj];                                                     \
     }                                                                                                     \
@@ -502,6 +505,7 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
         const bool DEFER_ = (DEFER);                                                                      \
         __m256 pdx_ = _mm256_setzero_ps();                                                                \
         for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                  \
+            BP_PREFETCH_BLOCK(b, BYTES);                                                                  \
             PREP CALL(SERVE9, ARGS)                                                                       \
         }                                                                                                 \
         if (!DEC && NJ <= 4 && DEFER_ && nb > 0) acc8[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanesum8(pe_, NJ)), pdx_, acc8[0]); \

@@ -84,6 +84,7 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
             __m512i sv[MAX_NJ], mv[MAX_NJ];                                                                  \
             float d, f2 = 0.0f;                                                                              \
             for (int jj = 0; jj < MAX_NJ; jj++) sv[jj] = mv[jj] = _mm512_setzero_si512();                    \
+            BP_PREFETCH_BLOCK(b, BYTES);                                                                     \
             __VA_ARGS__                                                                                      \
             if (DEC) {                                                                                       \
                 const float dx1 = XQ(0, i)->d;                                                               \
