@@ -18,7 +18,7 @@ case $auto in
 *$'\t'None) echo "SKIP: Q4_K has one decode kernel on this machine or build (no AVX-512): $auto" >&2; exit 77 ;;
 esac
 # Unpinned: a fixed default per kind, the same in every process (IQ3_S: the AVX2 kernel).
-case $auto in *"the default for this kind, the same in every process"*) ;; *) echo "FAIL: unpinned choice not the fixed default: $auto"; fail=1 ;; esac
+case $auto in *"the default for this kind ("*"), the same in every process"*) ;; *) echo "FAIL: unpinned choice not the fixed default: $auto"; fail=1 ;; esac
 iq3=$(decode -- IQ3_S)
 case $iq3 in "CPU avx2 IQ3_S"*"the default for this kind"*) ;; *) echo "FAIL: IQ3_S decode by default: $iq3"; fail=1 ;; esac
 # BACKPLANE_CPU_DECODE=time times both at first use; a sanitizer build does not time

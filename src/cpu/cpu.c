@@ -276,21 +276,16 @@ static int cmp_dbl(const void *a, const void *b);
 static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
 
 /* BACKPLANE_CPU_DECODE=time: the alternative must be this much faster (the median over TRIES
- * back-to-back pairs of its time / the main kernel's) to replace the main kernel. The two kernels sum in different orders,
- * so their results differ in the last bits: a pick that flips between processes changes a
- * program's output on the same machine. With the old rule (3% over best of 5) two processes on
- * the dev machine could pick differently where the kernels are within a few percent, which
- * matters less than the same answer every time; a 10% margin leaves the main kernel in place
- * unless the alternative is clearly faster (as on a machine where 512-bit ops cost clock speed).
- * The ratio of the two best times (best of 15 each) still flipped on the Intel Xeon VM: under
- * `ctest -j2` with compilers running, one process saw the AVX2 Q5_K kernel under 0.90x where it
- * takes 1.08-1.33x quiet or beside two busy loops. A pair's two calls run within microseconds
- * of each other under the same load, so their ratio is what load cannot skew; the median of
- * them ignores the pairs a preemption split. Even so the Python binding and the C CLI, run side
- * by side by ctest, then picked different IQ4_XS kernels (0.95-0.96x quiet and beside a busy
- * test): a timed choice is only as stable as the kernels are far apart, so it is no longer the
- * default; the default is ops->alt_first, fixed per kind from measurements on the machines we
- * have. BACKPLANE_CPU_DECODE=avx512|avx2 pins the choice outright. */
+ * back-to-back pairs of its time / the main kernel's) to replace the main kernel. The two
+ * kernels sum in different orders, so their results differ in the last bits: a pick that flips
+ * between processes changes a program's output on the same machine. History: 3% over best of 5
+ * flipped on Zen 5 where two kernels were within a few percent; 10% over best of 15 flipped on
+ * the Intel Xeon VM under `ctest -j2` with compilers running (Q5_K's AVX2 kernel under 0.90x in
+ * one process, 1.08-1.33x quiet); the median of 31 pairs (each pair's two calls see about the
+ * same load) still let the Python binding and the C CLI, run side by side by ctest, pick
+ * different IQ4_XS kernels (0.95-0.96x quiet). A timed choice is only as stable as the kernels
+ * are far apart, so it is not the default: ops->alt_first is, fixed per kind from measurements
+ * on the machines we have. BACKPLANE_CPU_DECODE=avx512|avx2 pins the choice outright. */
 #define PICK_MARGIN 0.90
 
 /* Under AddressSanitizer or ThreadSanitizer the two kernels' times say nothing about the machine
@@ -312,10 +307,11 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
 #endif
 
 /* Times both kernels on a synthetic 32 x 4096 weight (zero bytes: the kernels' speed does not
- * depend on the values), hot in L2, TRIES pairs of back-to-back calls (which goes first alternates), the median of the
- * pairs' time ratios. About 1-5 ms, once per kind and path. Returns 1 or 2 (and the ratio in *permille); 0 when memory is short: the main kernel
- * serves this call and the choice is not stored (a stored 1 would pin a possibly slower kernel
- * for the life of the process because one allocation failed once). */
+ * depend on the values), hot in L2: TRIES pairs of back-to-back calls (which goes first
+ * alternates), the median of the pairs' time ratios. About 1-5 ms, once per kind and path.
+ * Returns 1 or 2 (and the ratio in *permille); 0 when memory is short: the default kernel serves
+ * this call and the choice is not stored (a stored 1 would pin a possibly slower kernel for the
+ * life of the process because one allocation failed once). */
 static int time_pick(const bp_cpu_ops *ops, bp_kind k, int *permille) {
     enum { ROWS = 32, COLS = 4096, TRIES = 31 };
     const bp_kind_traits *kt = bp_kind_traits_of(k);
@@ -415,8 +411,8 @@ bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len) {
                  alt ? "switched" : "kept", other, alt ? 1000.0 / pm : pm / 1000.0, PICK_MARGIN);
     else if (g_env_pick == 3) snprintf(buf, len, "the default (not timed: no memory for the timing); other: %s", other);
     else
-        snprintf(buf, len, "the default for this kind, the same in every process: the %s measured faster; "
-                           "BACKPLANE_CPU_DECODE=time times both; other: %s", alt ? "AVX2 kernel" : "main kernel", other);
+        snprintf(buf, len, "the default for this kind (%s), the same in every process; "
+                           "BACKPLANE_CPU_DECODE=time times both; other: %s", alt ? "the AVX2 kernel" : "the main kernel", other);
     return true;
 }
 

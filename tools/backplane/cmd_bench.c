@@ -24,12 +24,18 @@ enum { MAX_LIST = 64 };
 /* The working set that makes a read cold: decode weights rotate through copies totalling this
  * much, and the bandwidth figure reads the same buffer. 8x the LLC sysfs reports, and at least
  * 256 MiB: a VM's sysfs may report 32 MiB while the host CPU holds 96 MiB or more per die (3D
- * V-Cache). One buffer of this size is allocated (huge pages when the kernel gives them),
+ * V-Cache). A large LLC is reported as the host has it, and 8x of it is more than cold needs:
+ * on the Intel Xeon VM (480 MiB reported) 8x made a one-kind bench allocate and fault 3.8 GB,
+ * 10.5 s wall, 8.8 s of it in the kernel, so past 1 GiB the set is 2x the LLC (reads over 512
+ * MiB and more ran at the same ~37 GB/s there; 256 MiB already read at that speed in most
+ * passes). One buffer of this size is allocated (huge pages when the kernel gives them),
  * touched once and reused by every figure: allocating and faulting 512 MiB for the bandwidth
  * probe and again per kind for the copies made a one-kind bench spend ~10 s in the kernel. */
 static size_t cold_bytes(size_t llc) {
-    size_t min = (size_t)256 << 20;
-    return 8 * llc > min ? 8 * llc : min;
+    const size_t min = (size_t)256 << 20, cap = (size_t)1 << 30;
+    size_t want = 8 * llc;
+    if (want > cap) want = 2 * llc > cap ? 2 * llc : cap;
+    return want > min ? want : min;
 }
 
 typedef struct arena {
@@ -76,7 +82,7 @@ static int usage(FILE *f, int rc) {
             "  --threads N  CPU threads (default: BACKPLANE_THREADS or every online CPU)\n"
             "  --min-share P  on a shared machine: time a figure again (up to 5 tries) while its timed\n"
             "               calls got under P%% of the CPUs; the table's CPU share column says what it got\n"
-            "  --cold-mib M decode weights rotate through M MiB of copies (default: 8x the LLC, >= 256)\n"
+            "  --cold-mib M decode weights rotate through M MiB of copies (default: 8x the LLC, >= 256; over 1 GiB: 2x the LLC)\n"
             "  --json       {\"read_bandwidth_gbps\": x, \"results\": [...]}\n"
             "  --fallbacks  print how many ops fell back, from where and why\n"
             "  --strict     a fallback is an error (BACKPLANE_STRICT=1 does the same)\n"
