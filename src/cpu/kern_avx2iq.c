@@ -387,10 +387,15 @@ bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
  * threads, 5 interleaved calls, GFLOP/s kernel / GEMM, 07:25 UTC): IQ3_S t = 32 319 / 320, 64
  * 267 / 377, 128 370 / 422, 512 385 / 430 -> 32; IQ3_XXS 128 347 / 343, 256 377 / 349, 512
  * 378 / 386 and IQ2_XXS 128 365 / 374, 256 367 / 315, 512 363 / 391: even, kept; IQ2_XS / IQ2_S
- * 64 369 / 352, 363 / 353 and even to 512: kept at 64. */
-    SETM(IQ2_XXS, vec_iq2_xxs, 128);
-    SETM(IQ2_XS, vec_iq2_xs, 64);
-    SETM(IQ2_S, vec_iq2_s, 64);
+ * 64 369 / 352, 363 / 353 and even to 512: kept at 64. On the Intel Xeon VM (AVX2 forced, 2
+ * threads, 4096 x 4096, 3 interleaved rounds, 12:25 UTC) the tile led the GEMM from t = 128
+ * (IQ2_XS, IQ2_S) or 256 (IQ2_XXS) to 512 by 13-21%: IQ2_XXS 256 302 / 263, 512 263 / 224;
+ * IQ2_XS 128 302 / 261, 512 272 / 224; IQ2_S 128 298 / 262, 512 264 / 224 (ggml's AVX2 build
+ * 244-246 at 512): all three take the tile to GRID_TILE_MAXB, as IQ3_XXS (on Zen 5 that costs
+ * IQ2_XXS ~7% at 512 and is even elsewhere). */
+    SETM(IQ2_XXS, vec_iq2_xxs, GRID_TILE_MAXB);
+    SETM(IQ2_XS, vec_iq2_xs, GRID_TILE_MAXB);
+    SETM(IQ2_S, vec_iq2_s, GRID_TILE_MAXB);
     SETM(IQ3_XXS, vec_iq3_xxs, GRID_TILE_MAXB);
     SETM(IQ3_S, vec_iq3_s, 32);
 #undef SETM
