@@ -22,6 +22,7 @@ import os
 import platform
 import shlex
 import statistics
+import signal
 import subprocess
 import sys
 import time
@@ -95,8 +96,13 @@ def run_ggml(args, kind):
                 got += 1
                 if r["batch"] not in res or r["median_us"] < res[r["batch"]]["median_us"]:
                     res[r["batch"]] = r
-        if p.returncode and not got:
-            print(f"run.py: ggml {kind}: {p.stderr.strip()[-300:]}", file=sys.stderr)
+        # Also after some figures: ggml's AMX buffer (a CPU that reports AMX the OS does not
+        # enable) printed batch 1, then died on SIGILL or SIGSEGV; its cells came out "-"
+        # with no word why.
+        if p.returncode:
+            why = f"killed by {signal.Signals(-p.returncode).name}" if p.returncode < 0 else f"exited {p.returncode}"
+            print(f"run.py: ggml_mm {kind} ({setting or 'default environment'}) {why} after {got} figure(s): "
+                  f"{p.stderr.strip()[-300:]}", file=sys.stderr)
     return res
 
 
