@@ -12,9 +12,9 @@ bp_status bp_cpu_gemm(bp_weight *w, const float *x, int64_t t, float *y);
 /* Name of the CPU kernel that runs kind k at batch t, e.g. "CPU avx2 Q4_K" (for reports). */
 const char *bp_cpu_kernel_name(bp_kind k, int64_t t);
 /* For a kind with two batch-1 kernels on the current path (an AVX-512 one and the AVX2 one it
- * replaced): how the one bp_cpu_kernel_name(k, 1) names was chosen (timed at first use, with
- * the other's relative time, or pinned by BACKPLANE_CPU_DECODE=auto|avx512|avx2) into buf;
- * false, buf untouched, for a kind with one. */
+ * replaced): how the one bp_cpu_kernel_name(k, 1) names was chosen (the kind's fixed default,
+ * timed at first use under BACKPLANE_CPU_DECODE=time with the other's relative time, or pinned
+ * by BACKPLANE_CPU_DECODE=avx512|avx2) into buf; false, buf untouched, for a kind with one. */
 bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len);
 /* Whether BF16 batches (t >= 2, outside exact mode) run the vdpbf16ps kernels here: the CPU has
  * AVX512_BF16 and is an AMD one (on the Intel CPU measured the exact f32 kernels were faster). */
