@@ -13,13 +13,13 @@
 
 static ALWAYS_INLINE float f16(const uint8_t *p) { return _cvtsh_ss(bp_load_u16(p)); }
 
-/* Software prefetch for the block loops of the decode kernels that read a row in place
- * (k-quants, IQ grid and IQ1 kinds, TQ, AVX2's Q1_0 / Q2_0 / NVFP4; the float rows and the
- * repacked kinds prefetch BP_ROW_PF ahead in their own loops): called once per block at b, it
- * asks for the lines of the block BP_ROW_PF bytes on, so every line of a run of rows is
- * requested once, BP_ROW_PF ahead (a row is 2-3 KB for these kinds at 4096 columns, so the
- * request crosses into the next row, which the same thread takes next). bytes <= 64k covers every line: the pointer moves bytes, the requests
- * cover (bytes + 63) / 64 lines. Why: on the Intel Xeon VM (AVX-512, 2 vCPU) the hardware
+/* Software prefetch for every decode kernel's block loop (k-quants, IQ grid and IQ1 kinds, TQ,
+ * AVX2's Q1_0 / Q2_0 / NVFP4, the float rows, the repacked kinds' groups): called once per
+ * block of `bytes` at b, it asks for the lines of the block BP_ROW_PF bytes on, so every line of
+ * a run of rows is requested once, BP_ROW_PF ahead (a row is 2-3 KB for the quantized kinds at
+ * 4096 columns, so the request crosses into the next row, which the same thread takes next).
+ * Every line is covered: the pointer moves `bytes` a call and the requests cover
+ * (bytes + 63) / 64 lines. Why: on the Intel Xeon VM (AVX-512, 2 vCPU) the hardware
  * prefetchers alone left these loops at 10-19 GB/s cold at 2 threads (4096 x 4096) though they
  * run 34-37 GB/s hot; 4 KB ahead into L2 (prefetcht1) read Q4_K 15.2 -> 25.8, Q2_K 9.7 -> 21.4,
  * IQ4_XS 11.0 -> 25.6, Q6_K 19.4 -> 37.6. 2 KB and 1 KB gave less; 6-12 KB the same as 4;
@@ -27,7 +27,7 @@ static ALWAYS_INLINE float f16(const uint8_t *p) { return _cvtsh_ss(bp_load_u16(
 enum { BP_ROW_PF = 4096 };
 #define BP_PREFETCH_BLOCK(b, bytes)                                                                   \
     do {                                                                                              \
-        for (int pf_l_ = 0; pf_l_ < ((bytes) + 63) / 64; pf_l_++)                                     \
+        for (int pf_l_ = 0; pf_l_ < (int)(((bytes) + 63) / 64); pf_l_++)                              \
             _mm_prefetch((const char *)(b) + BP_ROW_PF + 64 * pf_l_, _MM_HINT_T1);                    \
     } while (0)
 

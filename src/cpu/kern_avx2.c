@@ -68,8 +68,7 @@ static ALWAYS_INLINE float conv_bf16(const uint8_t *p) { return bp_bf16_to_f32(b
             __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                           \
             int64_t i = 0;                                                                        \
             for (; i + 32 <= n; i += 32) {                                                        \
-                _Pragma("GCC unroll 2") for (int l = 0; l < (ESZ) / 2; l++)                       \
-                    _mm_prefetch((const char *)(w + (ESZ) * i + BP_ROW_PF + 64 * l), _MM_HINT_T1); \
+                BP_PREFETCH_BLOCK(w + (ESZ) * i, 32 * (ESZ));                                      \
                 s0 = _mm256_fmadd_ps(LOAD(w + (ESZ) * i), _mm256_loadu_ps(x + i), s0);            \
                 s1 = _mm256_fmadd_ps(LOAD(w + (ESZ) * (i + 8)), _mm256_loadu_ps(x + i + 8), s1);  \
                 s2 = _mm256_fmadd_ps(LOAD(w + (ESZ) * (i + 16)), _mm256_loadu_ps(x + i + 16), s2); \

@@ -124,8 +124,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
             __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                       \
             int64_t c = 0;                                                                                    \
             for (; c + 64 <= n; c += 64) {                                                                    \
-                _Pragma("GCC unroll 4") for (int l = 0; l < (ESZ); l++)                                       \
-                    _mm_prefetch((const char *)(w + (ESZ) * c + BP_ROW_PF + 64 * l), _MM_HINT_T1);              \
+                BP_PREFETCH_BLOCK(w + (ESZ) * c, 64 * (ESZ));                                                 \
                 s0 = _mm512_fmadd_ps(LOAD(w + (ESZ) * c, 0xffff), _mm512_loadu_ps(x + c), s0);                \
                 s1 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 16), 0xffff), _mm512_loadu_ps(x + c + 16), s1);    \
                 s2 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 32), 0xffff), _mm512_loadu_ps(x + c + 32), s2);    \

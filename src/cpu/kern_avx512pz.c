@@ -6,8 +6,8 @@
  * blocks [b0 0..15, b1 0..15, b2 0..15, b3 0..15, b0 16..31, ...]); per 128 weights and input:
  * two vpdpbusd, one conversion, one permute, one FMA, half the float work of the pair loop.
  *
- * Every line of a row is prefetched 2 KB ahead (PF_AHEAD says how): with the scales and quants of a row read
- * as two streams, the hardware prefetcher left a cold Q4_0 decode at 14.7 GB/s on one core of the
+ * Every line of a row is requested BP_ROW_PF ahead (avx2_util.h; the note on pf_group says how):
+ * with the scales and quants of a row read as two streams, the hardware prefetcher left a cold Q4_0 decode at 14.7 GB/s on one core of the
  * dev machine (Q4_K's one stream: 30); prefetched 1 KB ahead, 32.5. At 2 threads (Zen 5, 2 vCPU,
  * 4096 x 4096, cold) 2 KB instead of 1 read Q4_0 at 60.7 GB/s instead of 56.8, and prefetching
  * Q8_0's second line too (its quads are 128 bytes) 65.2 instead of 60.8.
@@ -26,18 +26,18 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2_util.h"
 
-/* PF_AHEAD: the prefetch distance. The quads alone were prefetched 2 KB ahead (q + 2048) until
+/* The prefetch distance. The quads alone were prefetched 2 KB ahead (q + 2048) until
  * the scales and second fields were found to be left out: a row is [scales][second fields][quads],
  * so one line per quad 2 KB ahead covers only the first 2 KB of the next row and never its last
  * (row bytes - 2048): 256 of 2304 bytes a row for Q4_0, 512 of 2560 for Q4_1 (its mins), which
  * then came from the hardware prefetcher or not at all. At 2 threads, 4096 x 4096, cold (Zen 5,
  * 2 vCPU), Q4_1 read ~80% of the read bandwidth where Q4_0 read ~93%. Now each step of 8 blocks
- * prefetches its own share of the row, PF_AHEAD on (pf_group): one
- * thread, cold, Q4_1 then read 34.5 GB/s as Q4_0 (was 24.5), Q5_1 33.9 (24.9), in proportion to
+ * prefetches its own share of the row, that far on (pf_group): one thread,
+ * cold, Q4_1 then read 34.5 GB/s as Q4_0 (was 24.5), Q5_1 33.9 (24.9), in proportion to
  * their bytes; Q4_0, MXFP4, Q8_0 unchanged (~34-36). On the Intel Xeon VM (2 vCPU, 2 threads,
  * cold, 5 kinds interleaved) 2 KB into L1 -> 4 KB into L2 (BP_ROW_PF, prefetcht1) read Q4_0
  * 26.3 -> 35.0 GB/s, Q4_1 27.0 -> 36.3, Q8_0 30.8 -> 36.0, IQ4_NL 26.5 -> 33.8, Q1_0 unchanged. */
-enum { MAX_NJ = 4, PF_AHEAD = BP_ROW_PF };
+enum { MAX_NJ = 4 };
 
 static int64_t padded_blocks(int64_t cols) { return (cols / 32 + 7) / 8 * 8; }
 static int64_t quad_blocks(int64_t cols) { return (cols / 32 + 3) / 4 * 4; }
@@ -223,14 +223,13 @@ static const int8_t iq4nl_plus127_q[16] = {0, 23, 44, 62, 78, 92, 105, 117, (int
                                            (int8_t)165, (int8_t)180, (int8_t)196, (int8_t)216, (int8_t)240};
 static const int8_t fp4_plus12_q[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
-/* Software prefetch PF_AHEAD bytes ahead of a pointer that sweeps the whole row (scales, second
- * fields and quads) at the pace the loop consumes it (see PF_AHEAD): before the group of 8
- * blocks at g, the lines covering that group's BPG bytes (its share of the row), PF_AHEAD on.
+/* Software prefetch BP_ROW_PF bytes ahead of a pointer that sweeps the whole row (scales, second
+ * fields and quads) at the pace the loop consumes it (see above): before the group of 8 blocks
+ * at g, the lines covering that group's BPG bytes (its share of the row), BP_ROW_PF on.
  * A fixed count per group (neighbouring groups may prefetch a line twice): a loop up to a moving
  * end, with 2 or 3 lines a group in turn, cost ~10% at t = 2 hot (its branch mispredicted). */
 static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t bpg) {
-    const uint8_t *p = row + PF_AHEAD + (size_t)(g / 8) * bpg;
-    for (size_t l = 0; l < (bpg + 63) / 64; l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T1);
+    BP_PREFETCH_BLOCK(row + (size_t)(g / 8) * bpg, bpg);
 }
 
 /* Rows r0..r1 for every input, NJ at a time (inputs outer, rows inner), through ROW(job, r, NJ, j0). */
