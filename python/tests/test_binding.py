@@ -360,7 +360,12 @@ def test_model_generate_equals_llama_cpp(src):
     """Greedy generation through the binding (Model.generate: tokenizer, context, sampler) on
     Gemma 3 270M gives llama.cpp's tokens for the committed prompts
     (tests/model/ref/gemma3-270m.greedy.txt), up to the first step where llama.cpp's two best
-    logits were within 0.05 (a near-tie another summation order may flip)."""
+    logits were within TIE_MARGIN: our logits and llama.cpp's differ by ~0.1-0.2 on this model
+    (8-bit activations round differently; tests/test_model_gemma.c measures it and uses the same
+    0.5), so a closer step is a near-tie either library may take the other way. (0.05 was
+    tried: prompt 2's step 2, llama.cpp margin 0.12, flipped when the Q4_K decode kernel summed
+    the same integers in other lanes.)"""
+    TIE_MARGIN = 0.5
     recs, cur = [], {}
     for line in open(os.path.join(src, "tests", "model", "ref", "gemma3-270m.greedy.txt")):
         key, _, rest = line.rstrip("\n").partition(" ")
@@ -372,14 +377,17 @@ def test_model_generate_equals_llama_cpp(src):
     assert len(recs) >= 3
     with bp.Model(_gemma()) as m:
         assert m.info["arch"] == "gemma3" and m.info["n_vocab"] > 0
+        checked = 0
         for r in recs:
             assert m.tokenizer.encode(r["prompt"]) == r["ids"], r["prompt"]
-            k = next((i for i, g in enumerate(r["margin"]) if g < 0.05), len(r["margin"]))
+            k = next((i for i, g in enumerate(r["margin"]) if g < TIE_MARGIN), len(r["margin"]))
             k = min(k, 16)
-            assert k >= 3, r["prompt"]
-            text, ids = m.generate(r["prompt"], n=k)
-            assert ids == r["gen"][:k], (r["prompt"], ids, r["gen"][:k])
+            assert k >= 1, r["prompt"]
+            checked += k
+            text, ids = m.generate(r["prompt"], n=16)
+            assert ids[:k] == r["gen"][:k], (r["prompt"], ids, r["gen"][:k])
             assert text == b"".join(m.tokenizer.piece(t) for t in ids).decode("utf-8", "replace")
+        assert checked >= 8, checked  # the committed prompts: 4 + 1 + 4 steps before a near-tie
         with m.context(n_ctx=64) as ctx:  # logits of every position, and the cache's length
             logits = ctx.eval(recs[0]["ids"], n_out=len(recs[0]["ids"]))
             assert logits.shape == (len(recs[0]["ids"]), m.info["n_vocab"]) and ctx.pos == len(recs[0]["ids"])

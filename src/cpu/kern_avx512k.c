@@ -138,6 +138,28 @@ static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const
     return _mm512_add_epi32(dotsc(s, w[2], x + 128, sc[2]), dotsc(s2, w[3], x + 192, sc[3]));
 }
 
+/* Decode's form of dot4 for the kinds with a scale per 32 weights (Q4_K, Q5_K), sc16 their 8
+ * scales as words: one vpdpbusd per 64 weights (not vpmaddubsw + vpdpwssd), the int32 sums of
+ * two zmm packed to words (vpackssdw, on the shuffle port), and one vpdpwssd per 128 weights
+ * against the scales in the packed order. The same exact integer as dot4, in other lanes. Fits:
+ * a vpdpbusd lane sums 4 products <= 31 * 127 (Q5_K), 15748 < 32767, so the pack never
+ * saturates. On the Intel Xeon VM the zmm multiply-adds and variable shifts all issue on one
+ * port; this takes 2 of its ~16 operations a block off it. */
+static ALWAYS_INLINE __m512i dot4_p32(const __m512i w[4], __m512i sc16, const int8_t *x) {
+    /* 128-bit chunk c of packs(s0, s1): words 0-3 from s0 (group 0 for c < 2, else 1), words 4-7
+     * from s1 (groups 2, 3); packs(s2, s3) the same, groups 4-7. */
+    static const int16_t pk[32] = {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3};
+    const __m512i ia = _mm512_loadu_si512((const void *)pk);
+    const __m512i ib = _mm512_add_epi16(ia, _mm512_set1_epi16(4));
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i s0 = _mm512_dpbusd_epi32(z, w[0], _mm512_loadu_si512((const void *)x));
+    const __m512i s1 = _mm512_dpbusd_epi32(z, w[1], _mm512_loadu_si512((const void *)(x + 64)));
+    const __m512i s2 = _mm512_dpbusd_epi32(z, w[2], _mm512_loadu_si512((const void *)(x + 128)));
+    const __m512i s3 = _mm512_dpbusd_epi32(z, w[3], _mm512_loadu_si512((const void *)(x + 192)));
+    const __m512i a = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(s0, s1), _mm512_permutexvar_epi16(ia, sc16));
+    return _mm512_dpwssd_epi32(a, _mm512_packs_epi32(s2, s3), _mm512_permutexvar_epi16(ib, sc16));
+}
+
 /* ---- 16 inputs per pass (t >= 16): VNNI with the inputs in the lanes -----------------------
  * Why: per 64 weights and input the kernels above spend two multiply-port ops (vpmaddubsw +
  * vpdpwssd) plus a per-block float epilogue; on the dev machine (Zen 5) they sat at ~470-540
@@ -307,7 +329,7 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
         }                                                                                                   \
         for (int jj = 0; jj < NJ; jj++) {                                                                   \
             const bp_q8x256 *x = XQ(jj, i);                                                                 \
-            sv[jj] = dot4(w, sc, x->q);                                                                     \
+            sv[jj] = DEC ? dot4_p32(w, sc16, x->q) : dot4(w, sc, x->q);                                     \
             /* the mins term: min j pairs with the activation sums of groups 2j, 2j+1 */                  \
             mv[jj] = zext(_mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)x->bsums)));         \
         }                                                                                                   \
