@@ -9,8 +9,8 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$" AND
   set_source_files_properties(${BP_CPU_AVX2_SOURCES} TARGET_DIRECTORY backplane PROPERTIES
     COMPILE_OPTIONS "${BP_CPU_AVX2_FLAGS}")
   set_source_files_properties(${BP_CPU_AVX512_SOURCES} TARGET_DIRECTORY backplane PROPERTIES
-    COMPILE_OPTIONS "${BP_CPU_AVX2_FLAGS};-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
+    COMPILE_OPTIONS "${BP_CPU_AVX2_FLAGS};-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mbmi2")
   # vdpbf16ps / vcvtne2ps2bf16: cpu.c calls into this file only where CPUID says AVX512_BF16.
   set_source_files_properties(${CMAKE_SOURCE_DIR}/src/cpu/kern_avx512bf.c TARGET_DIRECTORY backplane PROPERTIES
-    COMPILE_OPTIONS "${BP_CPU_AVX2_FLAGS};-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")
+    COMPILE_OPTIONS "${BP_CPU_AVX2_FLAGS};-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mbmi2;-mavx512bf16")
 endif()

@@ -18,7 +18,8 @@
  *                   (decoders in dq8_direct.h, shared with kern_avx512.c) or requantized, sign trick
  *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill; mid batches too where
  *                   a kind's direct panels, decoded straight to int8, beat its small-batch kernel)
- *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work)
+ *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work);
+ *                   IQ4_XS in the same loop on its own bytes
  *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes:
  *                   the panel of kern_avx512p16.inc, which the grid and IQ1 kinds of kern_avx512iq.c share)
  *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
@@ -89,10 +90,12 @@ static bool cpu_has(bp_cpu_isa isa) {
     bool avx2 = b & (1u << 5);
     bool base = avx2 && fma && f16c;
     if (isa == BP_CPU_ISA_AVX2) return base;
-    /* DQ too: the AVX-512 files are built with -mavx512dq (every CPU with VNNI has it). */
+    /* DQ and BMI2 too: the AVX-512 files are built with -mavx512dq -mbmi2 (every CPU with VNNI
+     * has both; kern_avx512pz.c's IQ4_XS scales come from pdep). */
     bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
+    bool bmi2 = b & (1u << 8);
     bool zmm_state = (xcr & 0xe0) == 0xe0; /* opmask, ZMM0-15 upper halves, ZMM16-31 */
-    return isa == BP_CPU_ISA_AVX512 && base && f && dq && bw && vl && vnni && zmm_state;
+    return isa == BP_CPU_ISA_AVX512 && base && f && dq && bw && vl && vnni && bmi2 && zmm_state;
 }
 
 /* AVX512_BF16 (vcvtne2ps2bf16, vdpbf16ps): CPUID leaf 7 subleaf 1, EAX bit 5. Asked only once

@@ -71,11 +71,6 @@ enum { MAX_NJ = 16, DXT_MAX = 256 /* blocks of d_x tabled per call (16 KB) */ };
     }
 
 static ALWAYS_INLINE __m512i zext(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
-static ALWAYS_INLINE uint64_t bp_load_u64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
 static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }

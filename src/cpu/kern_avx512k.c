@@ -1,5 +1,5 @@
-/* AVX-512 decode and small-batch kernels for the k-quants (Q2_K Q3_K Q4_K Q5_K Q6_K) and IQ4_XS
- * against bp_q8x256 activations. One zmm holds 64 weights, the two 32-weight groups (or four 16-weight
+/* AVX-512 decode and small-batch kernels for the k-quants (Q2_K Q3_K Q4_K Q5_K Q6_K) against
+ * bp_q8x256 activations (IQ4_XS, once here, runs kern_avx512pz.c's quad loop). One zmm holds 64 weights, the two 32-weight groups (or four 16-weight
  * groups) whose activations are 64 consecutive bytes of the plain q8x256 layout, so nothing is
  * re-ordered. Per 64 weights: unpack (a variable shift per 256-bit half picks the low or high
  * nibble / bit pair; vptestmb + masked add supply Q5_K's and Q3_K's extra bit), one vpmaddubsw
@@ -83,13 +83,19 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
         for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                     \
             __m512i sv[MAX_NJ], mv[MAX_NJ];                                                                  \
             float d, f2 = 0.0f;                                                                              \
+            __m128 dm = _mm_setzero_ps(); /* kinds with mins: [d, dmin] for decode */                        \
             for (int jj = 0; jj < MAX_NJ; jj++) sv[jj] = mv[jj] = _mm512_setzero_si512();                    \
             BP_PREFETCH_BLOCK(b, BYTES);                                                                     \
             __VA_ARGS__                                                                                      \
+            if (DEC && SEP) {                                                                                \
+                /* d and dmin converted and scaled together, then one broadcast each */                      \
+                const __m512 dmx = _mm512_castps128_ps512(_mm_mul_ps(dm, _mm_broadcast_ss(&XQ(0, i)->d)));   \
+                acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv[0]), _mm512_broadcastss_ps(_mm512_castps512_ps128(dmx)), acc1); \
+                acc1 = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mv[0]), _mm512_permutexvar_ps(_mm512_set1_epi32(1), dmx), acc1); \
+                continue;                                                                                    \
+            }                                                                                                \
             if (DEC) {                                                                                       \
-                const float dx1 = XQ(0, i)->d;                                                               \
-                acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv[0]), _mm512_set1_ps(dx1 * d), acc1);            \
-                if (SEP) acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mv[0]), _mm512_set1_ps(dx1 * f2), acc1);  \
+                acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv[0]), _mm512_set1_ps(XQ(0, i)->d * d), acc1);    \
                 continue;                                                                                    \
             }                                                                                                \
             const __m128 dx = _mm_setr_ps(XQ(0, i)->d, NJ > 1 ? XQ(1, i)->d : 0.0f, NJ > 2 ? XQ(2, i)->d : 0.0f, \
@@ -170,7 +176,7 @@ static ALWAYS_INLINE __m512i dot4_p32(const __m512i w[4], __m512i sc16, const in
  * broadcast operand is the signed one). Per scale group the int32 sums are scaled once per row
  * (vpmulld, or vpdpwssd where a group's sum fits 16 bits), not once per 64 weights, and the +128
  * bias comes back as one per-row constant: -128 * sum_g scale_g * sum(weights of g). */
-enum { PK_Q2, PK_Q3, PK_Q4, PK_Q5, PK_Q6, PK_IQ4 };
+enum { PK_Q2, PK_Q3, PK_Q4, PK_Q5, PK_Q6 };
 
 /* One row's block unpacked: weights as int8 in the activations' order, the per-group scales (as
  * (scale, 0) word pairs for vpdpwssd kinds), the mins as word pairs, the bias correction, d and
@@ -185,7 +191,7 @@ typedef struct prow {
 
 /* k-steps (4 weights) per scale group; groups whose 16-weight sums fit int16 (vpdpwssd); word
  * pairs of the mins term (0: none, the offsets are in the signed weights). */
-static ALWAYS_INLINE int pk_g(int k) { return k == PK_Q4 || k == PK_Q5 || k == PK_IQ4 ? 8 : 4; }
+static ALWAYS_INLINE int pk_g(int k) { return k == PK_Q4 || k == PK_Q5 ? 8 : 4; }
 static ALWAYS_INLINE bool pk_dpw(int k) { return k == PK_Q2 || k == PK_Q3; }
 static ALWAYS_INLINE int pk_np(int k) { return k == PK_Q2 ? 8 : k == PK_Q4 || k == PK_Q5 ? 4 : 0; }
 
@@ -218,7 +224,7 @@ static ALWAYS_INLINE void unpack_row(const int kind, const uint8_t *b, prow *o) 
             w[2 * h] = _mm512_sub_epi8(w[2 * h], c32);
             w[2 * h + 1] = _mm512_sub_epi8(w[2 * h + 1], c32);
         }
-    } else if (kind == PK_Q3 || kind == PK_Q2) {
+    } else { /* PK_Q3, PK_Q2 */
         const uint8_t *qs = b + (kind == PK_Q3 ? 32 : 16);
         const __m512i hm = bcast32(b);
         if (kind == PK_Q3) {
@@ -237,21 +243,6 @@ static ALWAYS_INLINE void unpack_row(const int kind, const uint8_t *b, prow *o) 
             /* Q3_K: the high bit set means +0 and clear means -4 (q = low bits + 4 * hbit - 4) */
             if (kind == PK_Q3)
                 w[k] = _mm512_mask_sub_epi8(w[k], _mm512_testn_epi8_mask(hm, bit2(2 * k, 2 * k + 1)), w[k], _mm512_set1_epi8(4));
-        }
-    } else { /* IQ4_XS, in natural order (the transpose undoes the activations' pair interleave) */
-        const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
-        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
-        sc32 = zext(_mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32)));
-        o->d = f16(b);
-        const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)bp_kvalues_iq4nl));
-        /* 128-bit lanes [A, A, B, B] of the pair's 32 bytes, shifted 0, 4, 0, 4 */
-        const __m512i cnt = _mm512_setr_epi32(0, 0, 0, 0, 0x40004, 0x40004, 0x40004, 0x40004, 0, 0, 0, 0, 0x40004, 0x40004,
-                                              0x40004, 0x40004);
-        for (int p = 0; p < 4; p++) {
-            const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b + 8 + 32 * p)));
-            const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(1, 1, 0, 0)), cnt), m4);
-            w[p] = _mm512_shuffle_epi8(tbl, n);
         }
     }
     /* The bias: sum over groups of scale * the group's weight sum, times 128. */
@@ -279,11 +270,7 @@ static ALWAYS_INLINE void p16_xt_block(const int kind, const uint8_t *xq, size_t
         __m512i r[16];
         for (int jj = 0; jj < 16; jj++) r[jj] = jj < nv ? _mm512_loadu_si512((const void *)(XQ(jj, i)->q + 64 * c)) : _mm512_setzero_si512();
         bp_transpose16_epi32(r);
-        for (int s = 0; s < 16; s++) {
-            /* IQ4_XS's pair layout: dwords 4-7 and 8-11 of a pair trade places */
-            const int d = kind == PK_IQ4 && (s >> 2) % 3 ? s ^ 12 : s;
-            _mm512_store_si512((void *)(xt + 64 * (16 * c + d)), _mm512_xor_si512(r[s], bias));
-        }
+        for (int s = 0; s < 16; s++) _mm512_store_si512((void *)(xt + 64 * (16 * c + s)), _mm512_xor_si512(r[s], bias));
     }
     for (int jj = 0; jj < 16; jj++) {
         const bp_q8x256 *x = jj < nv ? XQ(jj, i) : NULL;
@@ -320,6 +307,7 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
         const __m512i sc16 = zext(_mm256_cvtepu8_epi16(scm));                                               \
         d = f16(b);                                                                                         \
         f2 = -f16(b + 2);                                                                                   \
+        dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)bp_load_u32(b)));                                          \
         const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));                            \
         __m512i w[4], sc[4];                                                                                \
         for (int p = 0; p < 4; p++) {                                                                       \
@@ -377,6 +365,7 @@ K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, 1, {
     const __m512i sc16 = zext(_mm256_and_si256(raw, _mm256_set1_epi16(15)));
     d = f16(b + 80);
     f2 = -f16(b + 82);
+    dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)bp_load_u32(b + 80)));
     __m512i w[4], sc[4];
     for (int k = 0; k < 4; k++) {
         const int sh = 4 * (k % 2);
@@ -413,51 +402,9 @@ K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, 0, {
     }
 })
 
-/* ---- IQ4_XS, against q8x256 with each pair of groups' halves interleaved (BP_ACT_Q8X256P):
- * d, scales_h u16, scales_l[4], qs[128]. 32 bytes of two groups' nibbles, low nibbles in the
- * low half and high in the high one, match the activations' 64 bytes. The signed table value
- * v = kvalues[n] enters as |v| (a second table) with the activation negated where n < 8 (the
- * table's negative half), so vpmaddubsw cannot saturate (2 * 127 * 127 < 32768). */
-static const int8_t iq4nl_abs[16] = {127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113};
-
-/* vpermw indices for a pair's scales: lanes 0-7 and 16-23 word a, 8-15 and 24-31 word a + 1. */
-static ALWAYS_INLINE __m512i idx_abab(int a) {
-    const __m256i ab = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)(a + 1)), 1);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(ab), ab, 1);
-}
-
-K_KERNEL(vec_iq4_xs, BP_BLOCK_BYTES_IQ4_XS, PK_IQ4, 0, {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_abs));
-    /* the 8 6-bit scales minus 32, as words */
-    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)bp_load_u32(b + 4)), sh_lo), _mm256_set1_epi32(15));
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(bp_load_u16(b + 2)), sh_hi), _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
-    const __m512i scw = _mm512_zextsi128_si512(_mm256_cvtepi32_epi16(ls));
-    d = f16(b);
-    __m512i w[4], sc[4];
-    __mmask64 neg[4];
-    for (int p = 0; p < 4; p++) {
-        const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(bcast32(b + 8 + 32 * p), cnt2(0, 4)), m4);
-        w[p] = _mm512_shuffle_epi8(tbl, n);
-        neg[p] = _mm512_cmplt_epu8_mask(n, _mm512_set1_epi8(8));
-        sc[p] = _mm512_permutexvar_epi16(idx_abab(2 * p), scw);
-    }
-    for (int jj = 0; jj < NJ; jj++) {
-        const bp_q8x256 *x = XQ(jj, i);
-        __m512i s = _mm512_setzero_si512(), s2 = _mm512_setzero_si512();
-        for (int p = 0; p < 4; p++) {
-            __m512i xv = _mm512_loadu_si512((const void *)(x->q + 64 * p));
-            xv = _mm512_mask_sub_epi8(xv, neg[p], _mm512_setzero_si512(), xv);
-            if (p % 2) s2 = _mm512_dpwssd_epi32(s2, _mm512_maddubs_epi16(w[p], xv), sc[p]);
-            else s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w[p], xv), sc[p]);
-        }
-        sv[jj] = _mm512_add_epi32(s, s2);
-    }
-})
-
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
-/* max_batch: where the panel GEMM overtakes. Q4_K, Q5_K and IQ4_XS: 4, since the GEMM decodes
+/* max_batch: where the panel GEMM overtakes (the IQ4_XS figures are of the kernel this file had
+ * for it until kern_avx512pz.c's took over). Q4_K, Q5_K and IQ4_XS: 4, since the GEMM decodes
  * their panels straight to int8 (kern_avx512.c, direct panels): one thread, 4096 x 4096, Zen 5,
  * GFLOP/s kernel / GEMM, Q4_K Q5_K IQ4_XS: t = 4 232/190 216/181 225/193; t = 5 179/221 166/210
  * 178/227; t = 8 233/294 218/287 225/308; t = 12 222/318 200/305 208/329; t = 16 231/357 341/333
@@ -473,8 +420,7 @@ bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
     SET(Q4_K, vec_q4_k, 4);
     SET(Q5_K, vec_q5_k, 4);
     SET(Q6_K, vec_q6_k, 64);
-    bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
-    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xs, BP_ACT_Q8X256P, "CPU avx512 IQ4_XS (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", 4, NULL, true};
+
 #undef SET
     return true;
 }

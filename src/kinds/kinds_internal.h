@@ -41,6 +41,7 @@ static inline uint16_t bp_load_u16(const uint8_t *p) { return (uint16_t)(p[0] | 
 static inline uint32_t bp_load_u32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
+static inline uint64_t bp_load_u64(const uint8_t *p) { return bp_load_u32(p) | ((uint64_t)bp_load_u32(p + 4) << 32); }
 static inline void bp_store_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 
 #define BP_QK_K 256

@@ -10,10 +10,6 @@
 
 #include "kinds/kinds_internal.h"
 
-static uint64_t load_u64(const uint8_t *p) {
-    return (uint64_t)bp_load_u32(p) | ((uint64_t)bp_load_u32(p + 4) << 32);
-}
-
 void bp_dequant_F32(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *p = src;
     for (int64_t i = 0; i < nblocks; i++) {
@@ -49,13 +45,13 @@ void bp_dequant_I32(const void *src, float *dst, int64_t nblocks) {
 
 void bp_dequant_I64(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *p = src;
-    for (int64_t i = 0; i < nblocks; i++) dst[i] = (float)(int64_t)load_u64(p + 8 * i);
+    for (int64_t i = 0; i < nblocks; i++) dst[i] = (float)(int64_t)bp_load_u64(p + 8 * i);
 }
 
 void bp_dequant_F64(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *p = src;
     for (int64_t i = 0; i < nblocks; i++) {
-        const uint64_t u = load_u64(p + 8 * i);
+        const uint64_t u = bp_load_u64(p + 8 * i);
         double d;
         memcpy(&d, &u, sizeof d);
         dst[i] = (float)d;
