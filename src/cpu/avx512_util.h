@@ -44,6 +44,11 @@ static ALWAYS_INLINE void bp_transpose16_epi32(__m512i r[16]) {
  * stream from memory once per call; with more than one input group (batch > 4, up to MAXB), in
  * column blocks of BLK columns so that each group's re-reads of the tile's rows come from L1. The
  * sums keep their column order, so the blocking does not change results. */
+/* The input group a tile takes with `left` inputs to go: 4 only as the whole of a batch of 4 in
+ * tiles of <= 4 rows, else 3 (never leaving 1 behind a 3 when 4 are left: 2 + 2), 2 or 1. */
+static inline int bp_tile_group(int64_t left, int nr) {
+    return left == 4 && nr <= 4 ? 4 : left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
+}
 #define BP_TILE_COLS(NAME, TILE, RMAX, MAXB, BLK)                                                        \
     static ALWAYS_INLINE void NAME(const bp_cpu_job *job, int64_t r, const int NR) {                     \
         __m512 part[(MAXB) * (RMAX)];                                                                    \
@@ -53,12 +58,11 @@ static ALWAYS_INLINE void bp_transpose16_epi32(__m512i r[16]) {
             const int64_t c1 = n - c0 < blk ? n : c0 + blk;                                              \
             __m512 *pp = part;                                                                           \
             for (int64_t j0 = 0; j0 < job->batch;) {                                                     \
-                const int64_t left = job->batch - j0;                                                    \
-                int nj;                                                                                  \
-                if (left == 4 && NR <= 4) TILE(job, r, NR, nj = 4, j0, c0, c1, pp);                      \
-                else if (left >= 3 && left != 4) TILE(job, r, NR, nj = 3, j0, c0, c1, pp);               \
-                else if (left >= 2) TILE(job, r, NR, nj = 2, j0, c0, c1, pp);                            \
-                else TILE(job, r, NR, nj = 1, j0, c0, c1, pp);                                           \
+                const int nj = bp_tile_group(job->batch - j0, NR);                                       \
+                if (nj == 4) TILE(job, r, NR, 4, j0, c0, c1, pp);                                        \
+                else if (nj == 3) TILE(job, r, NR, 3, j0, c0, c1, pp);                                   \
+                else if (nj == 2) TILE(job, r, NR, 2, j0, c0, c1, pp);                                   \
+                else TILE(job, r, NR, 1, j0, c0, c1, pp);                                                \
                 j0 += nj;                                                                                \
                 pp += NR * nj;                                                                           \
             }                                                                                            \

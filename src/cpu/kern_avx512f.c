@@ -43,15 +43,16 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2)                                                                  \
-    /* Columns [c0, c1) of an NR x NJ tile; part: the tile's accumulators between column blocks   \
-     * (read unless c0 == 0; written unless c1 == n, when the sums go to y instead). */           \
-    static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int NR, const int NJ,    \
-                                          int64_t j0, int64_t c0, int64_t c1, __m512 *part) {              \
+/* Columns [c0, c1) of an NR x NJ tile over weight rows w, w + rb, ... whose column c sits at
+ * (c - corg) * ESZ; part: the tile's accumulators between column blocks (read unless c0 == 0;
+ * written unless c1 == n, when the sums go to y instead). PF: prefetch the rows ahead (the
+ * weights themselves; not a converted copy). */
+#define FLOAT_TILE(NAME, LOAD, ESZ, PF)                                                                       \
+    static ALWAYS_INLINE void NAME(const bp_cpu_job *job, int64_t r, const int NR, const int NJ, int64_t j0,   \
+                                   int64_t c0, int64_t c1, __m512 *part, const uint8_t *w, size_t rb,         \
+                                   int64_t corg, float *save) {                                               \
         const int64_t n = job->cols;                                                                       \
         const float *x = job->x + j0 * n;                                                                  \
-        const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                           \
-        const size_t rb = job->row_bytes;                                                                 \
         __m512 acc[24]; /* NR * NJ <= 24, flat: GCC keeps it in registers */                              \
         _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                               \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                           \
@@ -59,7 +60,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         /* Prefetch in the first group only (the others find the block in L1): a prefetch per row \
          * and 16 columns in every group cost 15-18% at t = 16-32 (one thread, hot 512 x 4096, F32,  \
          * F16 and BF16 alike; 2 threads at 4096 x 4096 read the same either way). */                \
-        const bool pf = j0 == 0;                                                                           \
+        const bool pf = (PF) && j0 == 0;                                                                   \
         /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, where 1 KB read F32,     \
          * F16, BF16 at 103-106, 186-190, 184-193 GFLOP/s and 2 KB 111-113, 206-212, 195-207 (2   \
          * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                  \
@@ -70,8 +71,9 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);   \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
                 if (pf)                                                                                    \
-                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + pfd), _MM_HINT_T0); \
-                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), 0xffff);                          \
+                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)(c - corg) * (ESZ) + pfd), _MM_HINT_T0); \
+                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)(c - corg) * (ESZ), 0xffff);                 \
+                if (save) _mm512_store_ps(save + i * CONV_STRIDE + (c - c0), wv);                            \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
                     acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
             }                                                                                              \
@@ -81,7 +83,8 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
             __m512 xv[MAX_NJ];                                                                             \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * n + c); \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
-                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), m);                               \
+                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)(c - corg) * (ESZ), m);                      \
+                if (save) _mm512_store_ps(save + i * CONV_STRIDE + (c - c0), wv);                            \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
                     acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
             }                                                                                              \
@@ -94,15 +97,72 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
                 _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
                     job->y[(j0 + j) * job->rows + r + i] = _mm512_reduce_add_ps(acc[i * NJ + j]);          \
         }                                                                                                  \
+    }
+
+
+/* F16 and BF16 from 16 inputs: the first input group's tile also stores the f32 it converts,
+ * CONV_COLS columns a row (the column block), and the other groups' tiles read that instead of
+ * converting each weight again for every 3 inputs (vcvtph2ps and the BF16 widening are two
+ * vector operations per 16 weights on the Intel Xeon VM, on the ports the FMAs use). Same
+ * products in the same column order: the results do not change. Intel Xeon VM, 2 threads,
+ * 4096 x 4096, hot, 3 interleaved rounds, GFLOP/s plain -> this: F16 t = 16 214-224 -> 216-242,
+ * t = 32 235 -> 262-276, BF16 t = 16 203-221 -> 217-238, t = 32 234 -> 275; but t = 6 202-209
+ * -> 157-171 and t = 8 195-213 -> 176-199 (also with the conversion as a pass of its own before
+ * the groups, with the block padded against 4 KB aliasing, and at 512 columns), not understood
+ * without the PMU (the VM has none): so from CONV_MIN_BATCH only. The rows are CONV_STRIDE apart
+ * (not a multiple of 4 KB). */
+enum { CONV_COLS = 1024, CONV_STRIDE = CONV_COLS + 16, CONV_MIN_BATCH = 16 };
+
+/* The f32 tile over a converted block (below). */
+FLOAT_TILE(conv_tile, ld_f32, 4, false)
+
+#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2)                                                                  \
+    FLOAT_TILE(NAME##_wtile, LOAD, ESZ, true)                                                              \
+    static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int NR, const int NJ,    \
+                                          int64_t j0, int64_t c0, int64_t c1, __m512 *part) {              \
+        NAME##_wtile(job, r, NR, NJ, j0, c0, c1, part, job->w + (size_t)r * job->row_bytes, job->row_bytes, 0, NULL); \
     }                                                                                                      \
     /* Rows outer, inputs inner, column blocks of COLBLK_BYTES a row past 4 inputs (avx512_util.h). */ \
     BP_TILE_COLS(NAME##_cols, NAME##_tile, R, MAX_BATCH, COLBLK_BYTES / (ESZ))                              \
+    static ALWAYS_INLINE void NAME##_conv_block(const bp_cpu_job *job, int64_t r, const int NR) {          \
+        _Alignas(64) float conv[R * CONV_STRIDE];                                                            \
+        __m512 part[MAX_BATCH * R];                                                                        \
+        const int64_t n = job->cols;                                                                       \
+        const size_t rb = job->row_bytes;                                                                  \
+        const uint8_t *w = job->w + (size_t)r * rb;                                                       \
+        for (int64_t c0 = 0; c0 < n; c0 += CONV_COLS) {                                                    \
+            const int64_t c1 = n - c0 < CONV_COLS ? n : c0 + CONV_COLS;                                    \
+            __m512 *pp = part;                                                                             \
+            for (int64_t j0 = 0; j0 < job->batch;) {                                                       \
+                const int nj = bp_tile_group(job->batch - j0, NR);                                         \
+                const uint8_t *cv = (const uint8_t *)conv;                                                 \
+                if (j0 == 0 && nj == 3) NAME##_wtile(job, r, NR, 3, 0, c0, c1, pp, w, rb, 0, conv);        \
+                else if (j0 == 0) NAME##_wtile(job, r, NR, 2, 0, c0, c1, pp, w, rb, 0, conv);              \
+                else if (nj == 3) conv_tile(job, r, NR, 3, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
+                else if (nj == 2) conv_tile(job, r, NR, 2, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
+                else if (nj == 4) conv_tile(job, r, NR, 4, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
+                else conv_tile(job, r, NR, 1, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);                 \
+                j0 += nj;                                                                                  \
+                pp += NR * nj;                                                                             \
+            }                                                                                              \
+        }                                                                                                  \
+    }                                                                                                      \
+    /* Not inlined: their stack (16 KB of block, 32 KB of parked sums) apart from NAME##_cols'. The   \
+     * tiles past 4 inputs have R rows, or 1 (the rows left over). */                                   \
+    static __attribute__((noinline)) void NAME##_conv_r(const bp_cpu_job *job, int64_t r) { NAME##_conv_block(job, r, R); } \
+    static __attribute__((noinline)) void NAME##_conv_1(const bp_cpu_job *job, int64_t r) { NAME##_conv_block(job, r, 1); } \
+    static ALWAYS_INLINE void NAME##_conv_cols(const bp_cpu_job *job, int64_t r, const int NR) {           \
+        if ((ESZ) == 4 || job->batch < CONV_MIN_BATCH || job->batch > MAX_BATCH || (NR != R && NR != 1))   \
+            NAME##_cols(job, r, NR);                                                                       \
+        else if (NR == R) NAME##_conv_r(job, r);                                                          \
+        else NAME##_conv_1(job, r);                                                                        \
+    }                                                                                                      \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         if (job->batch == 1) {                                                                             \
             g_decode[DEC](job, r0, r1);                                                                    \
             return;                                                                                        \
         }                                                                                                  \
-        BP_TILE_ROWS(NAME##_cols, job, r0, r1, R, R2);                                                     \
+        BP_TILE_ROWS(NAME##_conv_cols, job, r0, r1, R, R2);                                                \
     }
 
 /* Batch 1 runs a one-row kernel (one weight stream, four accumulators): cold, the AVX2 one read
