@@ -508,6 +508,7 @@ static size_t act_bytes(bp_cpu_act act, int64_t cols) {
     case BP_ACT_Q8X256:
     case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);
     case BP_ACT_BF16: return bp_cpu_bf16_act_bytes(cols);
+    case BP_ACT_F32EO: return bp_cpu_f32eo_act_bytes(cols);
     default: return 0;
     }
 }
@@ -519,6 +520,7 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
     else if (act == BP_ACT_Q8X32Q) ops->quant_q8x32q(x, cols, buf);
     else if (act == BP_ACT_Q8X256P) ops->quant_q8x256p(x, cols, buf);
     else if (act == BP_ACT_BF16) ops->quant_bf16(x, cols, buf);
+    else if (act == BP_ACT_F32EO) ops->quant_f32eo(x, cols, buf);
 }
 
 uint8_t *bp_cpu_packed_alloc(int64_t rows, size_t stride) {

@@ -43,11 +43,16 @@ typedef enum bp_cpu_act {
     BP_ACT_Q8X32Q = 5,
     /* x rounded to bf16 (nearest even), zero-padded to bp_cpu_bf16_act_bytes (kern_avx512bf.c). */
     BP_ACT_BF16 = 6,
+    /* x as f32, each whole 32 columns as their 16 even then their 16 odd ones, the cols % 32
+     * left in order, zero-padded to bp_cpu_f32eo_act_bytes: the order in which the exact BF16
+     * tiles widen 32 weights with one shift and one mask (kern_avx512f.c). */
+    BP_ACT_F32EO = 7,
 } bp_cpu_act;
 
 /* Bytes of one input's BP_ACT_BF16 activations: 2 * cols rounded up to 64 (whole zmm loads),
  * plus 64 where that is a multiple of 1 KB, so that the GEMM's inputs (this far apart) do not
  * all fall in the same L1 sets as 4096-column rows 8 KB apart would. */
+static inline size_t bp_cpu_f32eo_act_bytes(int64_t cols) { return (size_t)((cols + 31) / 32 * 32) * sizeof(float); }
 static inline size_t bp_cpu_bf16_act_bytes(int64_t cols) {
     size_t b = ((size_t)cols * 2 + 63) / 64 * 64;
     return b % 1024 ? b : b + 64;
@@ -157,6 +162,7 @@ typedef struct bp_cpu_ops {
     void (*gemm_bf16r)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
     const char *gemm_bf16r_name;
     void (*quant_bf16)(const float *x, int64_t n, void *out);
+    void (*quant_f32eo)(const float *x, int64_t n, void *out); /* BP_ACT_F32EO */
     /* Read n bytes (n a multiple of 256) as fast as possible; returns a value that depends on
      * every byte so the compiler cannot drop the loads. For the bandwidth figure. */
     uint64_t (*read_sum)(const uint8_t *p, size_t n);

@@ -5,7 +5,10 @@
  * prefetcher), so batches up to 4 (one group of inputs) stream whole rows; larger ones, where
  * each group re-reads the tile's rows, go through 2 KB blocks of each row so that the re-reads
  * come from L1 (COLBLK_BYTES, measured there). Per 16 columns: NJ activation loads, then per row one
- * weight load (converted to f32: vcvtph2ps for F16, a 16-bit shift for BF16) and NJ FMAs, so an
+ * weight load (converted to f32: vcvtph2ps for F16; BF16 per 32 columns, the even elements by a
+ * shift and the odd ones by a mask, against activations stored in that order, BP_ACT_F32EO: on
+ * the Intel Xeon VM, 2 threads, 4096 x 4096, t = 4 176 -> 207 GFLOP/s, t = 8 196 -> 222, t = 16
+ * 222 -> 240, where widening 16 at a time in order took two operations) and NJ FMAs, so an
  * activation load serves 8 rows and a weight load NJ inputs (the AVX2 kernels loaded both per
  * FMA, and ran once per input). The accumulators hide the FMA latency; these kernels keep
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to the FLOAT bound). BF16
@@ -46,13 +49,18 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
 /* Columns [c0, c1) of an NR x NJ tile over weight rows w, w + rb, ... whose column c sits at
  * (c - corg) * ESZ; part: the tile's accumulators between column blocks (read unless c0 == 0;
  * written unless c1 == n, when the sums go to y instead). PF: prefetch the rows ahead (the
- * weights themselves; not a converted copy). */
-#define FLOAT_TILE(NAME, LOAD, ESZ, PF)                                                                       \
+ * weights themselves; not a converted copy). XQ: the inputs come as BP_ACT_F32EO (job->xq)
+ * instead of x. SPLIT (BF16 weights, XQ): each whole 32 columns widen as their even elements (a
+ * 16-bit shift of the 32 bf16) and their odd ones (a mask), one operation per 16 weights where
+ * ld_bf16 takes two, against the activations in the same order; the rest as ld_bf16. save: the
+ * f32 weights are stored there too, in the order they were multiplied (CONV_STRIDE a row). */
+#define FLOAT_TILE(NAME, LOAD, ESZ, PF, XQ, SPLIT)                                                            \
     static ALWAYS_INLINE void NAME(const bp_cpu_job *job, int64_t r, const int NR, const int NJ, int64_t j0,   \
                                    int64_t c0, int64_t c1, __m512 *part, const uint8_t *w, size_t rb,         \
                                    int64_t corg, float *save) {                                               \
         const int64_t n = job->cols;                                                                       \
-        const float *x = job->x + j0 * n;                                                                  \
+        const int64_t xn = (XQ) ? (int64_t)(job->xq_stride / sizeof(float)) : n;                           \
+        const float *x = ((XQ) ? (const float *)job->xq : job->x) + j0 * xn;                               \
         __m512 acc[24]; /* NR * NJ <= 24, flat: GCC keeps it in registers */                              \
         _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                               \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                           \
@@ -66,9 +74,28 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
          * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                  \
         const int pfd = NR >= 8 || job->batch == 2 ? 1024 : 2048;                                          \
         int64_t c = c0;                                                                                    \
+        /* SPLIT: the evens of all rows, then the odds (the 32 bf16 loaded twice: evens and odds \
+         * of 3 inputs held at once beside 24 accumulators would need 33 registers) */           \
+        if (SPLIT)                                                                                         \
+            for (; c + 32 <= c1; c += 32) {                                                                \
+                const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);                                    \
+                for (int h = 0; h < 2; h++) {                                                              \
+                    __m512 xv[MAX_NJ];                                                                     \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * xn + c + 16 * h); \
+                    _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                 \
+                        const uint8_t *wp = w + (size_t)i * rb + (size_t)(c - corg) * (ESZ);               \
+                        if (pf && h == 0) _mm_prefetch((const char *)(wp + pfd), _MM_HINT_T0);             \
+                        const __m512i v = _mm512_loadu_si512((const void *)wp);                            \
+                        const __m512 wv = _mm512_castsi512_ps(h ? _mm512_and_si512(v, hi) : _mm512_slli_epi32(v, 16)); \
+                        if (save) _mm512_store_ps(save + i * CONV_STRIDE + (c - c0) + 16 * h, wv);         \
+                        _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                               \
+                            acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                 \
+                    }                                                                                      \
+                }                                                                                          \
+            }                                                                                              \
         _Pragma("GCC unroll 2") for (; c + 16 <= c1; c += 16) {                                            \
             __m512 xv[MAX_NJ];                                                                             \
-            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * n + c);   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * xn + c);  \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
                 if (pf)                                                                                    \
                 _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)(c - corg) * (ESZ) + pfd), _MM_HINT_T0); \
@@ -81,7 +108,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         if (c < c1) {                                                                                      \
             const __mmask16 m = (__mmask16)((1u << (c1 - c)) - 1);                                         \
             __m512 xv[MAX_NJ];                                                                             \
-            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * n + c); \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * xn + c); \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
                 __m512 wv = LOAD(w + (size_t)i * rb + (size_t)(c - corg) * (ESZ), m);                      \
                 if (save) _mm512_store_ps(save + i * CONV_STRIDE + (c - c0), wv);                            \
@@ -114,10 +141,11 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
 enum { CONV_COLS = 1024, CONV_STRIDE = CONV_COLS + 16, CONV_MIN_BATCH = 16 };
 
 /* The f32 tile over a converted block (below). */
-FLOAT_TILE(conv_tile, ld_f32, 4, false)
+FLOAT_TILE(conv_tile, ld_f32, 4, false, false, false)
+FLOAT_TILE(conv_tile_eo, ld_f32, 4, false, true, false) /* BF16's: the inputs as BP_ACT_F32EO */
 
-#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2)                                                                  \
-    FLOAT_TILE(NAME##_wtile, LOAD, ESZ, true)                                                              \
+#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2, XQ, CTILE)                                                       \
+    FLOAT_TILE(NAME##_wtile, LOAD, ESZ, true, XQ, XQ)                                                      \
     static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int NR, const int NJ,    \
                                           int64_t j0, int64_t c0, int64_t c1, __m512 *part) {              \
         NAME##_wtile(job, r, NR, NJ, j0, c0, c1, part, job->w + (size_t)r * job->row_bytes, job->row_bytes, 0, NULL); \
@@ -138,10 +166,10 @@ FLOAT_TILE(conv_tile, ld_f32, 4, false)
                 const uint8_t *cv = (const uint8_t *)conv;                                                 \
                 if (j0 == 0 && nj == 3) NAME##_wtile(job, r, NR, 3, 0, c0, c1, pp, w, rb, 0, conv);        \
                 else if (j0 == 0) NAME##_wtile(job, r, NR, 2, 0, c0, c1, pp, w, rb, 0, conv);              \
-                else if (nj == 3) conv_tile(job, r, NR, 3, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
-                else if (nj == 2) conv_tile(job, r, NR, 2, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
-                else if (nj == 4) conv_tile(job, r, NR, 4, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
-                else conv_tile(job, r, NR, 1, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);                 \
+                else if (nj == 3) CTILE(job, r, NR, 3, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
+                else if (nj == 2) CTILE(job, r, NR, 2, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
+                else if (nj == 4) CTILE(job, r, NR, 4, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
+                else CTILE(job, r, NR, 1, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);                 \
                 j0 += nj;                                                                                  \
                 pp += NR * nj;                                                                             \
             }                                                                                              \
@@ -207,19 +235,35 @@ static bp_cpu_vec_fn g_decode[3] = {row_f32, row_f16, row_bf16};
  * such streams at once lost to ggml at t = 2 (0.89-0.92x, 59-61 vs 64 GFLOP/s); 4 rows ran
  * 0.97-1.01x (61-65), 4 rows 2 KB ahead 0.86-0.96x, 2 rows 60, 1 row 50 (2 threads, 4096 x 4096,
  * Zen 5, interleaved with ggml). F16 keeps 8: 4 rows cost it 1.30x -> 1.05-1.10x. */
-FLOAT_KERNEL(vec_f32, ld_f32, 4, 0, 4)
-FLOAT_KERNEL(vec_f16, ld_f16, 2, 1, 8)
-FLOAT_KERNEL(vec_bf16, ld_bf16, 2, 2, 8)
+FLOAT_KERNEL(vec_f32, ld_f32, 4, 0, 4, false, conv_tile)
+FLOAT_KERNEL(vec_f16, ld_f16, 2, 1, 8, false, conv_tile)
+FLOAT_KERNEL(vec_bf16, ld_bf16, 2, 2, 8, true, conv_tile_eo)
+
+/* BP_ACT_F32EO (cpu_internal.h): per whole 32 columns the 16 even ones, then the 16 odd ones. */
+static void quant_f32eo(const float *x, int64_t n, void *out) {
+    float *o = out;
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    int64_t c = 0;
+    for (; c + 32 <= n; c += 32) {
+        const __m512 a = _mm512_loadu_ps(x + c), b = _mm512_loadu_ps(x + c + 16);
+        _mm512_storeu_ps(o + c, _mm512_permutex2var_ps(a, ev, b));
+        _mm512_storeu_ps(o + c + 16, _mm512_permutex2var_ps(a, od, b));
+    }
+    for (; c < n; c++) o[c] = x[c];
+    for (; c < (n + 31) / 32 * 32; c++) o[c] = 0.0f;
+}
 
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
 /* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
  * t = 32, these ~2x that (Zen 5, one core, hot). */
     if (!ops->vec[BP_KIND_F32].fn || !ops->vec[BP_KIND_F16].fn || !ops->vec[BP_KIND_BF16].fn) return false;
-#define SET(K, I, FN, NAME)                                                                                            \
-    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_F32, "CPU avx512 " #K " (" NAME ": batches 8 rows x 3 inputs, decode one row, 4 accumulators)", 64, NULL, true}
-    SET(F32, 0, vec_f32, "f32 FMA");
-    SET(F16, 1, vec_f16, "F16C + f32 FMA");
-    SET(BF16, 2, vec_bf16, "f32 FMA");
+#define SET(K, ACT, FN, NAME)                                                                                          \
+    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME ": batches 8 rows x 3 inputs, decode one row, 4 accumulators)", 64, NULL, true}
+    SET(F32, BP_ACT_F32, vec_f32, "f32 FMA");
+    SET(F16, BP_ACT_F32, vec_f16, "F16C + f32 FMA");
+    SET(BF16, BP_ACT_F32EO, vec_bf16, "f32 FMA");
+    ops->quant_f32eo = quant_f32eo;
 #undef SET
     return true;
 }

@@ -1,25 +1,30 @@
 /* AVX-512 decode and small-batch kernels for the k-quants (Q2_K Q3_K Q4_K Q5_K Q6_K) against
- * bp_q8x256 activations (IQ4_XS, once here, runs kern_avx512pz.c's quad loop). One zmm holds 64 weights, the two 32-weight groups (or four 16-weight
- * groups) whose activations are 64 consecutive bytes of the plain q8x256 layout, so nothing is
- * re-ordered. Per 64 weights: unpack (a variable shift per 256-bit half picks the low or high
- * nibble / bit pair; vptestmb + masked add supply Q5_K's and Q3_K's extra bit), one vpmaddubsw
- * (u8 x s8 pairs) and one vpdpwssd that multiplies the pairs by their group scales (vpermw puts
- * each group's scale under its lanes) and accumulates. The AVX2 kernels did the same per 32
- * weights with a scalar scale broadcast per group; on the dev machine (Zen 5) these read
- * ~2x the bytes per cycle hot.
+ * bp_q8x256 activations (IQ4_XS, once here, runs kern_avx512pz.c's quad loop). One zmm holds 64
+ * weights, the two 32-weight groups (or four 16-weight groups) whose activations are 64
+ * consecutive bytes of the plain q8x256 layout, so nothing is re-ordered. Per 64 weights:
+ * unpack (a variable shift per 256-bit half picks the low or high nibble / bit pair; vptestmb +
+ * masked add supply Q5_K's and Q3_K's extra bit), one vpmaddubsw (u8 x s8 pairs) and one
+ * vpdpwssd that multiplies the pairs by their group scales (vpermw puts each group's scale under
+ * its lanes) and accumulates (Q4_K / Q5_K decode: dot4_p32, one vpdpbusd per 64 instead). The
+ * AVX2 kernels did the same per 32 weights with a scalar scale broadcast per group; on the dev
+ * machine (Zen 5) these read ~2x the bytes per cycle hot.
  *
  * Small batches: each kernel computes up to 4 inputs per pass over a row (multi = true), so the
  * weights are read from memory once per call and unpacked once per 4 inputs. 8 per pass fit the
  * registers too, but ran Q4_K / Q6_K at t = 8 at 0.4-0.6x the speed of two passes of 4 once the
  * rows no longer fit L2 (1000 x 4096 on the dev machine). From 16 inputs on, groups of 16 or 32
- * run a second kernel (p16_panel, kern_avx512p16.inc) with the inputs in the lanes: one vpdpbusd per 64
- * multiply-adds instead of two multiply ops and a per-input epilogue. */
+ * run a second kernel (p16_panel, kern_avx512p16.inc) with the inputs in the lanes: one vpdpbusd
+ * per 64 multiply-adds instead of two multiply ops and a per-input epilogue.
+ *
+ * Tried for Q4_K / Q5_K decode and taken out: a split copy per row (heads, fifth bits, nibbles in
+ * regions of their own, so no 32-byte load spans two lines, as kern_avx512pz.c does for IQ4_XS
+ * and Q5_0/Q5_1): Intel Xeon VM, 2 threads, 4096 x 4096, cold, Q4_K 31.8 -> 29.7 GB/s, Q5_K 29.3
+ * -> 28.7 (three streams a row where there was one, and only 1 load in 4 or 2 had spanned). */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2_util.h"
 #include "cpu/avx512_util.h"
-#include "kinds/iq_tables.h"
 
 enum { MAX_NJ = 4 };
 
