@@ -12,7 +12,7 @@
  * activation load serves 8 rows and a weight load NJ inputs (the AVX2 kernels loaded both per
  * FMA, and ran once per input). The accumulators hide the FMA latency; these kernels keep
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to the FLOAT bound). BF16
- * batches (t >= 2) outside exact mode run kern_avx512bf.c instead where the CPU has AVX512_BF16.
+ * batches (t >= 2) outside exact mode run kern_avx512bf.c instead on AMD CPUs with AVX512_BF16.
  *
  * Batch 1 runs a one-row kernel (below: ROW_KERNEL, every float kind),
  * faster cold than the tile. Each tile row is prefetched ahead (1 KB in 8-row tiles, 2 KB in
@@ -126,7 +126,6 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         }                                                                                                  \
     }
 
-
 /* F16 and BF16 from 16 inputs: the first input group's tile also stores the f32 it converts,
  * CONV_COLS columns a row (the column block), and the other groups' tiles read that instead of
  * converting each weight again for every 3 inputs (vcvtph2ps and the BF16 widening are two
@@ -164,8 +163,8 @@ FLOAT_TILE(conv_tile_eo, ld_f32, 4, false, true, false) /* BF16's: the inputs as
             for (int64_t j0 = 0; j0 < job->batch;) {                                                       \
                 const int nj = bp_tile_group(job->batch - j0, NR);                                         \
                 const uint8_t *cv = (const uint8_t *)conv;                                                 \
-                if (j0 == 0 && nj == 3) NAME##_wtile(job, r, NR, 3, 0, c0, c1, pp, w, rb, 0, conv);        \
-                else if (j0 == 0) NAME##_wtile(job, r, NR, 2, 0, c0, c1, pp, w, rb, 0, conv);              \
+                /* the first group (3 inputs: the batch is >= CONV_MIN_BATCH) converts and stores */    \
+                if (j0 == 0) NAME##_wtile(job, r, NR, 3, 0, c0, c1, pp, w, rb, 0, conv);                   \
                 else if (nj == 3) CTILE(job, r, NR, 3, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
                 else if (nj == 2) CTILE(job, r, NR, 2, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
                 else if (nj == 4) CTILE(job, r, NR, 4, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
