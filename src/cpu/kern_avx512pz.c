@@ -113,7 +113,11 @@ static bool pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, 
 /* IQ4_XS (kern_avx512pz.c's only k-size kind): per row the superblocks' 8-byte heads (d,
  * scales_h, scales_l) back to back, then from the next 64-byte boundary their 128 bytes of
  * nibbles (two quads each, as in the file), so that every quad load is one aligned line. The
- * same bytes as the file at 4096 columns (16 x 8 = 128 bytes of heads). */
+ * same bytes as the file at 4096 columns (16 x 8 = 128 bytes of heads). Tried with
+ * kern_packed.inc's AVX2 pair loop as well (the nibbles are its pairs too): Intel Xeon VM, AVX2
+ * forced, 2 threads, 4096 x 4096, decode the same (24.3 -> 24.0 GB/s cold), t = 8-32 0.81-0.82x
+ * the q8_K kernel's GFLOP/s; not taken. So was Q5_0/Q5_1's mask region there (below): cold
+ * +2-9%, t = 8-32 0.93-1.03x. */
 static size_t iq4xs_head_bytes(int64_t cols) { return ((size_t)(cols / 256) * 8 + 63) / 64 * 64; }
 static bool pack_iq4_xs(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
     const int64_t nsb = cols / 256;
