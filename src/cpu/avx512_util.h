@@ -36,6 +36,12 @@ static ALWAYS_INLINE void bp_transpose16_epi32(__m512i r[16]) {
     }
 }
 
+/* The input group a tile takes with `left` inputs to go: 4 only as the whole of a batch of 4 in
+ * tiles of <= 4 rows, else 3 (never leaving 1 behind a 3 when 4 are left: 2 + 2), 2 or 1. */
+static inline int bp_tile_group(int64_t left, int nr) {
+    return left == 4 && nr <= 4 ? 4 : left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
+}
+
 /* The float tiles' drivers, shared by kern_avx512f.c (exact f32 products) and kern_avx512bf.c
  * (vdpbf16ps): the same grouping of inputs and rows around two different register tiles.
  * TILE(job, r, NR, NJ, j0, c0, c1, part) computes columns [c0, c1) of rows r .. r + NR - 1 against
@@ -44,11 +50,6 @@ static ALWAYS_INLINE void bp_transpose16_epi32(__m512i r[16]) {
  * stream from memory once per call; with more than one input group (batch > 4, up to MAXB), in
  * column blocks of BLK columns so that each group's re-reads of the tile's rows come from L1. The
  * sums keep their column order, so the blocking does not change results. */
-/* The input group a tile takes with `left` inputs to go: 4 only as the whole of a batch of 4 in
- * tiles of <= 4 rows, else 3 (never leaving 1 behind a 3 when 4 are left: 2 + 2), 2 or 1. */
-static inline int bp_tile_group(int64_t left, int nr) {
-    return left == 4 && nr <= 4 ? 4 : left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
-}
 #define BP_TILE_COLS(NAME, TILE, RMAX, MAXB, BLK)                                                        \
     static ALWAYS_INLINE void NAME(const bp_cpu_job *job, int64_t r, const int NR) {                     \
         __m512 part[(MAXB) * (RMAX)];                                                                    \

@@ -52,11 +52,12 @@ typedef enum bp_cpu_act {
 /* Bytes of one input's BP_ACT_BF16 activations: 2 * cols rounded up to 64 (whole zmm loads),
  * plus 64 where that is a multiple of 1 KB, so that the GEMM's inputs (this far apart) do not
  * all fall in the same L1 sets as 4096-column rows 8 KB apart would. */
-static inline size_t bp_cpu_f32eo_act_bytes(int64_t cols) { return (size_t)((cols + 31) / 32 * 32) * sizeof(float); }
 static inline size_t bp_cpu_bf16_act_bytes(int64_t cols) {
     size_t b = ((size_t)cols * 2 + 63) / 64 * 64;
     return b % 1024 ? b : b + 64;
 }
+/* Bytes of one input's BP_ACT_F32EO activations: cols rounded up to whole 32-column chunks. */
+static inline size_t bp_cpu_f32eo_act_bytes(int64_t cols) { return (size_t)((cols + 31) / 32 * 32) * sizeof(float); }
 
 /* Panel GEMM blocking: NR weight rows by KC columns are dequantized once and reused for the
  * whole batch. KC is a multiple of every kind's block (256) so a chunk is whole blocks. */
