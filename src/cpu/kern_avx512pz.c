@@ -1,17 +1,19 @@
 /* AVX-512 repacked kernels four blocks at a time for the 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1
  * Q8_0 IQ4_NL MXFP4), Q1_0 and NVFP4 (as pairs of 32-element blocks with a scale per 16), and
- * IQ4_XS on its own layout (its nibbles are already quads; see vec_iq4_xsq). kern_packed.inc works on pairs of blocks in ymm registers,
- * which costs, per 64 weights and input, two vpdpbusd plus a conversion, a scale permute and an
- * FMA. Here one zmm holds the low nibbles of four blocks (elements 0..15 of each) and another
- * the high nibbles (16..31), against activations laid out to match (BP_ACT_Q8X32Q: per 4
- * blocks [b0 0..15, b1 0..15, b2 0..15, b3 0..15, b0 16..31, ...]); per 128 weights and input:
- * two vpdpbusd, one conversion, one permute, one FMA, half the float work of the pair loop.
+ * IQ4_XS (its nibbles are already quads; see vec_iq4_xsq). kern_packed.inc works on pairs of
+ * blocks in ymm registers, which costs, per 64 weights and input, two vpdpbusd plus a
+ * conversion, a scale permute and an FMA. Here one zmm holds the low nibbles of four blocks
+ * (elements 0..15 of each) and another the high nibbles (16..31), against activations laid out
+ * to match (BP_ACT_Q8X32Q: per 4 blocks [b0 0..15, b1 0..15, b2 0..15, b3 0..15, b0 16..31,
+ * ...]); per 128 weights and input: two vpdpbusd, one conversion, one permute, one FMA, half
+ * the float work of the pair loop.
  *
- * Every line of a row is requested BP_ROW_PF ahead (avx2_util.h; the note on pf_group says how):
- * with the scales and quants of a row read as two streams, the hardware prefetcher left a cold Q4_0 decode at 14.7 GB/s on one core of the
- * dev machine (Q4_K's one stream: 30); prefetched 1 KB ahead, 32.5. At 2 threads (Zen 5, 2 vCPU,
- * 4096 x 4096, cold) 2 KB instead of 1 read Q4_0 at 60.7 GB/s instead of 56.8, and prefetching
- * Q8_0's second line too (its quads are 128 bytes) 65.2 instead of 60.8.
+ * Every line of a row is requested BP_ROW_PF ahead (avx2_util.h; the note on pf_group says
+ * how): with the scales and quants of a row read as two streams, the hardware prefetcher left a
+ * cold Q4_0 decode at 14.7 GB/s on one core of the dev machine (Q4_K's one stream: 30);
+ * prefetched 1 KB ahead, 32.5. At 2 threads (Zen 5, 2 vCPU, 4096 x 4096, cold) 2 KB instead of
+ * 1 read Q4_0 at 60.7 GB/s instead of 56.8, and prefetching Q8_0's second line too (its quads
+ * are 128 bytes) 65.2 instead of 60.8.
  *
  * Weight layout per row (made once per weight at first use, like kern_packed.inc's): [nbp scale
  * fields][nbp second fields (Q4_1's min)][Q5: per quad two u64 masks of the fifth bits in the
@@ -462,8 +464,9 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     SET(Q5_1, vec_q5_1q, pack4_q5_1, 24);
     SET(Q1_0, vec_q1_0q, pack4_q1_0, 64);
     SET(Q8_0, vec_q8_0q, pack4_q8_0, 28);
-    /* IQ4_XS reads its blocks in place (no pack). The AVX2 kernel it replaces stays the decode
-     * alternative (BACKPLANE_CPU_DECODE=avx2). max_batch 8: Intel Xeon VM, 2 threads, 4096 x
+    /* IQ4_XS reads pack_iq4_xs's aligned copy, or its blocks in place where there is no memory
+     * for one (vec_plain). The AVX2 kernel it replaces stays the decode alternative
+     * (BACKPLANE_CPU_DECODE=avx2). max_batch 8: Intel Xeon VM, 2 threads, 4096 x
      * 4096, hot, GFLOP/s this / the int8 GEMM: t = 8 365/330, t = 12 365/416, t = 16 366/483. */
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
     ops->vec_plain[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsq, BP_ACT_Q8X32Q, "CPU avx512 IQ4_XS (quads in place, q8_0 VNNI)", 8, NULL, true};
