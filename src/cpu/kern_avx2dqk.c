@@ -44,9 +44,11 @@ static void dq_q5_k(const void *src, float *dst, int64_t nb) {
         const float d = f16(b), dmin = f16(b + 2);
         uint8_t sc[8], mn[8];
         scale_min_k4(b + 4, sc, mn);
-        __m256i qh = load32(b + 16), lo, hi;
+        const __m256i qh = load32(b + 16);
+        __m256i lo, hi;
+        _Pragma("GCC unroll 4")
         for (int j = 0; j < 4; j++) {
-            q5_k_pair(b, j, &qh, &lo, &hi);
+            q5_k_pair(b, j, qh, &lo, &hi);
             put32_affine(dst + 64 * j, lo, d * sc[2 * j], dmin * mn[2 * j]);
             put32_affine(dst + 64 * j + 32, hi, d * sc[2 * j + 1], dmin * mn[2 * j + 1]);
         }
