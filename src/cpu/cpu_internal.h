@@ -199,6 +199,9 @@ static inline size_t bp_cpu_q8_prep_bytes(int64_t T, int64_t cols) {
  * reference (or is not available here). For test_cpu_dequant. */
 bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
+/* NVFP4's repacked copy (kern_packed.inc, built with AVX2): one layout read by the AVX2 and the
+ * AVX-512 kernels (kern_avx512pz.c), so either ISA reuses the other's copy. */
+bool bp_cpu_pack_nvfp4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out);
 bool bp_cpu_avx2g8_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 /* For test_cpu_dequant: kind k's direct int8 panel decoder (kern_avx512.c) over nblocks blocks

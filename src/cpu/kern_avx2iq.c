@@ -101,7 +101,9 @@ static void vec_q2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
 }
 
 /* ---- NVFP4: 36 bytes, d[4] (UE4M3 per 16) | qs[32]; in sub-block s, element j < 8 is the low
- * nibble of qs[8s + j], j >= 8 the high nibble of qs[8s + j - 8]. */
+ * nibble of qs[8s + j], j >= 8 the high nibble of qs[8s + j - 8]. The kernel on the file's layout:
+ * kern_packed.inc's repacked one replaces it (its init keeps this one as vec_plain, for a
+ * weight with no memory for the copy). */
 static float g_ue4m3_half[256];
 
 static void init_ue4m3(void) {

@@ -37,7 +37,8 @@ enum { MAX_NJ = 16, DXT_MAX = 256 /* blocks of d_x tabled per call (16 KB) */ };
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
 /* TQ1_0, TQ2_0, NVFP4: per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per
- * block (b, i). Up to MAXNJ inputs per pass: 8 for TQ1_0 and NVFP4, 4 for TQ2_0. (The grid and
+ * block (b, i). Up to MAXNJ inputs per pass: 8 (TQ2_0 had 4: 8 read 1.08-1.11x at t = 5-32 on
+ * the Intel Xeon VM, 2 threads, 4096 x 4096, and even at 2-4). (The grid and
  * IQ1 kinds: IQ_KERNEL, below.) */
 #define ROW_KERNEL(NAME, BYTES, ELEMS, MAXNJ, ...)                                                        \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
@@ -58,13 +59,20 @@ enum { MAX_NJ = 16, DXT_MAX = 256 /* blocks of d_x tabled per call (16 KB) */ };
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
             const int64_t left = job->batch - j0;                                                         \
-            const int nj = left >= 16 && (MAXNJ) >= 16 ? 16 : left >= 8 && (MAXNJ) >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;             \
+            /* every count up to MAXNJ in one pass (t = 3 as 2 + 1 passes read TQ1_0 at 0.55x t = 4) */   \
+            const int nj = left >= 16 && (MAXNJ) >= 16 ? 16 : left >= (MAXNJ) ? (MAXNJ) : (int)left;      \
             for (int64_t r = r0; r < r1; r++) {                                                           \
-                if (nj == 16) NAME##_row(job, r, 16, j0);                                                 \
-                else if (nj == 8) NAME##_row(job, r, 8, j0);                                                   \
-                else if (nj == 4) NAME##_row(job, r, 4, j0);                                              \
-                else if (nj == 2) NAME##_row(job, r, 2, j0);                                              \
-                else NAME##_row(job, r, 1, j0);                                                           \
+                switch (nj) {                                                                             \
+                case 16: NAME##_row(job, r, (MAXNJ) >= 16 ? 16 : 1, j0); break;                           \
+                case 8: NAME##_row(job, r, (MAXNJ) >= 8 ? 8 : 1, j0); break;                              \
+                case 7: NAME##_row(job, r, (MAXNJ) >= 7 ? 7 : 1, j0); break;                              \
+                case 6: NAME##_row(job, r, (MAXNJ) >= 6 ? 6 : 1, j0); break;                              \
+                case 5: NAME##_row(job, r, (MAXNJ) >= 5 ? 5 : 1, j0); break;                              \
+                case 4: NAME##_row(job, r, 4, j0); break;                                                 \
+                case 3: NAME##_row(job, r, 3, j0); break;                                                 \
+                case 2: NAME##_row(job, r, 2, j0); break;                                                 \
+                default: NAME##_row(job, r, 1, j0); break;                                                \
+                }                                                                                         \
             }                                                                                             \
             j0 += nj;                                                                                     \
         }                                                                                                 \
@@ -485,7 +493,7 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
     static __attribute__((noinline)) void NAME##SUF(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, const float *dxt) { \
         for (int64_t r = r0; r < r1; r++) NAME##_row(job, r, NJ, j0, TAB ? dxt : NULL, DEC);              \
     }
-/* Per row, NJ (1, 2, 4, 8) inputs from j0, SERVE per block; DEC: a batch of 1. Inputs outer,
+/* Per row, NJ (1 to 8) inputs from j0, SERVE per block; DEC: a batch of 1. Inputs outer,
  * rows inner; groups of 16 or 32 inputs go to p16_panel. */
 #define IQ_KERNEL(NAME, BYTES, KIND, DEFER, PREP, ARGS)                                                   \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const float *dxt, \
@@ -514,7 +522,11 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
         for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = o[jj];                        \
     }                                                                                                     \
     IQ_ROWS(NAME, _r8, 8, false, true)                                                                    \
+    IQ_ROWS(NAME, _r7, 7, false, true)                                                                    \
+    IQ_ROWS(NAME, _r6, 6, false, true)                                                                    \
+    IQ_ROWS(NAME, _r5, 5, false, true)                                                                    \
     IQ_ROWS(NAME, _r4, 4, false, true)                                                                    \
+    IQ_ROWS(NAME, _r3, 3, false, true)                                                                    \
     IQ_ROWS(NAME, _r2, 2, false, true)                                                                    \
     IQ_ROWS(NAME, _r1, 1, false, true)                                                                    \
     IQ_ROWS(NAME, _r1x, 1, false, false)                                                                  \
@@ -539,7 +551,7 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
                 continue;                                                                                 \
             }                                                                                             \
             const bool dec = job->batch == 1, tab = !dec && nb <= DXT_MAX;                                \
-            const int nj = !dec && !tab ? 1 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;         \
+            const int nj = !dec && !tab ? 1 : left >= 8 ? 8 : (int)left;                                   \
             if (tab) {                                                                                    \
                 const size_t xs = job->xq_stride;                                                         \
                 const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                           \
@@ -549,7 +561,11 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
             if (dec) NAME##_dec(job, r0, r1, j0, NULL);                                                   \
             else if (!tab) NAME##_r1x(job, r0, r1, j0, NULL);                                             \
             else if (nj == 8) NAME##_r8(job, r0, r1, j0, dxt);                                            \
+            else if (nj == 7) NAME##_r7(job, r0, r1, j0, dxt);                                            \
+            else if (nj == 6) NAME##_r6(job, r0, r1, j0, dxt);                                            \
+            else if (nj == 5) NAME##_r5(job, r0, r1, j0, dxt);                                            \
             else if (nj == 4) NAME##_r4(job, r0, r1, j0, dxt);                                            \
+            else if (nj == 3) NAME##_r3(job, r0, r1, j0, dxt);                                            \
             else if (nj == 2) NAME##_r2(job, r0, r1, j0, dxt);                                            \
             else NAME##_r1(job, r0, r1, j0, dxt);                                                         \
             j0 += nj;                                                                                     \
@@ -568,7 +584,7 @@ static ALWAYS_INLINE __m512i cnt2(int a, int b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
 }
 
-ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, 4, {
+ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, 8, {
     __m512i w[4];
     for (int k = 0; k < 4; k++)
         w[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(b + 32 * (k / 2))),
@@ -675,13 +691,16 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
  * the two meet, so GFLOP/s does not dip past it. After the GEMM's direct panels (kern_avx512.c:
  * IQ2_XXS, IQ3_XXS, IQ3_S decode straight to int8) it overtakes those three past 16: t = 17
  * 287/325, 225/238, 187/228; t = 20 296/354, 242/263, 201/255; t = 32 411/431, 375/353, 353/340
- * (IQ3 a few % behind at 24-32 against 15-25% ahead at 17-20): limit 16. */
+ * (IQ3 a few % behind at 24-32 against 15-25% ahead at 17-20): limit 16. On the Intel Xeon VM
+ * (2 threads, 4096 x 4096, 3 interleaved rounds, GFLOP/s kernel / GEMM) the GEMM wins far
+ * earlier for the IQ3 kinds: IQ3_S t = 2 49/73, 4 87/138, 8 136/232, 16 242/363, so IQ3_S runs
+ * the GEMM from t = 2; IQ3_XXS t = 2 89/66, 4 145/134, 5 139/162, 8 185/238: limit 4. */
 #define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass, 16-32 from t = 9)", MAXB, NULL, true}
     SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 16);
     SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 32);
     SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 16);
-    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 16);
+    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 4);
+    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 1);
     SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 64);
     SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 64);
     SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
@@ -695,7 +714,7 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
     ops->vec_alt[BP_KIND_IQ1_S].fn = NULL;
     ops->vec_alt[BP_KIND_IQ1_M].fn = NULL;
     /* MAXNJ above; the names after SET, which writes the grid kinds' name */
-    ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 4 inputs per pass)";
+    ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 8 inputs per pass)";
     ops->vec[BP_KIND_TQ1_0].name = "CPU avx512 TQ1_0 (q8_K VNNI, 8 inputs per pass)";
     /* NVFP4 decodes repacked (kern_avx512pz.c); this kernel reads the plain layout when the copy cannot be made */
     ops->vec_plain[BP_KIND_NVFP4] = (bp_cpu_vec_kernel){vec_nvfp4, BP_ACT_Q8X32, "CPU avx512 NVFP4 (q8_0 VNNI, 8 inputs per pass)", 64, NULL, true};

@@ -9,10 +9,14 @@
  * AVX2 kernels did the same per 32 weights with a scalar scale broadcast per group; on the dev
  * machine (Zen 5) these read ~2x the bytes per cycle hot.
  *
- * Small batches: each kernel computes up to 4 inputs per pass over a row (multi = true), so the
- * weights are read from memory once per call and unpacked once per 4 inputs. 8 per pass fit the
- * registers too, but ran Q4_K / Q6_K at t = 8 at 0.4-0.6x the speed of two passes of 4 once the
- * rows no longer fit L2 (1000 x 4096 on the dev machine). From 16 inputs on, groups of 16 or 32
+ * Small batches: each kernel computes up to MAX_NJ = 8 inputs per pass over a row (multi = true),
+ * every count from 1 to 8 in one pass, so the weights are read once per call and unpacked once
+ * per 8 inputs. History: 8 a pass once ran Q4_K / Q6_K at t = 8 at 0.4-0.6x two passes of 4 on
+ * the dev machine (Zen 5, 1000 x 4096, an older epilogue), so it became 4 a pass, and t = 3
+ * (2 + 1) and 5-7 (4 + 1..3) made two or three passes of unpacking: on the Intel Xeon VM (2
+ * threads, 4096 x 4096, hot, 3 interleaved rounds) t = 5 read below t = 4 (Q2_K 206 vs 253
+ * GFLOP/s, Q3_K 181 vs 225, Q6_K 208 vs 251; ggml's Q2_K at t = 5: 197). One pass of up to 8
+ * there: t = 5 Q2_K 240, Q3_K 241, Q6_K 248; t = 8 1.06-1.19x; t = 2-4 even. From 16 inputs on, groups of 16 or 32
  * run a second kernel (p16_panel, kern_avx512p16.inc) with the inputs in the lanes: one vpdpbusd
  * per 64 multiply-adds instead of two multiply ops and a per-input epilogue.
  *
@@ -26,7 +30,7 @@
 #include "cpu/avx2_util.h"
 #include "cpu/avx512_util.h"
 
-enum { MAX_NJ = 4 };
+enum { MAX_NJ = 8 };
 
 /* vpermw indices: lanes 0-15 take word a, 16-31 word b (two 32-weight groups per zmm)... */
 static ALWAYS_INLINE __m512i idx2(int a, int b) {
@@ -83,7 +87,7 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
         const size_t xs = job->xq_stride;                                                                    \
         const uint8_t *xq = (const uint8_t *)job->xq + (size_t)j0 * xs;                                      \
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;                                              \
-        __m128 acc = _mm_setzero_ps();                                                                       \
+        __m128 acc[MAX_NJ / 4] = {_mm_setzero_ps(), _mm_setzero_ps()};                                      \
         __m512 acc1 = _mm512_setzero_ps();                                                                   \
         for (int64_t i = 0; i < nb; i++, b += (BYTES)) {                                                     \
             __m512i sv[MAX_NJ], mv[MAX_NJ];                                                                  \
@@ -103,17 +107,21 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
                 acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv[0]), _mm512_set1_ps(XQ(0, i)->d * d), acc1);    \
                 continue;                                                                                    \
             }                                                                                                \
-            const __m128 dx = _mm_setr_ps(XQ(0, i)->d, NJ > 1 ? XQ(1, i)->d : 0.0f, NJ > 2 ? XQ(2, i)->d : 0.0f, \
-                                          NJ > 3 ? XQ(3, i)->d : 0.0f);                                      \
-            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(sv)), _mm_mul_ps(dx, _mm_set1_ps(d)), acc);              \
-            if (SEP) acc = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(mv)), _mm_mul_ps(dx, _mm_set1_ps(f2)), acc);     \
+            for (int h = 0; h < (NJ + 3) / 4; h++) {                                                         \
+                const int q = 4 * h;                                                                         \
+                const __m128 dx = _mm_setr_ps(XQ(q, i)->d, NJ > q + 1 ? XQ(q + 1, i)->d : 0.0f,              \
+                                              NJ > q + 2 ? XQ(q + 2, i)->d : 0.0f, NJ > q + 3 ? XQ(q + 3, i)->d : 0.0f); \
+                acc[h] = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(sv + q)), _mm_mul_ps(dx, _mm_set1_ps(d)), acc[h]); \
+                if (SEP) acc[h] = _mm_fmadd_ps(_mm_cvtepi32_ps(sum4(mv + q)), _mm_mul_ps(dx, _mm_set1_ps(f2)), acc[h]); \
+            }                                                                                                \
         }                                                                                                    \
         if (DEC) {                                                                                           \
             job->y[j0 * job->rows + r] = _mm512_reduce_add_ps(acc1);                                         \
             return;                                                                                          \
         }                                                                                                    \
-        _Alignas(16) float o[4];                                                                             \
-        _mm_store_ps(o, acc);                                                                                \
+        _Alignas(16) float o[MAX_NJ];                                                                        \
+        _mm_store_ps(o, acc[0]);                                                                             \
+        _mm_store_ps(o + 4, acc[1]);                                                                         \
         for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = o[jj];                           \
     }                                                                                                        \
     /* Inputs outer, rows inner (as kern_packed.inc, which says why). */                                     \
@@ -126,12 +134,21 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
                 j0 += left >= 32 ? 32 : 16;                                                                  \
                 continue;                                                                                    \
             }                                                                                                \
-            const int nj = left >= 4 ? 4 : left >= 2 ? 2 : 1;                                \
+            const int nj = left >= MAX_NJ ? MAX_NJ : (int)left;                                              \
             for (int64_t r = r0; r < r1; r++) {                                                              \
-                if (nj == 4) NAME##_row(job, r, 4, j0, false);                                               \
-                else if (nj == 2) NAME##_row(job, r, 2, j0, false);                                          \
-                else if (job->batch > 1) NAME##_row(job, r, 1, j0, false);                                   \
-                else NAME##_row(job, r, 1, j0, true);                                                        \
+                switch (nj) {                                                                                \
+                case 8: NAME##_row(job, r, 8, j0, false); break;                                             \
+                case 7: NAME##_row(job, r, 7, j0, false); break;                                             \
+                case 6: NAME##_row(job, r, 6, j0, false); break;                                             \
+                case 5: NAME##_row(job, r, 5, j0, false); break;                                             \
+                case 4: NAME##_row(job, r, 4, j0, false); break;                                             \
+                case 3: NAME##_row(job, r, 3, j0, false); break;                                             \
+                case 2: NAME##_row(job, r, 2, j0, false); break;                                             \
+                default:                                                                                     \
+                    if (job->batch > 1) NAME##_row(job, r, 1, j0, false);                                    \
+                    else NAME##_row(job, r, 1, j0, true);                                                    \
+                    break;                                                                                   \
+                }                                                                                            \
             }                                                                                                \
             j0 += nj;                                                                                        \
         }                                                                                                    \
@@ -419,7 +436,7 @@ bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
  * the GEMM at t = 65): Q4_K 780/544, Q6_K 764/543, Q3_K 750/586, Q2_K 695/586, Q5_K 646/455;
  * IQ4_XS 1.1-2x in noisier runs. 64 is the limit the tests cover on each side; the old limits
  * (44-48) were where the 4-input kernels met the GEMM. */
-#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 4 inputs per pass, 16-32 from t = 16)", MAXB, NULL, true}
+#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 8 inputs per pass, 16-32 from t = 16)", MAXB, NULL, true}
     SET(Q2_K, vec_q2_k, 64);
     SET(Q3_K, vec_q3_k, 64);
     SET(Q4_K, vec_q4_k, 4);

@@ -138,41 +138,6 @@ static bool pack_iq4_xs(const uint8_t *w, int64_t rows, int64_t cols, size_t row
     return true;
 }
 
-/* NVFP4 (36 bytes per 64: four UE4M3 scales, one per 16, then 32 bytes of E2M1 nibbles; in
- * sub-block s element j < 8 is the low nibble of qs[8 s + j], j >= 8 the high one of qs[8 s + j - 8])
- * as two of our 32-element blocks, each with two scales: elements 0..15 (sub-block 2 (b % 2)) and
- * 16..31. Quads as QUAD_NIB (byte i: element i low, 16 + i high); scales per 8 blocks as
- * [0..15 scale of each][16..31 scale of each], one byte each as in the file (a row reads the
- * file's 36 bytes per 64), 0x7F (read as 0) stored as 0 and the ignored top bit cleared, so that
- * the kernel widens them to f16 with one shift. */
-static bool pack4_nvfp4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
-    const int64_t nb = cols / 32, nbp = padded_blocks(cols), nb4 = quad_blocks(cols);
-    out->row_stride = (size_t)nbp * 2 + (size_t)(nb4 / 4) * 64;
-    out->data = bp_cpu_packed_alloc(rows, out->row_stride);
-    if (!out->data) return false;
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *src = w + (size_t)r * row_bytes;
-        uint8_t *sp = out->data + (size_t)r * out->row_stride, *qp = sp + 2 * nbp;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = src + (size_t)BP_BLOCK_BYTES_NVFP4 * (size_t)(b / 2), *qs = blk + 4;
-            uint8_t *qd = qp + 64 * (size_t)(b / 4) + 16 * (size_t)(b % 4);
-            for (int h = 0; h < 2; h++) {
-                const uint8_t e = blk[2 * (b % 2) + h];
-                sp[16 * (b / 8) + 8 * h + b % 8] = e == 0x7f ? 0 : e & 0x7f;
-            }
-            for (int i = 0; i < 16; i++) {
-                uint8_t nib[2];
-                for (int h = 0; h < 2; h++) {
-                    const int s = (int)(2 * (b % 2)) + h; /* the sub-block holding element 16 h + i */
-                    nib[h] = i < 8 ? qs[8 * s + i] & 15 : qs[8 * s + i - 8] >> 4;
-                }
-                qd[i] = (uint8_t)(nib[0] | nib[1] << 4);
-            }
-        }
-    }
-    return true;
-}
-
 /* Activations (BP_ACT_Q8X32Q): per 4 blocks 128 quant bytes in the quads' order, then all block
  * scales d (nbp), then all d * sum(q), then per 8 blocks d * sum(q[0..15]) of each, then
  * d * sum(q[16..31]) of each (NVFP4's offset term: its scales are per 16). */
@@ -396,7 +361,7 @@ QUAD_ROWS(vec_iq4_xsp, job->packed->data + (size_t)r * job->packed->row_stride,
           iq4_xs_scales(sp + (size_t)g), qp + 64 * (size_t)(b / 4), UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd,
           -127.0f, 0.25f)
 
-/* NVFP4 (pack4_nvfp4): the MXFP4 loop with a scale per 16 elements, so each quad's two halves
+/* NVFP4 (bp_cpu_pack_nvfp4): the MXFP4 loop with a scale per 16 elements, so each quad's two halves
  * (elements 0..15 of four blocks, then 16..31) get a dot product, a conversion, a scale permute
  * and an FMA each, to accumulators of their own. The 16 scales of 8 blocks widen to f16 with a
  * shift (an E4M3 byte << 7 is the f16 of its value / 2^8, subnormals included), so the scale
@@ -471,9 +436,8 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
     ops->vec_plain[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsq, BP_ACT_Q8X32Q, "CPU avx512 IQ4_XS (quads in place, q8_0 VNNI)", 8, NULL, true};
     ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsp, BP_ACT_Q8X32Q, "CPU avx512 IQ4_XS (quads aligned, q8_0 VNNI)", 8, pack_iq4_xs, true};
-    /* NVFP4's kernel on the plain layout (AVX2 here; kern_avx512iq.c's init puts its own) */
-    ops->vec_plain[BP_KIND_NVFP4] = ops->vec[BP_KIND_NVFP4];
-    SET(NVFP4, vec_nvfp4q, pack4_nvfp4, 64);
+    /* NVFP4's vec_plain: kern_packed.inc's init saved the AVX2 one, kern_avx512iq.c's puts its own */
+    SET(NVFP4, vec_nvfp4q, bp_cpu_pack_nvfp4, 64);
 #undef SET
     return true;
 }
