@@ -122,6 +122,9 @@ static ALWAYS_INLINE __m256i grid4(grid4_form form, const uint64_t *t, size_t a,
     return _mm256_blend_epi32(_mm256_blend_epi32(g0, g1, 0x0c), _mm256_blend_epi32(g2, g3, 0xc0), 0xf0);
 }
 
+/* The E2M1 (MXFP4 / NVFP4) values doubled, as int8 by nibble (the scales carry the half). */
+static const int8_t bp_fp4_doubled_i8[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 /* A 16-entry byte table in both 128-bit lanes, for pshufb lookups. */
 static ALWAYS_INLINE __m256i table16(const int8_t *t) {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));

@@ -136,10 +136,9 @@ static void dq_iq4_nl(const void *src, float *dst, int64_t nb) {
 }
 /* MXFP4: E8M0 exponent e -> 2^(e-127) / 2 (e < 2: the float subnormals), times the doubled
  * E2M1 value. */
-static const int8_t fp4_doubled_dq[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 static void dq_mxfp4(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    const __m256i tbl = table16(fp4_doubled_dq);
+    const __m256i tbl = table16(bp_fp4_doubled_i8);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_MXFP4, dst += 32) {
         const uint32_t u = b[0] < 2 ? 0x00200000u << b[0] : (uint32_t)(b[0] - 1) << 23;
         float d;

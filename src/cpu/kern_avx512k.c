@@ -81,6 +81,10 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
  * Decode (a batch of 1, DEC) keeps 16 float lanes and one reduction per row instead: that costs
  * 4 ops per block where the exact sums cost ~15, and decode results need not match a batch's
  * (bp_cpu_kernel_name: batch 1 may even run the AVX2 kernel). */
+#define K_ROWS(NAME, SUF, NJ, DEC)                                                                           \
+    static __attribute__((noinline)) void NAME##SUF(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0) { \
+        for (int64_t r = r0; r < r1; r++) NAME##_row(job, r, NJ, j0, DEC);                                    \
+    }
 #define K_KERNEL(NAME, BYTES, PKIND, SEP, ...)                                                               \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const bool DEC) { \
         const int64_t nb = job->cols / 256;                                                                  \
@@ -93,7 +97,8 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
             __m512i sv[MAX_NJ], mv[MAX_NJ];                                                                  \
             float d, f2 = 0.0f;                                                                              \
             __m128 dm = _mm_setzero_ps(); /* kinds with mins: [d, dmin] for decode */                        \
-            for (int jj = 0; jj < MAX_NJ; jj++) sv[jj] = mv[jj] = _mm512_setzero_si512();                    \
+            /* sum4 below reads whole groups of 4 */                                                         \
+            for (int jj = 0; jj < (NJ + 3) / 4 * 4; jj++) sv[jj] = mv[jj] = _mm512_setzero_si512();          \
             BP_PREFETCH_BLOCK(b, BYTES);                                                                     \
             __VA_ARGS__                                                                                      \
             if (DEC && SEP) {                                                                                \
@@ -124,6 +129,17 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
         _mm_store_ps(o + 4, acc[1]);                                                                         \
         for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = o[jj];                           \
     }                                                                                                        \
+    /* One NJ's row loop per function (as kern_avx512iq.c's IQ_ROWS): with the eight inlined into   \
+     * one, Q5_K's decode lost 8-10% (Intel Xeon VM, cold). */                                           \
+    K_ROWS(NAME, _dec, 1, true)                                                                          \
+    K_ROWS(NAME, _r1, 1, false)                                                                          \
+    K_ROWS(NAME, _r2, 2, false)                                                                          \
+    K_ROWS(NAME, _r3, 3, false)                                                                          \
+    K_ROWS(NAME, _r4, 4, false)                                                                          \
+    K_ROWS(NAME, _r5, 5, false)                                                                          \
+    K_ROWS(NAME, _r6, 6, false)                                                                          \
+    K_ROWS(NAME, _r7, 7, false)                                                                          \
+    K_ROWS(NAME, _r8, 8, false)                                                                          \
     /* Inputs outer, rows inner (as kern_packed.inc, which says why). */                                     \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                             \
@@ -135,20 +151,18 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
                 continue;                                                                                    \
             }                                                                                                \
             const int nj = left >= MAX_NJ ? MAX_NJ : (int)left;                                              \
-            for (int64_t r = r0; r < r1; r++) {                                                              \
-                switch (nj) {                                                                                \
-                case 8: NAME##_row(job, r, 8, j0, false); break;                                             \
-                case 7: NAME##_row(job, r, 7, j0, false); break;                                             \
-                case 6: NAME##_row(job, r, 6, j0, false); break;                                             \
-                case 5: NAME##_row(job, r, 5, j0, false); break;                                             \
-                case 4: NAME##_row(job, r, 4, j0, false); break;                                             \
-                case 3: NAME##_row(job, r, 3, j0, false); break;                                             \
-                case 2: NAME##_row(job, r, 2, j0, false); break;                                             \
-                default:                                                                                     \
-                    if (job->batch > 1) NAME##_row(job, r, 1, j0, false);                                    \
-                    else NAME##_row(job, r, 1, j0, true);                                                    \
-                    break;                                                                                   \
-                }                                                                                            \
+            switch (nj) {                                                                                    \
+            case 8: NAME##_r8(job, r0, r1, j0); break;                                                       \
+            case 7: NAME##_r7(job, r0, r1, j0); break;                                                       \
+            case 6: NAME##_r6(job, r0, r1, j0); break;                                                       \
+            case 5: NAME##_r5(job, r0, r1, j0); break;                                                       \
+            case 4: NAME##_r4(job, r0, r1, j0); break;                                                       \
+            case 3: NAME##_r3(job, r0, r1, j0); break;                                                       \
+            case 2: NAME##_r2(job, r0, r1, j0); break;                                                       \
+            default:                                                                                         \
+                if (job->batch > 1) NAME##_r1(job, r0, r1, j0);                                              \
+                else NAME##_dec(job, r0, r1, j0);                                                            \
+                break;                                                                                       \
             }                                                                                                \
             j0 += nj;                                                                                        \
         }                                                                                                    \
