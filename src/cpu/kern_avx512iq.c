@@ -493,10 +493,11 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
     static __attribute__((noinline)) void NAME##SUF(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, const float *dxt) { \
         for (int64_t r = r0; r < r1; r++) NAME##_row(job, r, NJ, j0, TAB ? dxt : NULL, DEC);              \
     }
-/* Per row, NJ (1 to 8: as 8 / 4 / 2 / 1 a pass, t = 3 and 5-7 made two or three passes, each
- * decoding the blocks again; Intel Xeon VM, 2 threads, 4096 x 4096, GFLOP/s before / after: IQ2_XXS
- * t = 3 93 / 155, t = 5 134 / 195, t = 7 130 / 239; IQ1_S t = 7 125 / 241) inputs from j0, SERVE per block; DEC: a batch of 1. Inputs outer,
- * rows inner; groups of 16 or 32 inputs go to p16_panel. */
+/* Per row, NJ inputs from j0, SERVE per block; DEC: a batch of 1. Inputs outer, rows inner;
+ * groups of 16 or 32 inputs go to p16_panel. NJ is any count from 1 to 8: as 8 / 4 / 2 / 1 a
+ * pass, t = 3 and 5-7 made two or three passes, each decoding the blocks again (Intel Xeon VM,
+ * 2 threads, 4096 x 4096, GFLOP/s before / after: IQ2_XXS t = 3 93 / 155, t = 5 134 / 195, t = 7
+ * 130 / 239; IQ1_S t = 7 125 / 241). */
 #define IQ_KERNEL(NAME, BYTES, KIND, DEFER, PREP, ARGS)                                                   \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const float *dxt, \
                                          const bool DEC) {                                               \
