@@ -33,7 +33,12 @@
 /* COLBLK_BYTES: a column block's bytes per weight row (8 rows: 16 KB, a third of L1). One
  * thread, hot 512 x 4096 weight, Zen 5, min of 200 calls, unblocked -> 2 KB blocks: F32 t = 8
  * 119 -> 145 GFLOP/s, t = 32 121 -> 159; F16 t = 16 186 -> 200; BF16 t = 8 177 -> 196, t = 16
- * 184 -> 203, t = 32 190 -> 210 (4 KB blocks were a little slower for the half kinds, 1 KB for F32). */
+ * 184 -> 203, t = 32 190 -> 210 (4 KB blocks were a little slower for the half kinds, 1 KB for F32).
+ * On the Intel Xeon VM (2 threads, 4096 x 4096, hot, 5 rounds) 1, 3 and 4 KB read F32 t = 8-32
+ * within 5% of 2 KB either way; a row stride off the power of two (4112, 4160 columns) read the
+ * same, so set conflicts in L1 are not what holds the float tiles at ~40-45% of the FMA peak
+ * there at t = 16-32 (ggml's likewise); nor is memory: the second input group prefetching the
+ * next column block (into L1 or L2) read 0.91-0.99x. */
 enum { R = 8, MAX_NJ = 4, MAX_BATCH = 64, COLBLK_BYTES = 2048 };
 
 static ALWAYS_INLINE __m512 ld_f32(const uint8_t *p, __mmask16 m) {
