@@ -118,11 +118,10 @@ static void init_ue4m3(void) {
     }
 }
 
-
 static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     const bp_q8x32 *xq = job->xq;
     const int64_t nb = job->cols / 64;
-    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bp_fp4_doubled_i8));
+    const __m256i tbl = table16(bp_fp4_doubled_i8);
     const __m128i m4 = _mm_set1_epi8(0x0f);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *b = job->w + (size_t)r * job->row_bytes;

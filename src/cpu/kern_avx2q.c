@@ -118,11 +118,12 @@ static ALWAYS_INLINE void kq_pair(__m256i *sumi, const int NJ, const uint8_t *xb
     kq_run(sumi, NJ, xb, xs, i, 64 * j, lo, _mm256_set1_epi32(scd[2 * j]));
     kq_run(sumi, NJ, xb, xs, i, 64 * j + 32, hi, _mm256_set1_epi32(scd[2 * j + 1]));
 }
-/* Q4_K / Q5_K block end: d * sums - dmin * (mins . group sums), per input; d and dmin
- * converted as a pair and scaled by the input's d together (the products are the scalar ones). */
+/* Q4_K / Q5_K / Q2_K block end: d * sums - dmin * (mins . group sums), per input (d, dmin: the
+ * two f16 at dmp, mn16: the mins as group_dot's weights); d and dmin converted as a pair and scaled
+ * by the input's d together (the products are the scalar ones). */
 static ALWAYS_INLINE void kq_mins_end(__m256 *acc, const __m256i *sumi, const int NJ, const uint8_t *xb, size_t xs,
-                                      int64_t i, const uint8_t *b, __m256i mn16) {
-    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)bp_load_u32(b)));
+                                      int64_t i, const uint8_t *dmp, __m256i mn16) {
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)bp_load_u32(dmp)));
     for (int jj = 0; jj < NJ; jj++) {
         const __m128 s = _mm_mul_ps(dm, _mm_broadcast_ss(&XJ(jj)->d));
         acc[jj] = _mm256_fmadd_ps(_mm256_broadcastss_ps(s), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
@@ -135,7 +136,7 @@ static ALWAYS_INLINE void kq_mins_end(__m256 *acc, const __m256i *sumi, const in
  * 256 columns into a tile in L1 (32 unsigned quants and the int16 multipliers per group, the
  * block-end multipliers m16 against the group sums, the float scales), and every input runs
  * over it with its activations held in 8 registers across the rows: a group costs maddubs +
- * madd + add, no decode. The block end is the multi-input kernels' (kq_mins_end / the Q2_K end:
+ * madd + add, no decode. The block end is the multi-input kernels' (kq_mins_end:
  * two fmadds, d * sums then -dmin * (m16 . group sums); kq_offset_end: one fmadd of sums -
  * (m16 . group sums), m16 = scales << sh, the same integer): same integers, same float steps
  * in the same order, so results are bit-identical to the 8-a-pass kernel and batch-independent.
@@ -344,11 +345,7 @@ static ALWAYS_INLINE void q2_k_row(const bp_cpu_job *job, int64_t r, const int N
             v = _mm256_srli_epi16(v, 2);
         }
     }
-    const float d = f16(b + 80), dmin = f16(b + 82);
-    for (int jj = 0; jj < NJ; jj++) {
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
-        acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * XJ(jj)->d), _mm256_cvtepi32_ps(group_dot(mn16, XJ(jj))), acc[jj]);
-    }
+    kq_mins_end(acc, sumi, NJ, xb, xs, i, b + 80, mn16); /* d, dmin at 80 */
     KQ_ROW_END
 }
 KQ_MULTI8(vec_q2_k_multi, q2_k_row)
