@@ -14,14 +14,18 @@
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to the FLOAT bound). BF16
  * batches (t >= 2) outside exact mode run kern_avx512bf.c instead on AMD CPUs with AVX512_BF16.
  *
+ * Larger batches (F32 from t = 24, F16 from 12, BF16 from 16) run an outer-product tile over the
+ * weights turned into 4 x 4 quads a column block at a time (QUAD_KERNEL, below).
+ *
  * Batch 1 runs a one-row kernel (below: ROW_KERNEL, every float kind),
  * faster cold than the tile. Each tile row is prefetched ahead (1 KB in 8-row tiles, 2 KB in
  * 4-row ones, by the first group of inputs only): eight weight streams at once outran the
  * hardware prefetcher.
  *
  * Every (row, input) has one accumulator summed in column order, whatever tile it falls in,
- * so results do not depend on the thread count (the row split) or the batch grouping. The
- * column tail (cols % 16) is a masked load. */
+ * so results do not depend on the thread count (the row split) or the batch grouping (the quads
+ * sum in an order of their own, the same for every row). The column tail (cols % 16) is a
+ * masked load. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -38,7 +42,8 @@
  * within 5% of 2 KB either way; a row stride off the power of two (4112, 4160 columns) read the
  * same, so set conflicts in L1 are not what holds the float tiles at ~40-45% of the FMA peak
  * there at t = 16-32 (ggml's likewise); nor is memory: the second input group prefetching the
- * next column block (into L1 or L2) read 0.91-0.99x. */
+ * next column block (into L1 or L2) read 0.91-0.99x. The loads are: 11 per 24 FMAs (the quads
+ * below need 10 per 24, 6 of them 16-byte broadcasts). */
 enum { R = 8, MAX_NJ = 4, MAX_BATCH = 64, COLBLK_BYTES = 2048 };
 
 static ALWAYS_INLINE __m512 ld_f32(const uint8_t *p, __mmask16 m) {
@@ -51,18 +56,17 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-/* Columns [c0, c1) of an NR x NJ tile over weight rows w, w + rb, ... whose column c sits at
- * (c - corg) * ESZ; part: the tile's accumulators between column blocks (read unless c0 == 0;
- * written unless c1 == n, when the sums go to y instead). PF: prefetch the rows ahead (the
- * weights themselves; not a converted copy). XQ: the inputs come as BP_ACT_F32EO (job->xq)
- * instead of x. SPLIT (BF16 weights, XQ): each whole 32 columns widen as their even elements (a
- * 16-bit shift of the 32 bf16) and their odd ones (a mask), one operation per 16 weights where
- * ld_bf16 takes two, against the activations in the same order; the rest as ld_bf16. save: the
- * f32 weights are stored there too, in the order they were multiplied (CONV_STRIDE a row). */
-#define FLOAT_TILE(NAME, LOAD, ESZ, PF, XQ, SPLIT)                                                            \
+/* Columns [c0, c1) of an NR x NJ tile over weight rows r .. r + NR - 1; part: the tile's
+ * accumulators between column blocks (read unless c0 == 0; written unless c1 == n, when the sums
+ * go to y instead). XQ: the inputs come as BP_ACT_F32EO (job->xq) instead of x. SPLIT (BF16
+ * weights, XQ): each whole 32 columns widen as their even elements (a 16-bit shift of the 32
+ * bf16) and their odd ones (a mask), one operation per 16 weights where ld_bf16 takes two,
+ * against the activations in the same order; the rest as ld_bf16. */
+#define FLOAT_TILE(NAME, LOAD, ESZ, XQ, SPLIT)                                                                \
     static ALWAYS_INLINE void NAME(const bp_cpu_job *job, int64_t r, const int NR, const int NJ, int64_t j0,   \
-                                   int64_t c0, int64_t c1, __m512 *part, const uint8_t *w, size_t rb,         \
-                                   int64_t corg, float *save) {                                               \
+                                   int64_t c0, int64_t c1, __m512 *part) {                                    \
+        const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                            \
+        const size_t rb = job->row_bytes;                                                                  \
         const int64_t n = job->cols;                                                                       \
         const int64_t xn = (XQ) ? (int64_t)(job->xq_stride / sizeof(float)) : n;                           \
         const float *x = ((XQ) ? (const float *)job->xq : job->x) + j0 * xn;                               \
@@ -73,7 +77,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         /* Prefetch in the first group only (the others find the block in L1): a prefetch per row \
          * and 16 columns in every group cost 15-18% at t = 16-32 (one thread, hot 512 x 4096, F32,  \
          * F16 and BF16 alike; 2 threads at 4096 x 4096 read the same either way). */                \
-        const bool pf = (PF) && j0 == 0;                                                                   \
+        const bool pf = j0 == 0;                                                                           \
         /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, where 1 KB read F32,     \
          * F16, BF16 at 103-106, 186-190, 184-193 GFLOP/s and 2 KB 111-113, 206-212, 195-207 (2   \
          * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                  \
@@ -88,11 +92,10 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
                     __m512 xv[MAX_NJ];                                                                     \
                     _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * xn + c + 16 * h); \
                     _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                 \
-                        const uint8_t *wp = w + (size_t)i * rb + (size_t)(c - corg) * (ESZ);               \
+                        const uint8_t *wp = w + (size_t)i * rb + (size_t)c * (ESZ);               \
                         if (pf && h == 0) _mm_prefetch((const char *)(wp + pfd), _MM_HINT_T0);             \
                         const __m512i v = _mm512_loadu_si512((const void *)wp);                            \
                         const __m512 wv = _mm512_castsi512_ps(h ? _mm512_and_si512(v, hi) : _mm512_slli_epi32(v, 16)); \
-                        if (save) _mm512_store_ps(save + i * CONV_STRIDE + (c - c0) + 16 * h, wv);         \
                         _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                               \
                             acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                 \
                     }                                                                                      \
@@ -103,9 +106,8 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * xn + c);  \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
                 if (pf)                                                                                    \
-                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)(c - corg) * (ESZ) + pfd), _MM_HINT_T0); \
-                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)(c - corg) * (ESZ), 0xffff);                 \
-                if (save) _mm512_store_ps(save + i * CONV_STRIDE + (c - c0), wv);                            \
+                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + pfd), _MM_HINT_T0); \
+                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), 0xffff);                 \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
                     acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
             }                                                                                              \
@@ -115,8 +117,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
             __m512 xv[MAX_NJ];                                                                             \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * xn + c); \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
-                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)(c - corg) * (ESZ), m);                      \
-                if (save) _mm512_store_ps(save + i * CONV_STRIDE + (c - c0), wv);                            \
+                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), m);                      \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
                     acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
             }                                                                                              \
@@ -131,70 +132,20 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         }                                                                                                  \
     }
 
-/* F16 and BF16 from 16 inputs: the first input group's tile also stores the f32 it converts,
- * CONV_COLS columns a row (the column block), and the other groups' tiles read that instead of
- * converting each weight again for every 3 inputs (vcvtph2ps and the BF16 widening are two
- * vector operations per 16 weights on the Intel Xeon VM, on the ports the FMAs use). Same
- * products in the same column order: the results do not change. Intel Xeon VM, 2 threads,
- * 4096 x 4096, hot, 3 interleaved rounds, GFLOP/s plain -> this: F16 t = 16 214-224 -> 216-242,
- * t = 32 235 -> 262-276, BF16 t = 16 203-221 -> 217-238, t = 32 234 -> 275; but t = 6 202-209
- * -> 157-171 and t = 8 195-213 -> 176-199 (also with the conversion as a pass of its own before
- * the groups, with the block padded against 4 KB aliasing, and at 512 columns), not understood
- * without the PMU (the VM has none): so from CONV_MIN_BATCH only. The rows are CONV_STRIDE apart
- * (not a multiple of 4 KB). */
-enum { CONV_COLS = 1024, CONV_STRIDE = CONV_COLS + 16, CONV_MIN_BATCH = 16 };
-
-/* The f32 tile over a converted block (below). */
-FLOAT_TILE(conv_tile, ld_f32, 4, false, false, false)
-FLOAT_TILE(conv_tile_eo, ld_f32, 4, false, true, false) /* BF16's: the inputs as BP_ACT_F32EO */
-
-#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2, XQ, CTILE)                                                       \
-    FLOAT_TILE(NAME##_wtile, LOAD, ESZ, true, XQ, XQ)                                                      \
-    static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int NR, const int NJ,    \
-                                          int64_t j0, int64_t c0, int64_t c1, __m512 *part) {              \
-        NAME##_wtile(job, r, NR, NJ, j0, c0, c1, part, job->w + (size_t)r * job->row_bytes, job->row_bytes, 0, NULL); \
-    }                                                                                                      \
+#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2, XQ, QMIN)                                                        \
+    FLOAT_TILE(NAME##_tile, LOAD, ESZ, XQ, XQ)                                                             \
     /* Rows outer, inputs inner, column blocks of COLBLK_BYTES a row past 4 inputs (avx512_util.h). */ \
     BP_TILE_COLS(NAME##_cols, NAME##_tile, R, MAX_BATCH, COLBLK_BYTES / (ESZ))                              \
-    static ALWAYS_INLINE void NAME##_conv_block(const bp_cpu_job *job, int64_t r, const int NR) {          \
-        _Alignas(64) float conv[R * CONV_STRIDE];                                                            \
-        __m512 part[MAX_BATCH * R];                                                                        \
-        const int64_t n = job->cols;                                                                       \
-        const size_t rb = job->row_bytes;                                                                  \
-        const uint8_t *w = job->w + (size_t)r * rb;                                                       \
-        for (int64_t c0 = 0; c0 < n; c0 += CONV_COLS) {                                                    \
-            const int64_t c1 = n - c0 < CONV_COLS ? n : c0 + CONV_COLS;                                    \
-            __m512 *pp = part;                                                                             \
-            for (int64_t j0 = 0; j0 < job->batch;) {                                                       \
-                const int nj = bp_tile_group(job->batch - j0, NR);                                         \
-                const uint8_t *cv = (const uint8_t *)conv;                                                 \
-                /* the first group (3 inputs: the batch is >= CONV_MIN_BATCH) converts and stores */    \
-                if (j0 == 0) NAME##_wtile(job, r, NR, 3, 0, c0, c1, pp, w, rb, 0, conv);                   \
-                else if (nj == 3) CTILE(job, r, NR, 3, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
-                else if (nj == 2) CTILE(job, r, NR, 2, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
-                else if (nj == 4) CTILE(job, r, NR, 4, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);    \
-                else CTILE(job, r, NR, 1, j0, c0, c1, pp, cv, 4 * CONV_STRIDE, c0, NULL);                 \
-                j0 += nj;                                                                                  \
-                pp += NR * nj;                                                                             \
-            }                                                                                              \
-        }                                                                                                  \
-    }                                                                                                      \
-    /* Not inlined: their stack (16 KB of block, 32 KB of parked sums) apart from NAME##_cols'. The   \
-     * tiles past 4 inputs have R rows, or 1 (the rows left over). */                                   \
-    static __attribute__((noinline)) void NAME##_conv_r(const bp_cpu_job *job, int64_t r) { NAME##_conv_block(job, r, R); } \
-    static __attribute__((noinline)) void NAME##_conv_1(const bp_cpu_job *job, int64_t r) { NAME##_conv_block(job, r, 1); } \
-    static ALWAYS_INLINE void NAME##_conv_cols(const bp_cpu_job *job, int64_t r, const int NR) {           \
-        if ((ESZ) == 4 || job->batch < CONV_MIN_BATCH || job->batch > MAX_BATCH || (NR != R && NR != 1))   \
-            NAME##_cols(job, r, NR);                                                                       \
-        else if (NR == R) NAME##_conv_r(job, r);                                                          \
-        else NAME##_conv_1(job, r);                                                                        \
-    }                                                                                                      \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         if (job->batch == 1) {                                                                             \
             g_decode[DEC](job, r0, r1);                                                                    \
             return;                                                                                        \
         }                                                                                                  \
-        BP_TILE_ROWS(NAME##_conv_cols, job, r0, r1, R, R2);                                                \
+        if (job->batch >= (QMIN) && job->batch <= MAX_BATCH) {                                             \
+            g_quad[DEC](job, r0, r1);                                                                      \
+            return;                                                                                        \
+        }                                                                                                  \
+        BP_TILE_ROWS(NAME##_cols, job, r0, r1, R, R2);                                                     \
     }
 
 /* Batch 1 runs a one-row kernel (one weight stream, four accumulators): cold, the AVX2 one read
@@ -235,13 +186,174 @@ ROW_KERNEL(row_bf16, ld_bf16, 2)
 
 static bp_cpu_vec_fn g_decode[3] = {row_f32, row_f16, row_bf16};
 
+
+/* Larger batches (from each kind's QMIN below, to MAX_BATCH): the weights as quads. A zmm holds
+ * 4 columns of 4 rows (a 128-bit lane a row) and meets the same 4 columns of one input,
+ * broadcast to every lane (vbroadcastf32x4: a load alone, no shuffle), so the tile is an outer
+ * product: per 4 columns, 4 weight vectors (16 rows) and NJ <= 6 broadcasts feed 4 x NJ FMAs.
+ * The dot-product tiles above load a whole zmm per row and per input (8 + 3 loads per 24 FMAs);
+ * on the Intel Xeon VM, with everything in L1, an 8 x 3 tile of that kind ran at 66-71% of one
+ * core's FMA peak (7.4 G zmm FMAs/s) and this one at 90-96%. The first input group of each
+ * column block pays for it: it converts 16 rows of QCB columns to f32 and turns each 4 x 4 of
+ * 128-bit lanes around (8 shuffles per 64 weights) into a 16 KB block that the other groups read
+ * from L1 (~20% of the time at t = 16 with the weight hot in L2, one thread).
+ *
+ * The block's loads would come in a burst (16 rows at once); instead each step of the groups
+ * requests two lines of the next block (or of the next tile's first) into L2, spread over the
+ * block's compute. Intel Xeon VM, 2 threads, 4096 x 4096, 3 interleaved rounds, GFLOP/s, 8 x 3
+ * tiles -> quads with the pack prefetching each row 2 KB ahead -> spread: F32 t = 16 211 -> 205
+ * -> 240, t = 32 257 -> 257 -> 277 (where a 64 MiB weight streams at ~25-30 GB/s of the 37);
+ * F16 t = 16 -> 259 -> 278. Against the tiles (same run, spread): F32 t = 8 1.00x, t = 9 1.03x,
+ * t = 12 1.07x, t = 16 1.07x; F16 t = 8 1.00x, t = 9 1.01x, t = 12 1.14x, t = 16 1.26x; BF16 t =
+ * 12 0.93x (its tiles widen with one operation, SPLIT), t = 16 1.10x; so QMIN 9, 9 and 16. An
+ * earlier run without the spread: F16 t = 32 275 -> 330, t = 64 279 -> 338; BF16 t = 32 289 ->
+ * 326; F32 t = 64 237 -> 312. Blocks of 128 or 512 columns read within 3% of 256.
+ *
+ * Per (row, input), lane k sums the columns = k mod 4 in column order and the four lanes are
+ * added ((0 + 1) + (2 + 3)) at the end, whatever the tile, the row split or the input grouping.
+ * Rows past the last 16 are zeros in the block (their sums are not written); so are the columns
+ * past n in the last quad, whose inputs are masked. */
+enum { QR = 16, QCB = 256, QNJ = 6 };
+
+/* Rows [0, nr) of w (rb bytes apart), columns [c0, c1) (c1 - c0 <= QCB), as quads into s: quad
+ * column q's four zmm at s + 64 q, row group g's at + 16 g. */
+#define QUAD_PACK(NAME, LOAD, ESZ)                                                                        \
+    static ALWAYS_INLINE void NAME##_n(const uint8_t *w, size_t rb, const int nr, int64_t c0, int64_t c1, float *s) { \
+        for (int64_t c = c0; c < c1; c += 16) {                                                           \
+            const __mmask16 m = c1 - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c1 - c)) - 1);    \
+            float *o = s + (c - c0) / 4 * 64;                                                             \
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                                         \
+                __m512 a[4];                                                                              \
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {                                     \
+                    const int row = 4 * g + k;                                                            \
+                    if (row < nr) {                                                                       \
+                        const uint8_t *p = w + (size_t)row * rb + (size_t)c * (ESZ);                      \
+                        a[k] = LOAD(p, m);                                                                \
+                    } else                                                                                \
+                        a[k] = _mm512_setzero_ps();                                                       \
+                }                                                                                         \
+                const __m512 t0 = _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0));              \
+                const __m512 t1 = _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2));              \
+                const __m512 t2 = _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0));              \
+                const __m512 t3 = _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2));              \
+                _mm512_store_ps(o + 0 * 64 + 16 * g, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0))); \
+                _mm512_store_ps(o + 1 * 64 + 16 * g, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1))); \
+                _mm512_store_ps(o + 2 * 64 + 16 * g, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0))); \
+                _mm512_store_ps(o + 3 * 64 + 16 * g, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1))); \
+            }                                                                                             \
+        }                                                                                                 \
+    }                                                                                                     \
+    static __attribute__((noinline)) void NAME(const uint8_t *w, size_t rb, int nr, int64_t c0, int64_t c1, float *s) { \
+        if (nr == QR) NAME##_n(w, rb, QR, c0, c1, s);                                                     \
+        else NAME##_n(w, rb, nr, c0, c1, s);                                                              \
+    }
+QUAD_PACK(quad_pack_f32, ld_f32, 4)
+QUAD_PACK(quad_pack_f16, ld_f16, 2)
+QUAD_PACK(quad_pack_bf16, ld_bf16, 2)
+
+/* Inputs x (xn floats apart) against a packed block of columns [c0, c1): acc[4 * j + g] for row
+ * group g and input j, read from part unless first, parked back there. pf (unless NULL): step q
+ * requests lines l0 + 2 q and l0 + 2 q + 1 of the nl at pf (line l: row l % 16, rb bytes apart,
+ * 64 bytes times l / 16 along it). */
+static ALWAYS_INLINE void quad_tile(const float *s, const float *x, int64_t xn, const int NJ, int64_t c0, int64_t c1,
+                                    __m512 *part, bool first, const uint8_t *pf, size_t rb, int64_t nl, int64_t l0) {
+    __m512 acc[4 * QNJ];
+    _Pragma("GCC unroll 24") for (int i = 0; i < 4 * NJ; i++) acc[i] = first ? _mm512_setzero_ps() : part[i];
+    const int64_t nq = (c1 - c0) / 4;
+    for (int64_t q = 0; q < nq; q++) {
+        const float *wq = s + q * 64;
+        if (pf) {
+            const int64_t l = l0 + 2 * q;
+            if (l < nl) _mm_prefetch((const char *)pf + (size_t)(l & 15) * rb + (size_t)(l >> 4) * 64, _MM_HINT_T1);
+            if (l + 1 < nl) _mm_prefetch((const char *)pf + (size_t)((l + 1) & 15) * rb + (size_t)((l + 1) >> 4) * 64, _MM_HINT_T1);
+        }
+        const __m512 w0 = _mm512_load_ps(wq), w1 = _mm512_load_ps(wq + 16), w2 = _mm512_load_ps(wq + 32),
+                     w3 = _mm512_load_ps(wq + 48);
+        _Pragma("GCC unroll 6") for (int j = 0; j < NJ; j++) {
+            const __m512 b = _mm512_broadcast_f32x4(_mm_loadu_ps(x + j * xn + c0 + 4 * q));
+            acc[4 * j + 0] = _mm512_fmadd_ps(w0, b, acc[4 * j + 0]);
+            acc[4 * j + 1] = _mm512_fmadd_ps(w1, b, acc[4 * j + 1]);
+            acc[4 * j + 2] = _mm512_fmadd_ps(w2, b, acc[4 * j + 2]);
+            acc[4 * j + 3] = _mm512_fmadd_ps(w3, b, acc[4 * j + 3]);
+        }
+    }
+    if (c0 + 4 * nq < c1) { /* the last, partial quad: the block holds zeros past c1, the inputs may not */
+        const __mmask8 m = (__mmask8)((1u << (c1 - c0 - 4 * nq)) - 1);
+        const float *wq = s + nq * 64;
+        _Pragma("GCC unroll 6") for (int j = 0; j < NJ; j++) {
+            const __m512 b = _mm512_broadcast_f32x4(_mm_maskz_loadu_ps(m, x + j * xn + c0 + 4 * nq));
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
+                acc[4 * j + g] = _mm512_fmadd_ps(_mm512_load_ps(wq + 16 * g), b, acc[4 * j + g]);
+        }
+    }
+    _Pragma("GCC unroll 24") for (int i = 0; i < 4 * NJ; i++) part[i] = acc[i];
+}
+static __attribute__((noinline)) void quad_tile_n(const float *s, const float *x, int64_t xn, int nj, int64_t c0,
+                                                  int64_t c1, __m512 *part, bool first, const uint8_t *pf, size_t rb, int64_t nl, int64_t l0) {
+    switch (nj) {
+    case 6: quad_tile(s, x, xn, 6, c0, c1, part, first, pf, rb, nl, l0); break;
+    case 5: quad_tile(s, x, xn, 5, c0, c1, part, first, pf, rb, nl, l0); break;
+    case 4: quad_tile(s, x, xn, 4, c0, c1, part, first, pf, rb, nl, l0); break;
+    case 3: quad_tile(s, x, xn, 3, c0, c1, part, first, pf, rb, nl, l0); break;
+    case 2: quad_tile(s, x, xn, 2, c0, c1, part, first, pf, rb, nl, l0); break;
+    default: quad_tile(s, x, xn, 1, c0, c1, part, first, pf, rb, nl, l0); break;
+    }
+}
+
+/* Rows [r0, r1) of a batch of up to MAX_BATCH inputs: 16-row tiles (the last may be
+ * short), column blocks of QCB, inputs in groups of at most QNJ as even as they go. */
+#define QUAD_KERNEL(NAME, PACK, ESZ)                                                                           \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
+        _Alignas(64) float s[QCB * QR];                                                                   \
+        __m512 part[4 * MAX_BATCH];                                                                       \
+        const int64_t n = job->cols, t = job->batch;                                                      \
+        const int groups = (int)((t + QNJ - 1) / QNJ);                                                    \
+        for (int64_t r = r0; r < r1; r += QR) {                                                           \
+            const int nr = r1 - r < QR ? (int)(r1 - r) : QR;                                              \
+            const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                       \
+            for (int64_t c0 = 0; c0 < n; c0 += QCB) {                                                     \
+                const int64_t c1 = n - c0 < QCB ? n : c0 + QCB;                                           \
+                PACK(w, job->row_bytes, nr, c0, c1, s);                                                   \
+                /* the block after this one (or the next tile's first), nl lines of it */                 \
+                const int64_t cn = c1 < n ? c1 : 0, ncols = n - cn < QCB ? n - cn : QCB;                  \
+                const uint8_t *pf = c1 < n ? w + (size_t)cn * (ESZ) : r + QR < r1 ? w + QR * job->row_bytes : NULL; \
+                const int64_t nl = QR * ((ncols * (ESZ) + 63) / 64);                                      \
+                int64_t j0 = 0;                                                                           \
+                for (int gi = 0; gi < groups; gi++) {                                                     \
+                    const int nj = (int)((t - j0) / (groups - gi));                                       \
+                    quad_tile_n(s, job->x + j0 * n, n, nj, c0, c1, part + 4 * j0, c0 == 0, pf,            \
+                                job->row_bytes, nl, 2 * gi * ((c1 - c0) / 4));                            \
+                    j0 += nj;                                                                             \
+                }                                                                                         \
+            }                                                                                             \
+            /* lane sums ((0 + 1) + (2 + 3)) of each 128-bit lane: row 4 g + lane of group g */           \
+            for (int64_t j = 0; j < t; j++)                                                               \
+                for (int g = 0; g < 4; g++) {                                                             \
+                    __m512 v = part[4 * j + g];                                                           \
+                    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));                  \
+                    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));                  \
+                    _Alignas(64) float l[16];                                                             \
+                    _mm512_store_ps(l, v);                                                                \
+                    for (int k = 0; k < 4 && 4 * g + k < nr; k++) job->y[j * job->rows + r + 4 * g + k] = l[4 * k]; \
+                }                                                                                         \
+        }                                                                                                 \
+    }
+QUAD_KERNEL(quad_f32, quad_pack_f32, 4)
+QUAD_KERNEL(quad_f16, quad_pack_f16, 2)
+QUAD_KERNEL(quad_bf16, quad_pack_bf16, 2)
+static bp_cpu_vec_fn g_quad[3] = {quad_f32, quad_f16, quad_bf16};
+
 /* R2: rows per tile at batch 2, prefetched 1 KB ahead a row. F32 reads 16 KB a row, and eight
  * such streams at once lost to ggml at t = 2 (0.89-0.92x, 59-61 vs 64 GFLOP/s); 4 rows ran
  * 0.97-1.01x (61-65), 4 rows 2 KB ahead 0.86-0.96x, 2 rows 60, 1 row 50 (2 threads, 4096 x 4096,
- * Zen 5, interleaved with ggml). F16 keeps 8: 4 rows cost it 1.30x -> 1.05-1.10x. */
-FLOAT_KERNEL(vec_f32, ld_f32, 4, 0, 4, false, conv_tile)
-FLOAT_KERNEL(vec_f16, ld_f16, 2, 1, 8, false, conv_tile)
-FLOAT_KERNEL(vec_bf16, ld_bf16, 2, 2, 8, true, conv_tile_eo)
+ * Zen 5, interleaved with ggml). F16 keeps 8: 4 rows cost it 1.30x -> 1.05-1.10x. QMIN: the first
+ * batch the quads take (QUAD_KERNEL's figures), also named in the kernels' names. */
+#define QMIN_F32 9
+#define QMIN_F16 9
+#define QMIN_BF16 16
+FLOAT_KERNEL(vec_f32, ld_f32, 4, 0, 4, false, QMIN_F32)
+FLOAT_KERNEL(vec_f16, ld_f16, 2, 1, 8, false, QMIN_F16)
+FLOAT_KERNEL(vec_bf16, ld_bf16, 2, 2, 8, true, QMIN_BF16)
 
 /* BP_ACT_F32EO (cpu_internal.h): per whole 32 columns the 16 even ones, then the 16 odd ones. */
 static void quant_f32eo(const float *x, int64_t n, void *out) {
@@ -258,15 +370,17 @@ static void quant_f32eo(const float *x, int64_t n, void *out) {
     for (; c < (n + 31) / 32 * 32; c++) o[c] = 0.0f;
 }
 
+#define BP_STR_(x) #x
+#define BP_STR(x) BP_STR_(x) /* a macro's value as a string */
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
 /* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
  * t = 32, these ~2x that (Zen 5, one core, hot). */
     if (!ops->vec[BP_KIND_F32].fn || !ops->vec[BP_KIND_F16].fn || !ops->vec[BP_KIND_BF16].fn) return false;
-#define SET(K, ACT, FN, NAME)                                                                                          \
-    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME ": batches 8 rows x 3 inputs, decode one row, 4 accumulators)", 64, NULL, true}
-    SET(F32, BP_ACT_F32, vec_f32, "f32 FMA");
-    SET(F16, BP_ACT_F32, vec_f16, "F16C + f32 FMA");
-    SET(BF16, BP_ACT_F32EO, vec_bf16, "f32 FMA");
+#define SET(K, ACT, FN, NAME, QMIN)                                                                                        \
+    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME ": 8 x 3 tiles, from t = " BP_STR(QMIN) " 4 x 4 quads 16 rows x 6 inputs; decode one row)", 64, NULL, true}
+    SET(F32, BP_ACT_F32, vec_f32, "f32 FMA", QMIN_F32);
+    SET(F16, BP_ACT_F32, vec_f16, "F16C + f32 FMA", QMIN_F16);
+    SET(BF16, BP_ACT_F32EO, vec_bf16, "f32 FMA", QMIN_BF16);
     ops->quant_f32eo = quant_f32eo;
 #undef SET
     return true;
