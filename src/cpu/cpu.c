@@ -22,8 +22,8 @@
  *                   IQ4_XS in the same loop on its own bytes
  *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes:
  *                   the panel of kern_avx512p16.inc, which the grid and IQ1 kinds of kern_avx512iq.c share)
- *   kern_avx512f.c  F32/F16/BF16 decode and small batches: 8 rows x 3 inputs register tiles
- *   kern_avx512g.c  f32 panel GEMM for the float kinds' large batches, 8 x 32 on zmm
+ *   kern_avx512f.c  F32/F16/BF16 decode and every batch: 8 rows x 3 inputs register tiles, from
+ *                   t = 9 (BF16 16) outer products over 4 x 4 quads of the weights, also their GEMM
  *   kern_avx512bf.c BF16 at t >= 2 on AVX512_BF16 CPUs outside exact mode: x rounded to bf16,
  *                   vdpbf16ps (8 x 3 register tiles, then a 12 x 32 panel GEMM)
  *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): up to 8 inputs a
@@ -161,7 +161,6 @@ static void init_once(void) {
             bp_cpu_avx512k_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512f_init(&g_ops[BP_CPU_ISA_AVX512]);
             bp_cpu_avx512iq_init(&g_ops[BP_CPU_ISA_AVX512]);
-            bp_cpu_avx512g_init(&g_ops[BP_CPU_ISA_AVX512]);
             /* A CPU without AVX512_BF16 keeps the exact BF16 kernels at every batch. */
             if (cpu_has_avx512bf16() && bp_cpu_avx512bf_init(&g_ops[BP_CPU_ISA_AVX512])) g_bf16_dot = cpu_is_amd();
         }

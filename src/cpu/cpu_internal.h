@@ -78,7 +78,7 @@ typedef struct bp_cpu_job {
     bp_dequant_fn dequant; /* for GEMM panels: the ISA's fast one or the reference */
 } bp_cpu_job;
 
-/* 3 panels: a row buffer and two packed panels (the AVX-512 float GEMM packs two at a time). */
+/* 3 f32 panels' worth: each GEMM lays out its own row buffer and packed panels in it. */
 enum { BP_CPU_SCRATCH_FLOATS = 3 * BP_CPU_NR * BP_CPU_KC + 1024 };
 
 /* Computes y[r] for r in [r0, r1) of one input (decode). */
@@ -220,14 +220,9 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
-bool bp_cpu_avx512g_init(bp_cpu_ops *ops);
 /* Only where CPUID says AVX512_BF16 (cpu.c): the file is built with -mavx512bf16. */
 bool bp_cpu_avx512bf_init(bp_cpu_ops *ops);
 
-/* The f32 panel GEMMs' pack (kern_avx2.c): rows [p, p + nr) x columns [c0, c0 + kc) of the
- * job's weight dequantized into rowbuf (BP_CPU_NR x BP_CPU_KC) and stored k-major into pk
- * (16 floats per k); rows past nr are zero. Only for callers on the AVX2 path or above. */
-void bp_cpu_pack_panel_f32(const bp_cpu_job *job, int64_t p, int nr, int64_t c0, int64_t kc, float *rowbuf, float *pk);
 
 /* Scalar activation quantizers (also the fallback of every path). */
 void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);

@@ -225,10 +225,9 @@ static void micro_any(int mr, const float *pk, const float *x, int64_t ldx, int6
     }
 }
 
-/* Dequantize rows [p, p+nr) x columns [c0, c0+kc) and pack them k-major; missing rows are 0.
- * (Also the AVX-512 f32 GEMM's pack, kern_avx512g.c.) */
-void bp_cpu_pack_panel_f32(const bp_cpu_job *job, int64_t p, int nr, int64_t c0, int64_t kc, float *rowbuf,
-                       float *pk) {
+/* Dequantize rows [p, p+nr) x columns [c0, c0+kc) of the job's weight into rowbuf (BP_CPU_NR x
+ * BP_CPU_KC) and pack them k-major into pk (16 floats per k); missing rows are 0. */
+static void pack_panel_f32(const bp_cpu_job *job, int64_t p, int nr, int64_t c0, int64_t kc, float *rowbuf, float *pk) {
     const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
     for (int i = 0; i < nr; i++)
         job->dequant(job->w + (size_t)(p + i) * job->row_bytes + (size_t)(c0 / be * bb),
@@ -253,7 +252,7 @@ static void gemm_panels(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) 
         int first = c0 == 0;
         for (int64_t p = r0; p < r1; p += BP_CPU_NR) {
             int nr = r1 - p < BP_CPU_NR ? (int)(r1 - p) : BP_CPU_NR;
-            bp_cpu_pack_panel_f32(job, p, nr, c0, kc, rowbuf, pk);
+            pack_panel_f32(job, p, nr, c0, kc, rowbuf, pk);
             for (int64_t t0 = b0; t0 < b1; t0 += BP_CPU_MR) {
                 int mr = b1 - t0 < BP_CPU_MR ? (int)(b1 - t0) : BP_CPU_MR;
                 const float *x = job->x + t0 * cols + c0;

@@ -3,7 +3,7 @@
  * are rounded to bf16 once per call (round to nearest even, as vcvtne2ps2bf16 does: NaN stays a
  * (quiet) NaN, Inf stays Inf, f32 denormals become zero) and multiplied with vdpbf16ps, whose
  * bf16 x bf16 products are exact in f32 and are summed in f32. Only the rounding of x differs
- * from the exact kernels (kern_avx512f.c, kern_avx512g.c, which exact mode and t = 1 keep): on
+ * from the exact kernels (kern_avx512f.c, which exact mode and t = 1 keep): on
  * random 4096-long rows NMSE ~2.5e-6 against float64 (the tolerance table's BF16 gemm row), as
  * ggml's BF16 matmul (which rounds x the same way). Per the lead's decision (issue 16), the same
  * precision trade as the CUDA GEMMs on f16 tensor cores: BACKPLANE_EXACT=1 opts out.
@@ -27,7 +27,7 @@
  * broadcasts an input's pair (_mm512_set1_epi32) and runs 2 vdpbf16ps per broadcast, the
  * accumulators being the outputs (no horizontal sums). A pair of panels walks its rows' depth
  * blocks in order, and each pack prefetches the same rows' next block, which arrives while the
- * current one is multiplied: with depth blocks outer (as kern_avx512g.c) each pack waited on
+ * current one is multiplied: with depth blocks outer (as the f32 panel GEMM once was) each pack waited on
  * memory, and 4096 x 4096 at 2 threads ran t = 64 at 550-590 GFLOP/s and t = 512 at 758; with
  * this order 697-714 and 831-854 (`backplane bench`). Each (row, input) sums its pairs in
  * column order, block after block, whatever panel or thread it falls in. */

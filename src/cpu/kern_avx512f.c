@@ -14,7 +14,7 @@
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to the FLOAT bound). BF16
  * batches (t >= 2) outside exact mode run kern_avx512bf.c instead on AMD CPUs with AVX512_BF16.
  *
- * Larger batches (F32 from t = 24, F16 from 12, BF16 from 16) run an outer-product tile over the
+ * Larger batches (F32 and F16 from t = 9, BF16 from 16) run an outer-product tile over the
  * weights turned into 4 x 4 quads a column block at a time (QUAD_KERNEL, below).
  *
  * Batch 1 runs a one-row kernel (below: ROW_KERNEL, every float kind),
@@ -42,8 +42,9 @@
  * within 5% of 2 KB either way; a row stride off the power of two (4112, 4160 columns) read the
  * same, so set conflicts in L1 are not what holds the float tiles at ~40-45% of the FMA peak
  * there at t = 16-32 (ggml's likewise); nor is memory: the second input group prefetching the
- * next column block (into L1 or L2) read 0.91-0.99x. The loads are: 11 per 24 FMAs (the quads
- * below need 10 per 24, 6 of them 16-byte broadcasts). */
+ * next column block (into L1 or L2) read 0.91-0.99x. The loads are: 11 whole zmm per 24 FMAs
+ * (QUAD_KERNEL's figures; its quads need 4 zmm and 6 16-byte broadcasts). A 6 x 4 tile (10 per
+ * 24) read F32/F16 t = 8 and 16 3-10% faster but t = 5-6 6-11% and t = 64 4% slower. */
 enum { R = 8, MAX_NJ = 4, MAX_BATCH = 64, COLBLK_BYTES = 2048 };
 
 static ALWAYS_INLINE __m512 ld_f32(const uint8_t *p, __mmask16 m) {
@@ -62,29 +63,29 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
  * weights, XQ): each whole 32 columns widen as their even elements (a 16-bit shift of the 32
  * bf16) and their odd ones (a mask), one operation per 16 weights where ld_bf16 takes two,
  * against the activations in the same order; the rest as ld_bf16. */
-#define FLOAT_TILE(NAME, LOAD, ESZ, XQ, SPLIT)                                                                \
-    static ALWAYS_INLINE void NAME(const bp_cpu_job *job, int64_t r, const int NR, const int NJ, int64_t j0,   \
-                                   int64_t c0, int64_t c1, __m512 *part) {                                    \
+#define FLOAT_TILE(NAME, LOAD, ESZ, XQ, SPLIT)                                                             \
+    static ALWAYS_INLINE void NAME(const bp_cpu_job *job, int64_t r, const int NR, const int NJ, int64_t j0, \
+                                   int64_t c0, int64_t c1, __m512 *part) {                                 \
         const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                            \
         const size_t rb = job->row_bytes;                                                                  \
         const int64_t n = job->cols;                                                                       \
         const int64_t xn = (XQ) ? (int64_t)(job->xq_stride / sizeof(float)) : n;                           \
         const float *x = ((XQ) ? (const float *)job->xq : job->x) + j0 * xn;                               \
-        __m512 acc[24]; /* NR * NJ <= 24, flat: GCC keeps it in registers */                              \
+        __m512 acc[24]; /* NR * NJ <= 24, flat: GCC keeps it in registers */                               \
         _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)                                               \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                           \
                 acc[i * NJ + j] = c0 ? part[i * NJ + j] : _mm512_setzero_ps();                             \
-        /* Prefetch in the first group only (the others find the block in L1): a prefetch per row \
-         * and 16 columns in every group cost 15-18% at t = 16-32 (one thread, hot 512 x 4096, F32,  \
-         * F16 and BF16 alike; 2 threads at 4096 x 4096 read the same either way). */                \
+        /* Prefetch in the first group only (the others find the block in L1): a prefetch per row          \
+         * and 16 columns in every group cost 15-18% at t = 16-32 (one thread, hot 512 x 4096, F32,        \
+         * F16 and BF16 alike; 2 threads at 4096 x 4096 read the same either way). */                      \
         const bool pf = j0 == 0;                                                                           \
-        /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, where 1 KB read F32,     \
-         * F16, BF16 at 103-106, 186-190, 184-193 GFLOP/s and 2 KB 111-113, 206-212, 195-207 (2   \
-         * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                  \
+        /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, where 1 KB read F32,          \
+         * F16, BF16 at 103-106, 186-190, 184-193 GFLOP/s and 2 KB 111-113, 206-212, 195-207 (2            \
+         * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                           \
         const int pfd = NR >= 8 || job->batch == 2 ? 1024 : 2048;                                          \
         int64_t c = c0;                                                                                    \
-        /* SPLIT: the evens of all rows, then the odds (the 32 bf16 loaded twice: evens and odds \
-         * of 3 inputs held at once beside 24 accumulators would need 33 registers) */           \
+        /* SPLIT: the evens of all rows, then the odds (the 32 bf16 loaded twice: evens and odds           \
+         * of 3 inputs held at once beside 24 accumulators would need 33 registers) */                     \
         if (SPLIT)                                                                                         \
             for (; c + 32 <= c1; c += 32) {                                                                \
                 const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);                                    \
@@ -92,7 +93,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
                     __m512 xv[MAX_NJ];                                                                     \
                     _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * xn + c + 16 * h); \
                     _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                 \
-                        const uint8_t *wp = w + (size_t)i * rb + (size_t)c * (ESZ);               \
+                        const uint8_t *wp = w + (size_t)i * rb + (size_t)c * (ESZ);                        \
                         if (pf && h == 0) _mm_prefetch((const char *)(wp + pfd), _MM_HINT_T0);             \
                         const __m512i v = _mm512_loadu_si512((const void *)wp);                            \
                         const __m512 wv = _mm512_castsi512_ps(h ? _mm512_and_si512(v, hi) : _mm512_slli_epi32(v, 16)); \
@@ -106,8 +107,8 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_loadu_ps(x + j * xn + c);  \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
                 if (pf)                                                                                    \
-                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + pfd), _MM_HINT_T0); \
-                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), 0xffff);                 \
+                _mm_prefetch((const char *)(w + (size_t)i * rb + (size_t)c * (ESZ) + pfd), _MM_HINT_T0);   \
+                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), 0xffff);                          \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
                     acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
             }                                                                                              \
@@ -117,7 +118,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
             __m512 xv[MAX_NJ];                                                                             \
             _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) xv[j] = _mm512_maskz_loadu_ps(m, x + j * xn + c); \
             _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++) {                                         \
-                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), m);                      \
+                __m512 wv = LOAD(w + (size_t)i * rb + (size_t)c * (ESZ), m);                               \
                 _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++)                                       \
                     acc[i * NJ + j] = _mm512_fmadd_ps(wv, xv[j], acc[i * NJ + j]);                         \
             }                                                                                              \
@@ -132,16 +133,16 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         }                                                                                                  \
     }
 
-#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2, XQ, QMIN)                                                        \
+#define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2, XQ, QMIN)                                                   \
     FLOAT_TILE(NAME##_tile, LOAD, ESZ, XQ, XQ)                                                             \
-    /* Rows outer, inputs inner, column blocks of COLBLK_BYTES a row past 4 inputs (avx512_util.h). */ \
-    BP_TILE_COLS(NAME##_cols, NAME##_tile, R, MAX_BATCH, COLBLK_BYTES / (ESZ))                              \
+    /* Rows outer, inputs inner, column blocks of COLBLK_BYTES a row past 4 inputs (avx512_util.h). */     \
+    BP_TILE_COLS(NAME##_cols, NAME##_tile, R, MAX_BATCH, COLBLK_BYTES / (ESZ))                             \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         if (job->batch == 1) {                                                                             \
             g_decode[DEC](job, r0, r1);                                                                    \
             return;                                                                                        \
         }                                                                                                  \
-        if (job->batch >= (QMIN) && job->batch <= MAX_BATCH) {                                             \
+        if (job->batch >= (QMIN)) {                                             \
             g_quad[DEC](job, r0, r1);                                                                      \
             return;                                                                                        \
         }                                                                                                  \
@@ -158,27 +159,27 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
  * same shape, 5 interleaved rounds): 2 KB into L1 F32 34.7 (AVX2 kernel 28.3, ggml 29.1), F16
  * 31.2, BF16 29.5; 4 KB into L2 34.6 / 36.5 / 34.8; 4 KB into L1 27.4 / 31.4 / 28.0; 8 KB into
  * L2 35.9 / 34.7 / 34.0. Same column order for any r0, r1. */
-#define ROW_KERNEL(NAME, LOAD, ESZ)                                                                           \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                         \
-        const float *x = job->x;                                                                              \
-        const int64_t n = job->cols;                                                                          \
-        for (int64_t r = r0; r < r1; r++) {                                                                   \
-            const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                          \
-            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                       \
-            int64_t c = 0;                                                                                    \
-            for (; c + 64 <= n; c += 64) {                                                                    \
-                BP_PREFETCH_BLOCK(w + (ESZ) * c, 64 * (ESZ));                                                 \
-                s0 = _mm512_fmadd_ps(LOAD(w + (ESZ) * c, 0xffff), _mm512_loadu_ps(x + c), s0);                \
-                s1 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 16), 0xffff), _mm512_loadu_ps(x + c + 16), s1);    \
-                s2 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 32), 0xffff), _mm512_loadu_ps(x + c + 32), s2);    \
-                s3 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 48), 0xffff), _mm512_loadu_ps(x + c + 48), s3);    \
-            }                                                                                                 \
-            for (; c < n; c += 16) {                                                                          \
-                const __mmask16 m = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);       \
-                s0 = _mm512_fmadd_ps(LOAD(w + (ESZ) * c, m), _mm512_maskz_loadu_ps(m, x + c), s0);             \
-            }                                                                                                 \
-            job->y[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));    \
-        }                                                                                                     \
+#define ROW_KERNEL(NAME, LOAD, ESZ)                                                                        \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+        const float *x = job->x;                                                                           \
+        const int64_t n = job->cols;                                                                       \
+        for (int64_t r = r0; r < r1; r++) {                                                                \
+            const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                        \
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                    \
+            int64_t c = 0;                                                                                 \
+            for (; c + 64 <= n; c += 64) {                                                                 \
+                BP_PREFETCH_BLOCK(w + (ESZ) * c, 64 * (ESZ));                                              \
+                s0 = _mm512_fmadd_ps(LOAD(w + (ESZ) * c, 0xffff), _mm512_loadu_ps(x + c), s0);             \
+                s1 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 16), 0xffff), _mm512_loadu_ps(x + c + 16), s1); \
+                s2 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 32), 0xffff), _mm512_loadu_ps(x + c + 32), s2); \
+                s3 = _mm512_fmadd_ps(LOAD(w + (ESZ) * (c + 48), 0xffff), _mm512_loadu_ps(x + c + 48), s3); \
+            }                                                                                              \
+            for (; c < n; c += 16) {                                                                       \
+                const __mmask16 m = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);    \
+                s0 = _mm512_fmadd_ps(LOAD(w + (ESZ) * c, m), _mm512_maskz_loadu_ps(m, x + c), s0);         \
+            }                                                                                              \
+            job->y[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3))); \
+        }                                                                                                  \
     }
 ROW_KERNEL(row_f32, ld_f32, 4)
 ROW_KERNEL(row_f16, ld_f16, 2)
@@ -213,39 +214,39 @@ static bp_cpu_vec_fn g_decode[3] = {row_f32, row_f16, row_bf16};
  * added ((0 + 1) + (2 + 3)) at the end, whatever the tile, the row split or the input grouping.
  * Rows past the last 16 are zeros in the block (their sums are not written); so are the columns
  * past n in the last quad, whose inputs are masked. */
-enum { QR = 16, QCB = 256, QNJ = 6 };
+enum { QR = 16, QCB = 256, QNJ = 6, QCHUNK = 64 };
 
 /* Rows [0, nr) of w (rb bytes apart), columns [c0, c1) (c1 - c0 <= QCB), as quads into s: quad
  * column q's four zmm at s + 64 q, row group g's at + 16 g. */
-#define QUAD_PACK(NAME, LOAD, ESZ)                                                                        \
+#define QUAD_PACK(NAME, LOAD, ESZ)                                                                         \
     static ALWAYS_INLINE void NAME##_n(const uint8_t *w, size_t rb, const int nr, int64_t c0, int64_t c1, float *s) { \
-        for (int64_t c = c0; c < c1; c += 16) {                                                           \
-            const __mmask16 m = c1 - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c1 - c)) - 1);    \
-            float *o = s + (c - c0) / 4 * 64;                                                             \
-            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                                         \
-                __m512 a[4];                                                                              \
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {                                     \
-                    const int row = 4 * g + k;                                                            \
-                    if (row < nr) {                                                                       \
-                        const uint8_t *p = w + (size_t)row * rb + (size_t)c * (ESZ);                      \
-                        a[k] = LOAD(p, m);                                                                \
-                    } else                                                                                \
-                        a[k] = _mm512_setzero_ps();                                                       \
-                }                                                                                         \
-                const __m512 t0 = _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0));              \
-                const __m512 t1 = _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2));              \
-                const __m512 t2 = _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0));              \
-                const __m512 t3 = _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2));              \
+        for (int64_t c = c0; c < c1; c += 16) {                                                            \
+            const __mmask16 m = c1 - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c1 - c)) - 1);      \
+            float *o = s + (c - c0) / 4 * 64;                                                              \
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {                                          \
+                __m512 a[4];                                                                               \
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {                                      \
+                    const int row = 4 * g + k;                                                             \
+                    if (row < nr) {                                                                        \
+                        const uint8_t *p = w + (size_t)row * rb + (size_t)c * (ESZ);                       \
+                        a[k] = LOAD(p, m);                                                                 \
+                    } else                                                                                 \
+                        a[k] = _mm512_setzero_ps();                                                        \
+                }                                                                                          \
+                const __m512 t0 = _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(1, 0, 1, 0));               \
+                const __m512 t1 = _mm512_shuffle_f32x4(a[0], a[1], _MM_SHUFFLE(3, 2, 3, 2));               \
+                const __m512 t2 = _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(1, 0, 1, 0));               \
+                const __m512 t3 = _mm512_shuffle_f32x4(a[2], a[3], _MM_SHUFFLE(3, 2, 3, 2));               \
                 _mm512_store_ps(o + 0 * 64 + 16 * g, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0))); \
                 _mm512_store_ps(o + 1 * 64 + 16 * g, _mm512_shuffle_f32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1))); \
                 _mm512_store_ps(o + 2 * 64 + 16 * g, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0))); \
                 _mm512_store_ps(o + 3 * 64 + 16 * g, _mm512_shuffle_f32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1))); \
-            }                                                                                             \
-        }                                                                                                 \
-    }                                                                                                     \
+            }                                                                                              \
+        }                                                                                                  \
+    }                                                                                                      \
     static __attribute__((noinline)) void NAME(const uint8_t *w, size_t rb, int nr, int64_t c0, int64_t c1, float *s) { \
-        if (nr == QR) NAME##_n(w, rb, QR, c0, c1, s);                                                     \
-        else NAME##_n(w, rb, nr, c0, c1, s);                                                              \
+        if (nr == QR) NAME##_n(w, rb, QR, c0, c1, s);                                                      \
+        else NAME##_n(w, rb, nr, c0, c1, s);                                                               \
     }
 QUAD_PACK(quad_pack_f32, ld_f32, 4)
 QUAD_PACK(quad_pack_f16, ld_f16, 2)
@@ -300,48 +301,67 @@ static __attribute__((noinline)) void quad_tile_n(const float *s, const float *x
     }
 }
 
-/* Rows [r0, r1) of a batch of up to MAX_BATCH inputs: 16-row tiles (the last may be
- * short), column blocks of QCB, inputs in groups of at most QNJ as even as they go. */
-#define QUAD_KERNEL(NAME, PACK, ESZ)                                                                           \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
-        _Alignas(64) float s[QCB * QR];                                                                   \
-        __m512 part[4 * MAX_BATCH];                                                                       \
-        const int64_t n = job->cols, t = job->batch;                                                      \
-        const int groups = (int)((t + QNJ - 1) / QNJ);                                                    \
-        for (int64_t r = r0; r < r1; r += QR) {                                                           \
-            const int nr = r1 - r < QR ? (int)(r1 - r) : QR;                                              \
-            const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                       \
-            for (int64_t c0 = 0; c0 < n; c0 += QCB) {                                                     \
-                const int64_t c1 = n - c0 < QCB ? n : c0 + QCB;                                           \
-                PACK(w, job->row_bytes, nr, c0, c1, s);                                                   \
-                /* the block after this one (or the next tile's first), nl lines of it */                 \
-                const int64_t cn = c1 < n ? c1 : 0, ncols = n - cn < QCB ? n - cn : QCB;                  \
-                const uint8_t *pf = c1 < n ? w + (size_t)cn * (ESZ) : r + QR < r1 ? w + QR * job->row_bytes : NULL; \
-                const int64_t nl = QR * ((ncols * (ESZ) + 63) / 64);                                      \
-                int64_t j0 = 0;                                                                           \
-                for (int gi = 0; gi < groups; gi++) {                                                     \
-                    const int nj = (int)((t - j0) / (groups - gi));                                       \
-                    quad_tile_n(s, job->x + j0 * n, n, nj, c0, c1, part + 4 * j0, c0 == 0, pf,            \
-                                job->row_bytes, nl, 2 * gi * ((c1 - c0) / 4));                            \
-                    j0 += nj;                                                                             \
-                }                                                                                         \
-            }                                                                                             \
-            /* lane sums ((0 + 1) + (2 + 3)) of each 128-bit lane: row 4 g + lane of group g */           \
-            for (int64_t j = 0; j < t; j++)                                                               \
-                for (int g = 0; g < 4; g++) {                                                             \
-                    __m512 v = part[4 * j + g];                                                           \
-                    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));                  \
-                    v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));                  \
-                    _Alignas(64) float l[16];                                                             \
-                    _mm512_store_ps(l, v);                                                                \
-                    for (int k = 0; k < 4 && 4 * g + k < nr; k++) job->y[j * job->rows + r + 4 * g + k] = l[4 * k]; \
-                }                                                                                         \
-        }                                                                                                 \
+/* Rows [r0, r1) of a batch: inputs in chunks of up to QCHUNK, each chunk over all the rows (its
+ * inputs, 1 MiB at 4096 columns, stay in L2 while the weights stream once per chunk), in 16-row
+ * tiles (the last may be short), column blocks of QCB, groups of at most QNJ inputs as even as
+ * they go. */
+#define QUAD_KERNEL(NAME, PACK, ESZ)                                                                       \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+        _Alignas(64) float s[QCB * QR];                                                                    \
+        __m512 part[4 * QCHUNK];                                                                           \
+        const int64_t n = job->cols;                                                                       \
+        for (int64_t jc = 0; jc < job->batch; jc += QCHUNK) {                                              \
+            const int64_t t = job->batch - jc < QCHUNK ? job->batch - jc : QCHUNK;                         \
+            const float *x = job->x + jc * n;                                                              \
+            float *y = job->y + jc * job->rows;                                                            \
+            const int groups = (int)((t + QNJ - 1) / QNJ);                                                 \
+            for (int64_t r = r0; r < r1; r += QR) {                                                        \
+                const int nr = r1 - r < QR ? (int)(r1 - r) : QR;                                           \
+                const uint8_t *w = job->w + (size_t)r * job->row_bytes;                                    \
+                for (int64_t c0 = 0; c0 < n; c0 += QCB) {                                                  \
+                    const int64_t c1 = n - c0 < QCB ? n : c0 + QCB;                                        \
+                    PACK(w, job->row_bytes, nr, c0, c1, s);                                                \
+                    /* the block after this one (or the next tile's first), nl lines of it */              \
+                    const int64_t cn = c1 < n ? c1 : 0, ncols = n - cn < QCB ? n - cn : QCB;               \
+                    const uint8_t *pf = c1 < n ? w + (size_t)cn * (ESZ) : r + QR < r1 ? w + QR * job->row_bytes : NULL; \
+                    const int64_t nl = QR * ((ncols * (ESZ) + 63) / 64);                                   \
+                    int64_t j0 = 0;                                                                        \
+                    for (int gi = 0; gi < groups; gi++) {                                                  \
+                        const int nj = (int)((t - j0) / (groups - gi));                                    \
+                        quad_tile_n(s, x + j0 * n, n, nj, c0, c1, part + 4 * j0, c0 == 0, pf,              \
+                                    job->row_bytes, nl, 2 * gi * ((c1 - c0) / 4));                         \
+                        j0 += nj;                                                                          \
+                    }                                                                                      \
+                }                                                                                          \
+                /* lane sums ((0 + 1) + (2 + 3)) of each 128-bit lane: row 4 g + lane of group g */        \
+                for (int64_t j = 0; j < t; j++)                                                            \
+                    for (int g = 0; g < 4; g++) {                                                          \
+                        __m512 v = part[4 * j + g];                                                        \
+                        v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1)));               \
+                        v = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));               \
+                        _Alignas(64) float l[16];                                                          \
+                        _mm512_store_ps(l, v);                                                             \
+                        for (int k = 0; k < 4 && 4 * g + k < nr; k++) y[j * job->rows + r + 4 * g + k] = l[4 * k]; \
+                    }                                                                                      \
+            }                                                                                              \
+        }                                                                                                  \
     }
 QUAD_KERNEL(quad_f32, quad_pack_f32, 4)
 QUAD_KERNEL(quad_f16, quad_pack_f16, 2)
 QUAD_KERNEL(quad_bf16, quad_pack_bf16, 2)
 static bp_cpu_vec_fn g_quad[3] = {quad_f32, quad_f16, quad_bf16};
+
+/* The float kinds' GEMM (ops->gemm, past the vec kernels' max_batch): the same quads, in chunks
+ * of QCHUNK inputs. Intel Xeon VM, 2 threads, 4096 x 4096, 3 interleaved rounds, GFLOP/s, the
+ * 8 x 32 f32 panel GEMM it replaces (16-row panels dequantized k-major, 8 broadcast inputs) ->
+ * quads: F32 t = 128 230 -> 312, t = 512 254 -> 296, t = 2048 255 -> 298; F16 t = 128 255 ->
+ * 332, t = 512 273 -> 329, t = 2048 267 -> 311; BF16 t = 128 247 -> 328, t = 512 263 -> 314.
+ * Rows [r0, r1) of every input; ith unused (no scratch: the block is on the stack). */
+static void quad_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
+    (void)ith;
+    const bp_kind k = job->kt->info.kind;
+    g_quad[k == BP_KIND_F32 ? 0 : k == BP_KIND_F16 ? 1 : 2](job, r0, r1);
+}
 
 /* R2: rows per tile at batch 2, prefetched 1 KB ahead a row. F32 reads 16 KB a row, and eight
  * such streams at once lost to ggml at t = 2 (0.89-0.92x, 59-61 vs 64 GFLOP/s); 4 rows ran
@@ -373,16 +393,18 @@ static void quant_f32eo(const float *x, int64_t n, void *out) {
 #define BP_STR_(x) #x
 #define BP_STR(x) BP_STR_(x) /* a macro's value as a string */
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
-/* max_batch 64: the f32 panel GEMM (AVX2, 6 x 16) reaches ~100 GFLOP/s on the dev machine at
- * t = 32, these ~2x that (Zen 5, one core, hot). */
+/* max_batch 64, then the GEMM: the quads again (quad_gemm), in chunks of 64 inputs. */
     if (!ops->vec[BP_KIND_F32].fn || !ops->vec[BP_KIND_F16].fn || !ops->vec[BP_KIND_BF16].fn) return false;
-#define SET(K, ACT, FN, NAME, QMIN)                                                                                        \
-    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME ": 8 x 3 tiles, from t = " BP_STR(QMIN) " 4 x 4 quads 16 rows x 6 inputs; decode one row)", 64, NULL, true}
+#define SET(K, ACT, FN, NAME, QMIN)                                                                        \
+    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME ": 8 x 3 tiles, from t = " BP_STR(QMIN) " 4 x 4 quads 16 rows x 6 inputs; decode one row)", MAX_BATCH, NULL, true}
     SET(F32, BP_ACT_F32, vec_f32, "f32 FMA", QMIN_F32);
     SET(F16, BP_ACT_F32, vec_f16, "F16C + f32 FMA", QMIN_F16);
     SET(BF16, BP_ACT_F32EO, vec_bf16, "f32 FMA", QMIN_BF16);
     ops->quant_f32eo = quant_f32eo;
 #undef SET
+    ops->gemm = quad_gemm;
+    ops->gemm_name = "quads GEMM (4 x 4 quads, 16 rows x 6 inputs, f32 FMA)";
+    ops->gemm_isa = "avx512";
     return true;
 }
 
