@@ -187,7 +187,6 @@ ROW_KERNEL(row_bf16, ld_bf16, 2)
 
 static bp_cpu_vec_fn g_decode[3] = {row_f32, row_f16, row_bf16};
 
-
 /* Larger batches (from each kind's QMIN below, to MAX_BATCH): the weights as quads. A zmm holds
  * 4 columns of 4 rows (a 128-bit lane a row) and meets the same 4 columns of one input,
  * broadcast to every lane (vbroadcastf32x4: a load alone, no shuffle), so the tile is an outer
@@ -321,7 +320,8 @@ static __attribute__((noinline)) void quad_tile_n(const float *s, const float *x
                 for (int64_t c0 = 0; c0 < n; c0 += QCB) {                                                  \
                     const int64_t c1 = n - c0 < QCB ? n : c0 + QCB;                                        \
                     PACK(w, job->row_bytes, nr, c0, c1, s);                                                \
-                    /* the block after this one (or the next tile's first), nl lines of it */              \
+                    /* the block after this one (or the next tile's first, whose rows past the weight's     \
+                     * last are requested too: a prefetch does not fault), nl lines of it */                \
                     const int64_t cn = c1 < n ? c1 : 0, ncols = n - cn < QCB ? n - cn : QCB;               \
                     const uint8_t *pf = c1 < n ? w + (size_t)cn * (ESZ) : r + QR < r1 ? w + QR * job->row_bytes : NULL; \
                     const int64_t nl = QR * ((ncols * (ESZ) + 63) / 64);                                   \
