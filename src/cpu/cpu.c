@@ -23,7 +23,7 @@
  *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes:
  *                   the panel of kern_avx512p16.inc, which the grid and IQ1 kinds of kern_avx512iq.c share)
  *   kern_avx512f.c  F32/F16/BF16 decode and every batch: 8 rows x 3 inputs register tiles, from
- *                   t = 9 (BF16 16) outer products over 4 x 4 quads of the weights, also their GEMM
+ *                   t = 12 (BF16 16) outer products over 4 x 4 quads of the weights, also their GEMM
  *   kern_avx512bf.c BF16 at t >= 2 on AVX512_BF16 CPUs outside exact mode: x rounded to bf16,
  *                   vdpbf16ps (8 x 3 register tiles, then a 12 x 32 panel GEMM)
  *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): up to 8 inputs a
@@ -617,7 +617,7 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
         job.xq = act;
         job.xq_stride = abytes;
         task tk;
-        task_init(&tk, &job, nth, 4);
+        task_init(&tk, &job, nth, t > 1 && ops->vec_row_unit[w->kind] ? ops->vec_row_unit[w->kind] : 4);
         if (nth > 1) bp_pool_run(run_task, &tk, nth);
         else run_task(&tk, 0, 1);
     } else if (vec) {

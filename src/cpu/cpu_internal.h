@@ -136,6 +136,11 @@ typedef struct bp_cpu_ops {
     /* true: batch 1 runs vec_alt by default (cpu.c: the alternative was the faster one on every
      * machine measured); false: vec. BACKPLANE_CPU_DECODE=time times the two instead. */
     bool alt_first[BP_CPU_MAX_KIND];
+    /* Batches (t >= 2) of vec reach it in chunks of a multiple of this many rows (0: 4, as
+     * decode). The AVX-512 float quads tile by 16: 640 rows in 40-row chunks left every third
+     * tile half empty (F32 t = 16 -11%, F16 t = 24 -13% on the Intel Xeon VM); 16 for the
+     * quantized kinds cost Q4_0 and TQ2_0 5-8% at t = 2-8 there (32-row chunks, not 40). */
+    int vec_row_unit[BP_CPU_MAX_KIND];
     /* Faster dequantizers than the reference for the GEMM panels, per kind (NULL: reference).
      * Same contract as bp_dequant_fn, and bit-identical to the reference: test_cpu_dequant
      * compares every one, value by value. */

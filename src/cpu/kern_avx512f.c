@@ -14,7 +14,7 @@
  * exact f32 products (no bf16/f16 dot instructions: the tests hold them to the FLOAT bound). BF16
  * batches (t >= 2) outside exact mode run kern_avx512bf.c instead on AMD CPUs with AVX512_BF16.
  *
- * Larger batches (F32 and F16 from t = 9, BF16 from 16) run an outer-product tile over the
+ * Larger batches (F32 and F16 from t = 12, BF16 from 16) run an outer-product tile over the
  * weights turned into 4 x 4 quads a column block at a time (QUAD_KERNEL, below).
  *
  * Batch 1 runs a one-row kernel (below: ROW_KERNEL, every float kind),
@@ -205,7 +205,9 @@ static bp_cpu_vec_fn g_decode[3] = {row_f32, row_f16, row_bf16};
  * -> 240, t = 32 257 -> 257 -> 277 (where a 64 MiB weight streams at ~25-30 GB/s of the 37);
  * F16 t = 16 -> 259 -> 278. Against the tiles (same run, spread): F32 t = 8 1.00x, t = 9 1.03x,
  * t = 12 1.07x, t = 16 1.07x; F16 t = 8 1.00x, t = 9 1.01x, t = 12 1.14x, t = 16 1.26x; BF16 t =
- * 12 0.93x (its tiles widen with one operation, SPLIT), t = 16 1.10x; so QMIN 9, 9 and 16. An
+ * 12 0.93x (its tiles widen with one operation, SPLIT), t = 16 1.10x. A 640 x 2048 weight (in L3)
+ * puts the crossing later: F32 t = 9 0.98x, t = 12 1.00x, t = 16 1.06x; F16 t = 9 0.90x, t = 12
+ * 1.00x, t = 16 1.10x (with 16-row chunks, ops->vec_row_unit); so QMIN 12, 12 and 16. An
  * earlier run without the spread: F16 t = 32 275 -> 330, t = 64 279 -> 338; BF16 t = 32 289 ->
  * 326; F32 t = 64 237 -> 312. Blocks of 128 or 512 columns read within 3% of 256.
  *
@@ -368,8 +370,8 @@ static void quad_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
  * 0.97-1.01x (61-65), 4 rows 2 KB ahead 0.86-0.96x, 2 rows 60, 1 row 50 (2 threads, 4096 x 4096,
  * Zen 5, interleaved with ggml). F16 keeps 8: 4 rows cost it 1.30x -> 1.05-1.10x. QMIN: the first
  * batch the quads take (QUAD_KERNEL's figures), also named in the kernels' names. */
-#define QMIN_F32 9
-#define QMIN_F16 9
+#define QMIN_F32 12
+#define QMIN_F16 12
 #define QMIN_BF16 16
 FLOAT_KERNEL(vec_f32, ld_f32, 4, 0, 4, false, QMIN_F32)
 FLOAT_KERNEL(vec_f16, ld_f16, 2, 1, 8, false, QMIN_F16)
@@ -401,6 +403,7 @@ bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
     SET(F16, BP_ACT_F32, vec_f16, "F16C + f32 FMA", QMIN_F16);
     SET(BF16, BP_ACT_F32EO, vec_bf16, "f32 FMA", QMIN_BF16);
     ops->quant_f32eo = quant_f32eo;
+    ops->vec_row_unit[BP_KIND_F32] = ops->vec_row_unit[BP_KIND_F16] = ops->vec_row_unit[BP_KIND_BF16] = QR;
 #undef SET
     ops->gemm = quad_gemm;
     ops->gemm_name = "quads GEMM (4 x 4 quads, 16 rows x 6 inputs, f32 FMA)";
