@@ -228,7 +228,6 @@ bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
 /* Only where CPUID says AVX512_BF16 (cpu.c): the file is built with -mavx512bf16. */
 bool bp_cpu_avx512bf_init(bp_cpu_ops *ops);
 
-
 /* Scalar activation quantizers (also the fallback of every path). */
 void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);
 void bp_cpu_quant_q8x256_scalar(const float *x, int64_t n, bp_q8x256 *out);

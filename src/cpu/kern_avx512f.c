@@ -1,4 +1,4 @@
-/* AVX-512 decode and small-batch kernels for the float kinds (F32, F16, BF16): a register tile
+/* AVX-512 decode, batch and GEMM kernels for the float kinds (F32, F16, BF16): a register tile
  * of R = 8 rows by up to 3 inputs, or 4 x 4 for a batch of 4 (one pass over the weights: 2 + 2
  * read them twice and ran F32 at 0.66x ggml). Wider input tiles (2 x 8) measured slower on the
  * dev machine. Column blocking for every batch did too (short weight streams defeat the
@@ -135,8 +135,9 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
 
 #define FLOAT_KERNEL(NAME, LOAD, ESZ, DEC, R2, XQ, QMIN)                                                   \
     FLOAT_TILE(NAME##_tile, LOAD, ESZ, XQ, XQ)                                                             \
-    /* Rows outer, inputs inner, column blocks of COLBLK_BYTES a row past 4 inputs (avx512_util.h). */     \
-    BP_TILE_COLS(NAME##_cols, NAME##_tile, R, MAX_BATCH, COLBLK_BYTES / (ESZ))                             \
+    /* Rows outer, inputs inner, column blocks of COLBLK_BYTES a row past 4 inputs (avx512_util.h);   \
+     * batches below QMIN only (the quads take the rest), so the parked sums are sized for those. */  \
+    BP_TILE_COLS(NAME##_cols, NAME##_tile, R, (QMIN) - 1, COLBLK_BYTES / (ESZ))                            \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         if (job->batch == 1) {                                                                             \
             g_decode[DEC](job, r0, r1);                                                                    \
@@ -187,10 +188,11 @@ ROW_KERNEL(row_bf16, ld_bf16, 2)
 
 static bp_cpu_vec_fn g_decode[3] = {row_f32, row_f16, row_bf16};
 
-/* Larger batches (from each kind's QMIN below, to MAX_BATCH): the weights as quads. A zmm holds
- * 4 columns of 4 rows (a 128-bit lane a row) and meets the same 4 columns of one input,
- * broadcast to every lane (vbroadcastf32x4: a load alone, no shuffle), so the tile is an outer
- * product: per 4 columns, 4 weight vectors (16 rows) and NJ <= 6 broadcasts feed 4 x NJ FMAs.
+/* Larger batches (from each kind's QMIN below; past MAX_BATCH as the GEMM): the weights as
+ * quads. A zmm holds 4 columns of 4 rows (a 128-bit lane a row) and meets the same 4 columns of
+ * one input, broadcast to every lane (vbroadcastf32x4: a load alone, no shuffle), so the tile
+ * is an outer product: per 4 columns, 4 weight vectors (16 rows) and NJ <= 6 broadcasts feed
+ * 4 x NJ FMAs.
  * The dot-product tiles above load a whole zmm per row and per input (8 + 3 loads per 24 FMAs);
  * on the Intel Xeon VM, with everything in L1, an 8 x 3 tile of that kind ran at 66-71% of one
  * core's FMA peak (7.4 G zmm FMAs/s) and this one at 90-96%. The first input group of each
