@@ -2,9 +2,10 @@
  * reference dequantizers), for every weight kind, every ISA path this machine has, awkward
  * shapes (rows not a multiple of the thread count / SIMD width / panel, one block per row,
  * wide rows, column counts that leave a partial GEMM depth block) and odd batches. Also:
- * the result is bit-identical for 1, 2 and 3 threads. BF16 runs twice: as the library runs it
- * (t >= 2 may round x to bf16 on AVX512_BF16 CPUs: the table's BF16 gemm row, test_cpu_bf16 has
- * the rest) and in exact mode, where every BF16 kernel is held to the FLOAT bound. */
+ * the result is bit-identical for 1, 2 and 3 threads, and with the AVX512_VBMI kernels on or
+ * off. BF16 runs twice: as the library runs it (t >= 2 may round x to bf16 on AVX512_BF16 CPUs:
+ * the table's BF16 gemm row, test_cpu_bf16 has the rest) and in exact mode, where every BF16
+ * kernel is held to the FLOAT bound. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,27 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng, bool exact) {
                 }
                 bp_cpu_set_repack(true);
                 bp_cpu_set_decode_pick(0);
+                /* Kinds with an AVX512_VBMI kernel (vpermb lookups): the kernel it replaced too, where
+                 * the CPU has VBMI. Same bytes from either lookup, same sums: bit for bit pass 0's. */
+                if (bp_cpu_has_vbmi_kernel(ki->kind)) {
+                    const char *with = bp_cpu_kernel_name(ki->kind, t);
+                    bp_cpu_set_vbmi(false);
+                    const char *without = bp_cpu_kernel_name(ki->kind, t);
+                    CHECK_OK(bp_cpu_set_threads(2));
+                    for (int64_t i = 0; i < t * rows; i++) got[i] = NAN;
+                    CHECK_OK(bp_cpu_gemm(&wt, x, t, got));
+                    bp_cpu_set_vbmi(true);
+                    const double e = bp_test_nmse(got, ref, (size_t)(t * rows));
+                    if (g_verbose)
+                        fprintf(stderr, "%-8s %-7s %4lldx%-5lld t=%-3lld NMSE %.2e  %s [VBMI off]\n", ki->name,
+                                bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, e, without);
+                    CHECK(e <= bp_test_tolerance(ki->kind, op), "%s %s [%s] VBMI off %lldx%lld t=%lld: NMSE %.3g > %.3g",
+                          ki->name, bp_cpu_isa_name((bp_cpu_isa)isa), without, (long long)rows, (long long)cols,
+                          (long long)t, e, bp_test_tolerance(ki->kind, op));
+                    CHECK(!memcmp(got, got1, sizeof(float) * (size_t)(t * rows)),
+                          "%s %s %lldx%lld t=%lld: [%s] and [%s] differ", ki->name, bp_cpu_isa_name((bp_cpu_isa)isa),
+                          (long long)rows, (long long)cols, (long long)t, without, with);
+                }
             }
         }
     next:

@@ -54,6 +54,8 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
  * choice was tried: a loop of 12 independent vdpbf16ps against one of FMAs read 0.5 or 1.3 on the
  * same core depending on how the compiler scheduled it, too fragile to steer by. */
 static bool g_bf16_dot;
+/* BACKPLANE_CPU_VBMI=0 or bp_cpu_set_vbmi(false): ops->vec_novbmi where a kind has one. */
+static bool g_vbmi_off;
 static int g_bf16_mode; /* bp_cpu_set_bf16_dot */
 /* "CPU avx2 Q4_K panel GEMM (...)": built once per ISA and kind so reports get stable strings. */
 static char g_gemm_names[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND][96];
@@ -106,6 +108,12 @@ static bool cpu_has_avx512bf16(void) {
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
     return a & (1u << 5);
 }
+/* AVX512_VBMI (vpermb): CPUID leaf 7 subleaf 0, ECX bit 1; asked as cpu_has_avx512bf16. */
+static bool cpu_has_avx512vbmi(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return c & (1u << 1);
+}
 /* CPUID leaf 0's vendor string is "AuthenticAMD". */
 static bool cpu_is_amd(void) {
     unsigned a, b, c, d;
@@ -115,6 +123,7 @@ static bool cpu_is_amd(void) {
 #else
 static bool cpu_has(bp_cpu_isa isa) { return isa == BP_CPU_ISA_SCALAR; }
 static bool cpu_has_avx512bf16(void) { return false; }
+static bool cpu_has_avx512vbmi(void) { return false; }
 static bool cpu_is_amd(void) { return false; }
 #endif
 
@@ -163,6 +172,7 @@ static void init_once(void) {
             bp_cpu_avx512iq_init(&g_ops[BP_CPU_ISA_AVX512]);
             /* A CPU without AVX512_BF16 keeps the exact BF16 kernels at every batch. */
             if (cpu_has_avx512bf16() && bp_cpu_avx512bf_init(&g_ops[BP_CPU_ISA_AVX512])) g_bf16_dot = cpu_is_amd();
+            if (cpu_has_avx512vbmi()) bp_cpu_avx512vb_init(&g_ops[BP_CPU_ISA_AVX512]);
         }
     }
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
@@ -175,6 +185,11 @@ static void init_once(void) {
      * 4096 x 4096 on the Intel: 7.6 vs 5.5 GB/s). Every other alternative took 0.95-1.6x the
      * main kernel's time there, so the main kernel stays. */
     g_ops[BP_CPU_ISA_AVX512].alt_first[BP_KIND_IQ3_S] = g_ops[BP_CPU_ISA_AVX512].vec_alt[BP_KIND_IQ3_S].fn != NULL;
+    const char *vb = getenv("BACKPLANE_CPU_VBMI");
+    if (vb && *vb) {
+        if (!strcmp(vb, "0")) g_vbmi_off = true;
+        else if (strcmp(vb, "1")) fprintf(stderr, "backplane: BACKPLANE_CPU_VBMI=%s is not 0|1; using 1 (VBMI kernels where the CPU has AVX512_VBMI)\n", vb);
+    }
     const char *dp = getenv("BACKPLANE_CPU_DECODE");
     if (dp && *dp && strcmp(dp, "auto")) {
         if (!strcmp(dp, "avx512") || !strcmp(dp, "main")) g_env_pick = 1;
@@ -228,6 +243,7 @@ bp_status bp_cpu_set_threads(int n) { return bp_pool_resize(n); }
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
 static const bp_cpu_vec_kernel *vec_kernel(const bp_cpu_ops *ops, bp_kind k) {
+    if ((unsigned)k < BP_CPU_MAX_KIND && g_vbmi_off && ops->vec_novbmi[k].fn) return &ops->vec_novbmi[k];
     if ((unsigned)k < BP_CPU_MAX_KIND && ops->vec[k].fn) return &ops->vec[k];
     return &ops->vec_generic;
 }
@@ -257,6 +273,15 @@ static bool use_vec_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t, bool 
 
 static bool g_repack = true;
 void bp_cpu_set_repack(bool on) { g_repack = on; }
+
+void bp_cpu_set_vbmi(bool on) {
+    pthread_once(&g_once, init_once);
+    g_vbmi_off = !on;
+}
+bool bp_cpu_has_vbmi_kernel(bp_kind k) {
+    pthread_once(&g_once, init_once);
+    return (unsigned)k < BP_CPU_MAX_KIND && g_ops[g_isa].vec_novbmi[k].fn != NULL;
+}
 
 /* ---- first-use choice between two decode kernels ------------------------------------------ */
 
@@ -317,7 +342,7 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
 static int time_pick(const bp_cpu_ops *ops, bp_kind k, int *permille) {
     enum { ROWS = 32, COLS = 4096, TRIES = 31 };
     const bp_kind_traits *kt = bp_kind_traits_of(k);
-    const bp_cpu_vec_kernel *v[2] = {&ops->vec[k], &ops->vec_alt[k]};
+    const bp_cpu_vec_kernel *v[2] = {vec_kernel(ops, k), &ops->vec_alt[k]};
     size_t rb;
     if (!kt || bp_kind_row_bytes(k, COLS, &rb) != BP_OK) return 1;
     size_t ab = act_bytes(v[0]->act, COLS);
@@ -400,7 +425,7 @@ bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len) {
     const bp_cpu_ops *ops = &g_ops[g_isa];
     if ((unsigned)k >= BP_CPU_MAX_KIND || !ops->vec_alt[k].fn || vec_kernel(ops, k)->pack) return false;
     const bp_cpu_vec_kernel *vk = decode_kernel(ops, k); /* times it, unless pinned */
-    const char *other = vk == &ops->vec_alt[k] ? ops->vec[k].name : ops->vec_alt[k].name;
+    const char *other = vk == &ops->vec_alt[k] ? vec_kernel(ops, k)->name : ops->vec_alt[k].name;
     int pm = atomic_load_explicit(&g_pick_permille[g_isa][k], memory_order_relaxed);
     const bool alt = vk == &ops->vec_alt[k];
     if (g_force_pick) snprintf(buf, len, "pinned by bp_cpu_set_decode_pick; other: %s", other);
@@ -462,36 +487,76 @@ static int threads_for(const bp_cpu_job *job, int pool_n) {
     return n < 1 ? 1 : n;
 }
 
-/* Work is handed out in chunks from an atomic counter (see bp_pool_run). Which thread computes
- * a row never changes the row's value: a row is always computed whole, by one thread, with
- * the same code. Decode chunks are multiples of 4 rows so threads do not share a line of y. */
+/* Work is handed out in chunks. Which thread computes a row never changes the row's value: a row
+ * is always computed whole, by one thread, with the same code. Decode chunks are multiples of 4
+ * rows so threads do not share a line of y.
+ *
+ * Each thread owns a contiguous run of chunks and takes them front to back; a thread whose run is
+ * empty takes chunks from the back of another's (a late or cancelled worker's rows get done, and
+ * the threads finish together). Why runs and not one shared counter: with the counter a thread's
+ * next chunk lay anywhere, so each chunk started where neither the kernel's software prefetch
+ * (BP_ROW_PF ahead, avx2_util.h) nor the hardware's had been, and ended prefetching rows another
+ * thread was reading; in a run the prefetch at a chunk's end is the next chunk's start. Measured
+ * with the counter (Intel Xeon VM, 2 threads, 4096 x 4096, cold decode, Q4_0 NVFP4 IQ4_XS Q5_K):
+ * 16 / 32 chunks a thread read 0.96 / 0.90x what 8 did, 2 a thread 1.02-1.07x; runs of 8 chunks
+ * 1.01-1.05x the counter over three interleaved A/Bs. Each run's counter has a line of its own
+ * (sharing one cost 1-3% there); past TASK_RUNS threads, threads share runs (ith % TASK_RUNS),
+ * which stays correct: every take is a compare-and-swap. */
+enum { TASK_RUNS = 64 };
 typedef struct task {
     const bp_cpu_job *job;
     void (*gemm)(const bp_cpu_job *, int, int64_t, int64_t);
     int64_t chunk_rows, nchunks;
-    _Atomic int64_t next;
+    int nruns;
+    /* Run i's chunks [lo, hi) as hi << 32 | lo; its owner moves lo up, a helper hi down, both by
+     * compare-and-swap, so each chunk is taken once. */
+    struct {
+        _Alignas(64) _Atomic uint64_t v;
+    } run[TASK_RUNS];
 } task;
 
 static void task_init(task *tk, const bp_cpu_job *job, int nth, int64_t unit) {
     tk->job = job;
     tk->gemm = NULL;
-    /* About 8 chunks per thread: small enough to balance a late thread, large enough that the
-     * counter is touched rarely. */
+    /* About 8 chunks per thread: small enough to balance a late thread (its helpers take whole
+     * chunks), large enough that the counters are touched rarely. */
     int64_t units = (job->rows + unit - 1) / unit;
     int64_t per = units / (8 * (int64_t)nth);
     if (per < 1) per = 1;
+    if (units / per >= (int64_t)1 << 31) per = units / ((int64_t)1 << 31) + 1; /* chunk numbers fit 32 bits */
     tk->chunk_rows = per * unit;
     tk->nchunks = (job->rows + tk->chunk_rows - 1) / tk->chunk_rows;
-    atomic_init(&tk->next, 0);
+    tk->nruns = nth < 1 ? 1 : nth > TASK_RUNS ? TASK_RUNS : nth;
+    for (int i = 0; i < tk->nruns; i++) {
+        const uint64_t lo = (uint64_t)(tk->nchunks * i / tk->nruns), hi = (uint64_t)(tk->nchunks * (i + 1) / tk->nruns);
+        atomic_init(&tk->run[i].v, hi << 32 | lo);
+    }
+}
+
+/* The next chunk of run i: from its front (own) or its back (helping); -1 when it is empty. */
+static int64_t take_chunk(task *tk, int i, bool own) {
+    uint64_t v = atomic_load_explicit(&tk->run[i].v, memory_order_relaxed);
+    for (;;) {
+        const uint64_t lo = v & 0xffffffffu, hi = v >> 32;
+        if (lo >= hi) return -1;
+        const uint64_t nv = own ? hi << 32 | (lo + 1) : (hi - 1) << 32 | lo;
+        if (atomic_compare_exchange_weak_explicit(&tk->run[i].v, &v, nv, memory_order_relaxed, memory_order_relaxed))
+            return (int64_t)(own ? lo : hi - 1);
+    }
 }
 
 static void run_task(void *ctx, int ith, int nth) {
     (void)nth;
     task *tk = ctx;
     const bp_cpu_job *job = tk->job;
-    for (;;) {
-        int64_t c = atomic_fetch_add_explicit(&tk->next, 1, memory_order_relaxed);
-        if (c >= tk->nchunks) return;
+    const int self = ith % tk->nruns;
+    for (int k = 0; k < tk->nruns;) {
+        const int i = (self + k) % tk->nruns;
+        const int64_t c = take_chunk(tk, i, k == 0);
+        if (c < 0) {
+            k++; /* run i is empty, and stays so: nothing is ever put back */
+            continue;
+        }
         int64_t r0 = c * tk->chunk_rows, r1 = r0 + tk->chunk_rows;
         if (r1 > job->rows) r1 = job->rows;
         if (tk->gemm) tk->gemm(job, ith, r0, r1);

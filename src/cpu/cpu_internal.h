@@ -133,6 +133,10 @@ typedef struct bp_cpu_ops {
      * may cost clock speed (512-bit ops on some Intel parts). Which one runs: alt_first, or what
      * BACKPLANE_CPU_DECODE says (cpu.c). fn NULL: none. */
     bp_cpu_vec_kernel vec_alt[BP_CPU_MAX_KIND];
+    /* The kernel vec[k] replaced where the CPU has AVX512_VBMI (kern_avx512pz.c's vpermb lookups;
+     * fn NULL: vec[k] needs no VBMI): it runs instead with bp_cpu_set_vbmi(false) or
+     * BACKPLANE_CPU_VBMI=0, so that tests reach both on a VBMI machine. Same packed layout. */
+    bp_cpu_vec_kernel vec_novbmi[BP_CPU_MAX_KIND];
     /* true: batch 1 runs vec_alt by default (cpu.c: the alternative was the faster one on every
      * machine measured); false: vec. BACKPLANE_CPU_DECODE=time times the two instead. */
     bool alt_first[BP_CPU_MAX_KIND];
@@ -222,6 +226,7 @@ bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks
 bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
 bool bp_cpu_avx2g16_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
+void bp_cpu_avx512vb_init(bp_cpu_ops *ops); /* only where CPUID says AVX512_VBMI */
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
@@ -241,6 +246,11 @@ void bp_cpu_set_min_parallel_bytes(size_t bytes);
 /* false: never repack, run the plain-layout kernels (as when the copy cannot be allocated).
  * Tests use it to cover both. */
 void bp_cpu_set_repack(bool on);
+/* Tests: false runs the kernels without AVX512_VBMI (ops->vec_novbmi) where the CPU has it; true
+ * (the default, unless BACKPLANE_CPU_VBMI=0) the VBMI ones. Not thread-safe against running calls. */
+void bp_cpu_set_vbmi(bool on);
+/* Whether kind k has a VBMI kernel on the current path (and the CPU has AVX512_VBMI). */
+bool bp_cpu_has_vbmi_kernel(bp_kind k);
 /* Tests: which of a kind's two decode kernels runs (0: as BACKPLANE_CPU_DECODE says, by
  * default ops->alt_first; 1: the main one, ops->vec; 2: ops->vec_alt where there is one). */
 void bp_cpu_set_decode_pick(int pick);

@@ -184,6 +184,19 @@ static ALWAYS_INLINE wquad nib4_lut(const uint8_t *q, const int8_t *tbl) {
     wquad w = nib4(q);
     return (wquad){_mm512_shuffle_epi8(t, w.a), _mm512_shuffle_epi8(t, w.b)};
 }
+/* The same lookup with AVX512_VBMI, for the kernels cpu.c runs where CPUID has it (VBMI below):
+ * vpermb reads 6 bits of each index byte, so against the 16 values repeated 4 times a raw byte
+ * looks up its low nibble and the byte shifted right 4 its high one, with no masks (2 uops fewer
+ * per 128 weights). The bytes are nib4_lut's, so both kernels' sums are the same bit for bit
+ * (test_cpu_kernels checks). Intel Xeon VM, 2 threads, 4096 x 4096, 3-9 interleaved rounds, this
+ * / the pshufb kernels: L3-resident decode IQ4_NL 1.05, MXFP4 1.07, NVFP4 1.07, IQ4_XS 1.04; t = 4
+ * 1.03-1.08, t = 16 0.99-1.09; cold 1.00-1.05 (memory is most of a cold call's time). */
+#define VBMI __attribute__((target("avx512vbmi")))
+static ALWAYS_INLINE VBMI wquad nib4_vperm(const uint8_t *q, const int8_t *tbl) {
+    const __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tbl));
+    const __m512i v = _mm512_loadu_si512((const void *)q);
+    return (wquad){_mm512_permutexvar_epi8(v, t), _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), t)};
+}
 /* Q5: +16 where the fifth bit is set, the masks (k, 16 bytes) straight from memory. */
 static ALWAYS_INLINE wquad q5_4(const uint8_t *q, const uint8_t *k) {
     wquad w = nib4(q);
@@ -232,8 +245,8 @@ static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t b
  * A batch of 5-7 makes two passes (4 + 1..3; t = 5 ~10% under t = 4 on the Intel Xeon VM); rows
  * in blocks of 8-32 run for every group, so that the second pass read them from L2, measured
  * 0.93-1.0x there (the second pass is the unpacking, not the memory). */
-#define QUAD_DISPATCH(NAME, ROW)                                                                           \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+#define QUAD_DISPATCH(NAME, TGT, ROW)                                                                      \
+    static TGT void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                  \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
             const int64_t left = job->batch - j0;                                                          \
             const int nj = left >= 4 ? 4 : (int)left;                                                      \
@@ -253,10 +266,10 @@ static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t b
  * per-block term times d_x * sum(q_x), whose row sum is then multiplied by OFFS_K (the kinds
  * whose term is a constant times the scale pass wd and the constant: one multiply a row, not
  * one every 8 blocks); FIN: the row's result is multiplied by it (IQ4_XS: its scales come
- * 4x). As kern_packed.inc: 1-3 inputs split the FMA chain over two accumulators; inputs outer,
- * rows inner. */
-#define QUAD_ROWS(NAME, ROWP, SETUP, PF, SCALES, QPTR, UNPACK, SIGNED, HAS_OFFS, OFFS, OFFS_K, FIN)       \
-    static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {     \
+ * 4x); TGT: empty, or VBMI for the kernels that use it. As kern_packed.inc: 1-3 inputs split the FMA
+ * chain over two accumulators; inputs outer, rows inner. */
+#define QUAD_ROWS(NAME, TGT, ROWP, SETUP, PF, SCALES, QPTR, UNPACK, SIGNED, HAS_OFFS, OFFS, OFFS_K, FIN)  \
+    static ALWAYS_INLINE TGT void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) { \
         const int64_t nbp = padded_blocks(job->cols), nb4 = quad_blocks(job->cols);                        \
         const size_t xs = job->xq_stride;                                                                  \
         const int8_t *xq = (const int8_t *)job->xq + (size_t)j0 * xs;                                     \
@@ -300,36 +313,38 @@ static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t b
             job->y[(j0 + jj) * job->rows + r] =                                                            \
                 (FIN) * (_mm512_reduce_add_ps(_mm512_add_ps(acc[jj], acc2[jj])) + (OFFS_K) * hsum8(offs[jj]));  \
     }                                                                                                      \
-    QUAD_DISPATCH(NAME, NAME##_row)
+    QUAD_DISPATCH(NAME, TGT, NAME##_row)
 
 /* The repacked layout: SB, MB scale / second-field bytes per block, QB bytes per quad; SCALES may
  * use sp (scales) and mp (second fields) at block g. */
-#define QUAD_KERNEL(NAME, SB, MB, QB, SCALES, UNPACK, SIGNED, HAS_OFFS, OFFS, OFFS_K)                      \
-    QUAD_ROWS(NAME, job->packed->data + (size_t)r * job->packed->row_stride,                              \
+#define QUAD_KERNEL(NAME, TGT, SB, MB, QB, SCALES, UNPACK, SIGNED, HAS_OFFS, OFFS, OFFS_K)                 \
+    QUAD_ROWS(NAME, TGT, job->packed->data + (size_t)r * job->packed->row_stride,                              \
               const uint8_t *mp = sp + (SB) * nbp; const uint8_t *qp = mp + (MB) * nbp; (void)mp;,                       \
               pf_group(sp, g, 8 * ((SB) + (MB)) + 2 * (QB)), SCALES, qp + (QB) * (size_t)(b / 4), UNPACK,  \
               SIGNED, HAS_OFFS, OFFS, OFFS_K, 1.0f)
 
-QUAD_KERNEL(vec_q4_0q, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, wd, -8.0f)
-QUAD_KERNEL(vec_q4_1q, 2, 2, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, f16x8(mp + 2 * g), 1.0f)
-QUAD_KERNEL(vec_iq4_nlq, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f)
-QUAD_KERNEL(vec_mxfp4q, 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_lut(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
+QUAD_KERNEL(vec_q4_0q, , 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, wd, -8.0f)
+QUAD_KERNEL(vec_q4_1q, , 2, 2, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, f16x8(mp + 2 * g), 1.0f)
+QUAD_KERNEL(vec_iq4_nlq, , 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f)
+QUAD_KERNEL(vec_iq4_nlq_vb, VBMI, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_vperm(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f)
+QUAD_KERNEL(vec_mxfp4q, , 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_lut(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
+QUAD_KERNEL(vec_mxfp4q_vb, VBMI, 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_vperm(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
 /* Q5_0 / Q5_1: the quads' fifth-bit masks (16 bytes a quad) in a region of their own between the
  * second fields and the quads, so that the 64-byte quads stay 64-byte aligned (with the masks at
  * the head of 80-byte quads, three loads in four split a line): Intel Xeon VM, 2 threads, 4096 x
  * 4096, 3 interleaved rounds, GB/s L3-resident 55.7 -> 58.9 and cold 32.8 -> 35.2 (Q5_0), 54.9
  * -> 58.7 and 32.3 -> 34.8 (Q5_1). */
 #define Q5_KERNEL(NAME, MB, OFFS, OFFS_K)                                                                  \
-    QUAD_ROWS(NAME, job->packed->data + (size_t)r * job->packed->row_stride,                              \
+    QUAD_ROWS(NAME, , job->packed->data + (size_t)r * job->packed->row_stride,                            \
               const uint8_t *mp = sp + 2 * nbp; const uint8_t *kp = mp + (MB) * nbp;                        \
               const uint8_t *qp = kp + 16 * (size_t)(nb4 / 4); (void)mp;,                                  \
               pf_group(sp, g, 8 * (2 + (MB)) + 2 * 80), f16x8(sp + 2 * g), qp + 64 * (size_t)(b / 4),        \
               UNSIGNED(q5_4(q, kp + 16 * (size_t)(b / 4))), 0, 1, OFFS, OFFS_K, 1.0f)
 Q5_KERNEL(vec_q5_0q, 0, wd, -16.0f)
 Q5_KERNEL(vec_q5_1q, 2, f16x8(mp + 2 * g), 1.0f)
-QUAD_KERNEL(vec_q1_0q, 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), UNSIGNED(q1_4(q)), 0, 1, wd,
+QUAD_KERNEL(vec_q1_0q, , 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), UNSIGNED(q1_4(q)), 0, 1, wd,
             -8.0f)
-QUAD_KERNEL(vec_q8_0q, 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd, 1.0f)
+QUAD_KERNEL(vec_q8_0q, , 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd, 1.0f)
 
 /* IQ4_XS read in place (no repacked copy): a superblock is d, scales_h (u16), scales_l[4], then
  * qs[128], each 64-byte half of which is already a quad as the packer lays one out (16 nibble
@@ -352,17 +367,20 @@ static ALWAYS_INLINE __m256 iq4_xs_scales(const uint8_t *b) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(l8)), _mm256_cvtph_ps(_mm_set1_epi16((short)bp_load_u16(b))));
 }
 #define IQ4XS_SB(g) (sp + BP_BLOCK_BYTES_IQ4_XS * (size_t)((g) / 8))
-QUAD_ROWS(vec_iq4_xsq, job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOCK(IQ4XS_SB(g), BP_BLOCK_BYTES_IQ4_XS),
+QUAD_ROWS(vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOCK(IQ4XS_SB(g), BP_BLOCK_BYTES_IQ4_XS),
           iq4_xs_scales(IQ4XS_SB(g)), IQ4XS_SB(b) + 8 + 64 * (size_t)((b / 4) % 2),
           UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f, 0.25f)
 #undef IQ4XS_SB
 /* The same on pack_iq4_xs's copy (aligned quads), the kernel that runs where there is memory for
  * it: same machine and shape, GB/s L3-resident 46.8 -> 57.0, cold 29.2 -> 33.0; t = 2 262 -> 288
  * GFLOP/s. The in-place one (vec_plain) reads 7 quads in 8 across two lines. */
-QUAD_ROWS(vec_iq4_xsp, job->packed->data + (size_t)r * job->packed->row_stride,
-          const uint8_t *qp = sp + iq4xs_head_bytes(job->cols);, pf_group(sp, g, BP_BLOCK_BYTES_IQ4_XS),
-          iq4_xs_scales(sp + (size_t)g), qp + 64 * (size_t)(b / 4), UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd,
-          -127.0f, 0.25f)
+#define IQ4XS_PACKED(NAME, TGT, LUT)                                                                       \
+    QUAD_ROWS(NAME, TGT, job->packed->data + (size_t)r * job->packed->row_stride,                         \
+              const uint8_t *qp = sp + iq4xs_head_bytes(job->cols);, pf_group(sp, g, BP_BLOCK_BYTES_IQ4_XS),   \
+              iq4_xs_scales(sp + (size_t)g), qp + 64 * (size_t)(b / 4), UNSIGNED(LUT(q, iq4nl_plus127_q)), 0, 1, \
+              wd, -127.0f, 0.25f)
+IQ4XS_PACKED(vec_iq4_xsp, , nib4_lut)
+IQ4XS_PACKED(vec_iq4_xsp_vb, VBMI, nib4_vperm)
 
 /* NVFP4 (bp_cpu_pack_nvfp4): the MXFP4 loop with a scale per 16 elements, so each quad's two halves
  * (elements 0..15 of four blocks, then 16..31) get a dot product, a conversion, a scale permute
@@ -373,44 +391,47 @@ QUAD_ROWS(vec_iq4_xsp, job->packed->data + (size_t)r * job->packed->row_stride,
  * each (row, input) sums in the same order for any grouping. As a per-block kernel
  * (kern_avx512iq.c, now the fallback on the plain layout) NVFP4 read ~79% of the read bandwidth at
  * 2 threads where Q4_0 read ~93%: four scale look-ups per 64 weights, sign work per input. */
-static ALWAYS_INLINE void vec_nvfp4q_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
-    const int64_t nbp = padded_blocks(job->cols), nb4 = quad_blocks(job->cols);
-    const size_t xs = job->xq_stride;
-    const int8_t *xq = (const int8_t *)job->xq + (size_t)j0 * xs;
-    const uint8_t *sp = job->packed->data + (size_t)r * job->packed->row_stride, *qp = sp + 2 * nbp;
-    const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    __m512 acc[MAX_NJ], acc2[MAX_NJ], offs[MAX_NJ];
-    for (int jj = 0; jj < NJ; jj++) acc[jj] = acc2[jj] = offs[jj] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < nbp; g += 8) {
-        pf_group(sp, g, 16 + 128);
-        const __m256i e = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sp + 2 * g))), 7);
-        const __m512 wd = _mm512_mul_ps(_mm512_cvtph_ps(e), _mm512_set1_ps(128.0f));
-        __m512 s[MAX_NJ];
-        for (int jj = 0; jj < NJ; jj++) {
-            const float *xd = (const float *)(const void *)(xq + (size_t)jj * xs + 32 * nbp);
-            s[jj] = _mm512_mul_ps(wd, _mm512_broadcast_f32x8(_mm256_loadu_ps(xd + g)));
-            offs[jj] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(xd + 2 * nbp + 2 * g), offs[jj]);
-        }
-        for (int h = 0; h < 2; h++) {
-            const int64_t b = g + 4 * h;
-            if (b >= nb4) break;
-            const wquad w = nib4_lut(qp + 64 * (size_t)(b / 4), fp4_plus12_q);
-            const __m512i pa = _mm512_add_epi32(pick0, _mm512_set1_epi32(4 * h));
-            const __m512i pb = _mm512_add_epi32(pick0, _mm512_set1_epi32(8 + 4 * h));
-            for (int jj = 0; jj < NJ; jj++) {
-                const int8_t *x = xq + (size_t)jj * xs + 32 * b;
-                const __m512i da = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.a, _mm512_loadu_si512((const void *)x));
-                const __m512i db = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.b, _mm512_loadu_si512((const void *)(x + 64)));
-                acc[jj] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pa, s[jj]), _mm512_cvtepi32_ps(da), acc[jj]);
-                acc2[jj] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pb, s[jj]), _mm512_cvtepi32_ps(db), acc2[jj]);
-            }
-        }
-    }
-    for (int jj = 0; jj < NJ; jj++)
-        job->y[(j0 + jj) * job->rows + r] =
-            _mm512_reduce_add_ps(_mm512_add_ps(acc[jj], acc2[jj])) - 12.0f * _mm512_reduce_add_ps(offs[jj]);
-}
-QUAD_DISPATCH(vec_nvfp4q, vec_nvfp4q_row)
+#define NVFP4_ROWS(NAME, TGT, LUT)                                                                             \
+    static ALWAYS_INLINE TGT void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {     \
+    const int64_t nbp = padded_blocks(job->cols), nb4 = quad_blocks(job->cols);                                \
+    const size_t xs = job->xq_stride;                                                                          \
+    const int8_t *xq = (const int8_t *)job->xq + (size_t)j0 * xs;                                              \
+    const uint8_t *sp = job->packed->data + (size_t)r * job->packed->row_stride, *qp = sp + 2 * nbp;           \
+    const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);                   \
+    __m512 acc[MAX_NJ], acc2[MAX_NJ], offs[MAX_NJ];                                                            \
+    for (int jj = 0; jj < NJ; jj++) acc[jj] = acc2[jj] = offs[jj] = _mm512_setzero_ps();                       \
+    for (int64_t g = 0; g < nbp; g += 8) {                                                                     \
+        pf_group(sp, g, 16 + 128);                                                                             \
+        const __m256i e = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sp + 2 * g))), 7); \
+        const __m512 wd = _mm512_mul_ps(_mm512_cvtph_ps(e), _mm512_set1_ps(128.0f));                           \
+        __m512 s[MAX_NJ];                                                                                      \
+        for (int jj = 0; jj < NJ; jj++) {                                                                      \
+            const float *xd = (const float *)(const void *)(xq + (size_t)jj * xs + 32 * nbp);                  \
+            s[jj] = _mm512_mul_ps(wd, _mm512_broadcast_f32x8(_mm256_loadu_ps(xd + g)));                        \
+            offs[jj] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(xd + 2 * nbp + 2 * g), offs[jj]);                   \
+        }                                                                                                      \
+        for (int h = 0; h < 2; h++) {                                                                          \
+            const int64_t b = g + 4 * h;                                                                       \
+            if (b >= nb4) break;                                                                               \
+            const wquad w = LUT(qp + 64 * (size_t)(b / 4), fp4_plus12_q);                                      \
+            const __m512i pa = _mm512_add_epi32(pick0, _mm512_set1_epi32(4 * h));                              \
+            const __m512i pb = _mm512_add_epi32(pick0, _mm512_set1_epi32(8 + 4 * h));                          \
+            for (int jj = 0; jj < NJ; jj++) {                                                                  \
+                const int8_t *x = xq + (size_t)jj * xs + 32 * b;                                               \
+                const __m512i da = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.a, _mm512_loadu_si512((const void *)x)); \
+                const __m512i db = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.b, _mm512_loadu_si512((const void *)(x + 64))); \
+                acc[jj] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pa, s[jj]), _mm512_cvtepi32_ps(da), acc[jj]);  \
+                acc2[jj] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pb, s[jj]), _mm512_cvtepi32_ps(db), acc2[jj]); \
+            }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    for (int jj = 0; jj < NJ; jj++)                                                                            \
+        job->y[(j0 + jj) * job->rows + r] =                                                                    \
+            _mm512_reduce_add_ps(_mm512_add_ps(acc[jj], acc2[jj])) - 12.0f * _mm512_reduce_add_ps(offs[jj]);   \
+}                                                                                                              \
+    QUAD_DISPATCH(NAME, TGT, NAME##_row)
+NVFP4_ROWS(vec_nvfp4q, , nib4_lut)
+NVFP4_ROWS(vec_nvfp4q_vb, VBMI, nib4_vperm)
 
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     ops->quant_q8x32q = quant_q8x32q;
@@ -445,9 +466,34 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     return true;
 }
 
+/* Where CPUID has AVX512_VBMI (cpu.c asks, after every other init of the path): the nibble-table
+ * kinds' vpermb kernels (nib4_vperm) take the place of the pshufb ones, which move to vec_novbmi
+ * (run with bp_cpu_set_vbmi(false) or BACKPLANE_CPU_VBMI=0). Only where the pshufb kernel is
+ * still the one in place: a kernel another init put there is not this file's to replace. */
+void bp_cpu_avx512vb_init(bp_cpu_ops *ops) {
+    static const struct {
+        bp_kind kind;
+        bp_cpu_vec_fn pshufb, vpermb;
+        const char *name;
+    } vb[] = {
+        {BP_KIND_IQ4_NL, vec_iq4_nlq, vec_iq4_nlq_vb, "CPU avx512 IQ4_NL (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
+        {BP_KIND_MXFP4, vec_mxfp4q, vec_mxfp4q_vb, "CPU avx512 MXFP4 (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
+        {BP_KIND_IQ4_XS, vec_iq4_xsp, vec_iq4_xsp_vb, "CPU avx512 IQ4_XS (quads aligned, q8_0 VNNI, vpermb lookup)"},
+        {BP_KIND_NVFP4, vec_nvfp4q, vec_nvfp4q_vb, "CPU avx512 NVFP4 (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
+    };
+    for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) {
+        bp_cpu_vec_kernel *v = &ops->vec[vb[i].kind];
+        if (v->fn != vb[i].pshufb) continue;
+        ops->vec_novbmi[vb[i].kind] = *v;
+        v->fn = vb[i].vpermb;
+        v->name = vb[i].name;
+    }
+}
+
 #else
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     (void)ops;
     return false;
 }
+void bp_cpu_avx512vb_init(bp_cpu_ops *ops) { (void)ops; }
 #endif
