@@ -567,7 +567,8 @@ static void run_task(void *ctx, int ith, int nth) {
 static size_t act_bytes(bp_cpu_act act, int64_t cols) {
     switch (act) {
     case BP_ACT_Q8X32P: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
-    case BP_ACT_Q8X32Q: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 4 * sizeof(float));
+    case BP_ACT_Q8X32Q:
+    case BP_ACT_Q8X16I: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 4 * sizeof(float));
     case BP_ACT_Q8X32: return (size_t)(cols / 32) * sizeof(bp_q8x32);
     case BP_ACT_Q8X256:
     case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);
@@ -582,6 +583,7 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
     else if (act == BP_ACT_Q8X256) ops->quant_q8x256(x, cols, buf);
     else if (act == BP_ACT_Q8X32P) ops->quant_q8x32p(x, cols, buf);
     else if (act == BP_ACT_Q8X32Q) ops->quant_q8x32q(x, cols, buf);
+    else if (act == BP_ACT_Q8X16I) ops->quant_q8x16i(x, cols, buf);
     else if (act == BP_ACT_Q8X256P) ops->quant_q8x256p(x, cols, buf);
     else if (act == BP_ACT_BF16) ops->quant_bf16(x, cols, buf);
     else if (act == BP_ACT_F32EO) ops->quant_f32eo(x, cols, buf);

@@ -47,6 +47,11 @@ typedef enum bp_cpu_act {
      * left in order, zero-padded to bp_cpu_f32eo_act_bytes: the order in which the exact BF16
      * tiles widen 32 weights with one shift and one mask (kern_avx512f.c). */
     BP_ACT_F32EO = 7,
+    /* BP_ACT_Q8X32Q's bytes with the quants of each 8 blocks (16 groups of 16: group l = 8 h + b
+     * is block b's elements 16 h ..) in 4 zmm, zmm k holding elements 4k..4k+3 of every group
+     * (byte 4 l + e: group l's element 4k + e), so that one vpdpbusd lane sums one group: for
+     * NVFP4's AVX-512 kernel (kern_avx512pz.c), scaled per 16. The scales and sums as Q8X32Q's. */
+    BP_ACT_Q8X16I = 8,
 } bp_cpu_act;
 
 /* Bytes of one input's BP_ACT_BF16 activations: 2 * cols rounded up to 64 (whole zmm loads),
@@ -164,6 +169,7 @@ typedef struct bp_cpu_ops {
     void (*quant_q8x32p)(const float *x, int64_t n, void *out);
     void (*quant_q8x256p)(const float *x, int64_t n, bp_q8x256 *out);
     void (*quant_q8x32q)(const float *x, int64_t n, void *out);
+    void (*quant_q8x16i)(const float *x, int64_t n, void *out);
     /* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (kern_avx512bf.c):
      * x rounded to bf16 once per call (BP_ACT_BF16, by quant_bf16), vdpbf16ps products.
      * vec_bf16r (multi-input) up to its max_batch, then gemm_bf16r, which reads job->xq (batch
@@ -208,9 +214,6 @@ static inline size_t bp_cpu_q8_prep_bytes(int64_t T, int64_t cols) {
  * reference (or is not available here). For test_cpu_dequant. */
 bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
-/* NVFP4's repacked copy (kern_packed.inc, built with AVX2): one layout read by the AVX2 and the
- * AVX-512 kernels (kern_avx512pz.c), so either ISA reuses the other's copy. */
-bool bp_cpu_pack_nvfp4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out);
 bool bp_cpu_avx2g8_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 /* For test_cpu_dequant: kind k's direct int8 panel decoder (kern_avx512.c) over nblocks blocks

@@ -1,7 +1,7 @@
-/* AVX-512 repacked kernels four blocks at a time for the 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1
- * Q8_0 IQ4_NL MXFP4), Q1_0 and NVFP4 (as pairs of 32-element blocks with a scale per 16), and
- * IQ4_XS (its nibbles are already quads; see vec_iq4_xsq). kern_packed.inc works on pairs of
- * blocks in ymm registers, which costs, per 64 weights and input, two vpdpbusd plus a
+/* AVX-512 repacked kernels four blocks at a time for the 32-element kinds (Q4_0 Q4_1 Q8_0
+ * IQ4_NL MXFP4) and Q1_0, and eight at a time in 16-element groups (I16_ROWS, below) for Q5_0,
+ * Q5_1, IQ4_XS and NVFP4 (as pairs of 32-element blocks with a scale per 16). kern_packed.inc
+ * works on pairs of blocks in ymm registers, which costs, per 64 weights and input, two vpdpbusd plus a
  * conversion, a scale permute and an FMA. Here one zmm holds the low nibbles of four blocks
  * (elements 0..15 of each) and another the high nibbles (16..31), against activations laid out
  * to match (BP_ACT_Q8X32Q: per 4 blocks [b0 0..15, b1 0..15, b2 0..15, b3 0..15, b0 16..31,
@@ -16,9 +16,8 @@
  * are 128 bytes) 65.2 instead of 60.8.
  *
  * Weight layout per row (made once per weight at first use, like kern_packed.inc's): [nbp scale
- * fields][nbp second fields (Q4_1's min)][Q5: per quad two u64 masks of the fifth bits in the
- * unpacked registers' order (bits 0..15 of each block, then 16..31)][quads of blocks, padded to 4
- * blocks]. A quad is the four blocks' 16 nibble bytes back to back (64 bytes);
+ * fields][nbp second fields (Q4_1's min)][quads of blocks, padded to 4 blocks]. A quad is the
+ * four blocks' 16 nibble bytes back to back (64 bytes);
  * Q1_0 quads are those two masks alone; Q8_0 quads are the four blocks' first 16 quants, then
  * their last 16 (signed: |q| multiplies, the sign moves onto the activations). */
 #include <stdlib.h>
@@ -47,25 +46,24 @@ static int64_t quad_blocks(int64_t cols) { return (cols / 32 + 3) / 4 * 4; }
 
 /* ---- packing ------------------------------------------------------------------------------ */
 
-typedef enum quad_kind { QUAD_NIB, QUAD_Q5, QUAD_Q1, QUAD_Q8 } quad_kind;
+typedef enum quad_kind { QUAD_NIB, QUAD_Q1, QUAD_Q8 } quad_kind;
 
 /* bb: block bytes (Q1_0: its 128-element block, 4 of ours); sb/so, mb/mo: scale and second field
- * (bytes, offset in the block); qo: quants (nibbles or bits); ho: Q5's high bits. */
+ * (bytes, offset in the block); qo: quants (nibbles or bits). */
 static bool pack4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, quad_kind qk, int bb, int sb, int so,
-                  int mb, int mo, int qo, int ho, bp_cpu_packed *out) {
+                  int mb, int mo, int qo, bp_cpu_packed *out) {
     const int64_t nb = cols / 32, nbp = padded_blocks(cols), nb4 = quad_blocks(cols);
-    const size_t quad = qk == QUAD_NIB ? 64 : qk == QUAD_Q5 ? 80 : qk == QUAD_Q8 ? 128 : 16; /* Q5: 16 + 64 */
+    const size_t quad = qk == QUAD_NIB ? 64 : qk == QUAD_Q8 ? 128 : 16;
     out->row_stride = (size_t)nbp * (size_t)(sb + mb) + (size_t)(nb4 / 4) * quad;
     out->data = bp_cpu_packed_alloc(rows, out->row_stride);
     if (!out->data) return false;
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *src = w + (size_t)r * row_bytes;
-        uint8_t *sp = out->data + (size_t)r * out->row_stride, *mp = sp + sb * nbp, *kp = mp + mb * nbp;
-        uint8_t *qp = kp + (qk == QUAD_Q5 ? 16 * (size_t)(nb4 / 4) : 0);
+        uint8_t *sp = out->data + (size_t)r * out->row_stride, *mp = sp + sb * nbp, *qp = mp + mb * nbp;
         for (int64_t b = 0; b < nb; b++) {
             /* Q1_0: block b is bits 32 (b % 4) .. of its 128-element block; the scale repeats */
             const uint8_t *blk = qk == QUAD_Q1 ? src + (size_t)bb * (size_t)(b / 4) : src + (size_t)bb * (size_t)b;
-            uint8_t *qd = qp + (qk == QUAD_Q5 ? 64 : quad) * (size_t)(b / 4);
+            uint8_t *qd = qp + quad * (size_t)(b / 4);
             const int k = (int)(b % 4);
             memcpy(sp + sb * b, blk + so, (size_t)sb);
             if (mb) memcpy(mp + mb * b, blk + mo, (size_t)mb);
@@ -75,12 +73,11 @@ static bool pack4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes
             } else if (qk != QUAD_Q1) {
                 memcpy(qd + 16 * k, blk + qo, 16);
             }
-            if (qk == QUAD_Q5 || qk == QUAD_Q1) {
-                const uint32_t h = bp_load_u32(blk + (qk == QUAD_Q1 ? qo + 4 * k : ho));
+            if (qk == QUAD_Q1) {
+                const uint32_t h = bp_load_u32(blk + qo + 4 * k);
                 uint16_t lo = (uint16_t)h, hi = (uint16_t)(h >> 16);
-                uint8_t *kd = qk == QUAD_Q5 ? kp + 16 * (size_t)(b / 4) : qd;
-                memcpy(kd + 2 * k, &lo, 2);
-                memcpy(kd + 8 + 2 * k, &hi, 2);
+                memcpy(qd + 2 * k, &lo, 2);
+                memcpy(qd + 8 + 2 * k, &hi, 2);
             }
         }
     }
@@ -88,28 +85,22 @@ static bool pack4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes
 }
 
 static bool pack4_q4_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
-    return pack4(w, rows, cols, rb, QUAD_NIB, 18, 2, 0, 0, 0, 2, 0, out);
+    return pack4(w, rows, cols, rb, QUAD_NIB, 18, 2, 0, 0, 0, 2, out);
 }
 static bool pack4_iq4_nl(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
-    return pack4(w, rows, cols, rb, QUAD_NIB, 18, 2, 0, 0, 0, 2, 0, out);
+    return pack4(w, rows, cols, rb, QUAD_NIB, 18, 2, 0, 0, 0, 2, out);
 }
 static bool pack4_q4_1(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
-    return pack4(w, rows, cols, rb, QUAD_NIB, 20, 2, 0, 2, 2, 4, 0, out);
+    return pack4(w, rows, cols, rb, QUAD_NIB, 20, 2, 0, 2, 2, 4, out);
 }
 static bool pack4_mxfp4(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
-    return pack4(w, rows, cols, rb, QUAD_NIB, 17, 1, 0, 0, 0, 1, 0, out);
-}
-static bool pack4_q5_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
-    return pack4(w, rows, cols, rb, QUAD_Q5, 22, 2, 0, 0, 0, 6, 2, out);
-}
-static bool pack4_q5_1(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
-    return pack4(w, rows, cols, rb, QUAD_Q5, 24, 2, 0, 2, 2, 8, 4, out);
+    return pack4(w, rows, cols, rb, QUAD_NIB, 17, 1, 0, 0, 0, 1, out);
 }
 static bool pack4_q8_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
-    return pack4(w, rows, cols, rb, QUAD_Q8, 34, 2, 0, 0, 0, 2, 0, out);
+    return pack4(w, rows, cols, rb, QUAD_Q8, 34, 2, 0, 0, 0, 2, out);
 }
 static bool pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
-    return pack4(w, rows, cols, rb, QUAD_Q1, BP_BLOCK_BYTES_Q1_0, 2, 0, 0, 0, 2, 0, out);
+    return pack4(w, rows, cols, rb, QUAD_Q1, BP_BLOCK_BYTES_Q1_0, 2, 0, 0, 0, 2, out);
 }
 
 /* IQ4_XS (kern_avx512pz.c's only k-size kind): per row the superblocks' 8-byte heads (d,
@@ -138,6 +129,103 @@ static bool pack_iq4_xs(const uint8_t *w, int64_t rows, int64_t cols, size_t row
     return true;
 }
 
+/* NVFP4 for vec_nvfp4i: kern_packed.inc's pack_nvfp4's scales (per 8 blocks, group l = 8 h + b's scale at
+ * byte l), then per 8 blocks 128 bytes of E2M1 codes in the BP_ACT_Q8X16I order: byte 64 m + 4 l +
+ * e holds element 4 (2m) + e of group l in its low nibble and element 4 (2m + 1) + e in its high
+ * one, so a 64-byte load unpacks to two zmm of 16 groups x 4 elements. Blocks padded to 8. */
+static bool pack_nvfp4i(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
+    const int64_t nb = cols / 32, nbp = padded_blocks(cols);
+    out->row_stride = (size_t)nbp * 2 + (size_t)nbp * 16;
+    out->data = bp_cpu_packed_alloc(rows, out->row_stride);
+    if (!out->data) return false;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = w + (size_t)r * row_bytes;
+        uint8_t *sp = out->data + (size_t)r * out->row_stride, *qp = sp + 2 * nbp;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = src + (size_t)BP_BLOCK_BYTES_NVFP4 * (size_t)(b / 2), *qs = blk + 4;
+            for (int h = 0; h < 2; h++) {
+                const uint8_t e = blk[2 * (b % 2) + h];
+                sp[16 * (b / 8) + 8 * h + b % 8] = e == 0x7f ? 0 : e & 0x7f;
+                /* our elements 16 h + i are the file's sub-block 2 (b % 2) + h: element i < 8 the
+                 * low nibble of its byte i, i >= 8 the high nibble of byte i - 8 */
+                const uint8_t *sq = qs + 8 * (2 * (b % 2) + h);
+                uint8_t nib[16];
+                for (int i = 0; i < 16; i++) nib[i] = i < 8 ? sq[i] & 15 : sq[i - 8] >> 4;
+                uint8_t *gq = qp + 128 * (size_t)(b / 8) + 4 * (8 * h + b % 8);
+                for (int m = 0; m < 2; m++)
+                    for (int e2 = 0; e2 < 4; e2++) gq[64 * m + e2] = (uint8_t)(nib[8 * m + e2] | nib[8 * m + 4 + e2] << 4);
+            }
+        }
+    }
+    return true;
+}
+
+/* IQ4_XS for vec_iq4_xsi: pack_iq4_xs's heads, then per superblock 128 bytes of nibbles in
+ * pack_nvfp4i's order (group l = 8 h + b is elements 16 h .. of the superblock's group b of 32;
+ * byte 64 m + 4 l + e: element 8 m + e of group l low, 8 m + 4 + e high). */
+static bool pack_iq4_xsi(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
+    if (!pack_iq4_xs(w, rows, cols, row_bytes, out)) return false;
+    const int64_t nsb = cols / 256;
+    const size_t head = iq4xs_head_bytes(cols);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *qp = out->data + (size_t)r * out->row_stride + head;
+        for (int64_t i = 0; i < nsb; i++) {
+            uint8_t t[128], *o = qp + 128 * (size_t)i;
+            memcpy(t, o, 128);
+            for (int b = 0; b < 8; b++)
+                for (int h = 0; h < 2; h++) {
+                    uint8_t nib[16];
+                    for (int k = 0; k < 16; k++) nib[k] = h ? t[16 * b + k] >> 4 : t[16 * b + k] & 15;
+                    for (int m = 0; m < 2; m++)
+                        for (int e = 0; e < 4; e++)
+                            o[64 * m + 4 * (8 * h + b) + e] = (uint8_t)(nib[8 * m + e] | nib[8 * m + 4 + e] << 4);
+                }
+        }
+    }
+    return true;
+}
+
+/* Q5_0 / Q5_1 for vec_q5_0i / vec_q5_1i: [nbp f16 d][nbp f16 m (Q5_1)][per 8 blocks the fifth
+ * bits as 4 u64 masks, one per unpacked zmm (bit 4 l + e of mask 2 m + n: element 8 m + 4 n + e
+ * of group l)][per 8 blocks 128 nibble bytes in pack_nvfp4i's order]. Blocks padded to 8. */
+static bool pack_q5i(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, int has_m, bp_cpu_packed *out) {
+    const int64_t nb = cols / 32, nbp = padded_blocks(cols);
+    const int bb = has_m ? 24 : 22, hb = has_m ? 4 : 2;
+    out->row_stride = (size_t)nbp * (size_t)(2 + 2 * has_m) + (size_t)nbp * 4 + (size_t)nbp * 16;
+    out->data = bp_cpu_packed_alloc(rows, out->row_stride);
+    if (!out->data) return false;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = w + (size_t)r * row_bytes;
+        uint8_t *dp = out->data + (size_t)r * out->row_stride, *mp = dp + 2 * nbp, *kp = mp + 2 * has_m * nbp;
+        uint8_t *qp = kp + 4 * nbp;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = src + (size_t)bb * (size_t)b;
+            memcpy(dp + 2 * b, blk, 2);
+            if (has_m) memcpy(mp + 2 * b, blk + 2, 2);
+            const uint32_t qh = bp_load_u32(blk + hb);
+            const uint8_t *qs = blk + hb + 4;
+            uint8_t *kd = kp + 32 * (size_t)(b / 8), *qd = qp + 128 * (size_t)(b / 8);
+            for (int h = 0; h < 2; h++) {
+                const int l = 8 * h + (int)(b % 8);
+                for (int j = 0; j < 16; j++) {
+                    const int el = 16 * h + j; /* element of the block: low nibble of qs[el] or high of qs[el - 16] */
+                    const uint8_t nib = el < 16 ? qs[el] & 15 : qs[el - 16] >> 4;
+                    const int m = j / 8, n = (j / 4) % 2, e = j % 4;
+                    qd[64 * m + 4 * l + e] |= (uint8_t)(nib << (4 * n));
+                    if (qh >> el & 1) kd[8 * (2 * m + n) + (4 * l + e) / 8] |= (uint8_t)(1u << ((4 * l + e) % 8));
+                }
+            }
+        }
+    }
+    return true;
+}
+static bool pack_q5_0i(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack_q5i(w, rows, cols, rb, 0, out);
+}
+static bool pack_q5_1i(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+    return pack_q5i(w, rows, cols, rb, 1, out);
+}
+
 /* Activations (BP_ACT_Q8X32Q): per 4 blocks 128 quant bytes in the quads' order, then all block
  * scales d (nbp), then all d * sum(q), then per 8 blocks d * sum(q[0..15]) of each, then
  * d * sum(q[16..31]) of each (NVFP4's offset term: its scales are per 16). */
@@ -158,6 +246,23 @@ static void quant_q8x32q(const float *x, int64_t n, void *out) {
         int8_t *o = q + 128 * (b / 4) + 16 * (b % 4);
         memcpy(o, t.q, 16);
         memcpy(o + 64, t.q + 16, 16);
+    }
+}
+
+/* BP_ACT_Q8X16I: the bytes of quant_q8x32q with each 8 blocks' quants interleaved by 16-element
+ * group: byte 64 k + 4 l + e is element 4 k + e of group l = 8 h + b (block b's elements 16 h ..). */
+static void quant_q8x16i(const float *x, int64_t n, void *out) {
+    quant_q8x32q(x, n, out);
+    const int64_t nbp = padded_blocks(n);
+    int8_t *q = out;
+    for (int64_t g = 0; g < nbp; g += 8) {
+        int8_t t[256];
+        memcpy(t, q + 32 * g, 256);
+        for (int b = 0; b < 8; b++)
+            for (int h = 0; h < 2; h++)
+                for (int k = 0; k < 4; k++)
+                    /* quant_q8x32q's element 16 h + i of block b sits at 128 (b / 4) + 64 h + 16 (b % 4) + i */
+                    memcpy(q + 32 * g + 64 * k + 4 * (8 * h + b), t + 128 * (b / 4) + 64 * h + 16 * (b % 4) + 4 * k, 4);
     }
 }
 
@@ -329,19 +434,6 @@ QUAD_KERNEL(vec_iq4_nlq, , 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_lut(q, iq4
 QUAD_KERNEL(vec_iq4_nlq_vb, VBMI, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_vperm(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f)
 QUAD_KERNEL(vec_mxfp4q, , 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_lut(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
 QUAD_KERNEL(vec_mxfp4q_vb, VBMI, 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_vperm(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
-/* Q5_0 / Q5_1: the quads' fifth-bit masks (16 bytes a quad) in a region of their own between the
- * second fields and the quads, so that the 64-byte quads stay 64-byte aligned (with the masks at
- * the head of 80-byte quads, three loads in four split a line): Intel Xeon VM, 2 threads, 4096 x
- * 4096, 3 interleaved rounds, GB/s L3-resident 55.7 -> 58.9 and cold 32.8 -> 35.2 (Q5_0), 54.9
- * -> 58.7 and 32.3 -> 34.8 (Q5_1). */
-#define Q5_KERNEL(NAME, MB, OFFS, OFFS_K)                                                                  \
-    QUAD_ROWS(NAME, , job->packed->data + (size_t)r * job->packed->row_stride,                            \
-              const uint8_t *mp = sp + 2 * nbp; const uint8_t *kp = mp + (MB) * nbp;                        \
-              const uint8_t *qp = kp + 16 * (size_t)(nb4 / 4); (void)mp;,                                  \
-              pf_group(sp, g, 8 * (2 + (MB)) + 2 * 80), f16x8(sp + 2 * g), qp + 64 * (size_t)(b / 4),        \
-              UNSIGNED(q5_4(q, kp + 16 * (size_t)(b / 4))), 0, 1, OFFS, OFFS_K, 1.0f)
-Q5_KERNEL(vec_q5_0q, 0, wd, -16.0f)
-Q5_KERNEL(vec_q5_1q, 2, f16x8(mp + 2 * g), 1.0f)
 QUAD_KERNEL(vec_q1_0q, , 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), UNSIGNED(q1_4(q)), 0, 1, wd,
             -8.0f)
 QUAD_KERNEL(vec_q8_0q, , 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd, 1.0f)
@@ -354,10 +446,13 @@ QUAD_KERNEL(vec_q8_0q, , 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd, 1.0f)
  * than the q8_K the AVX2 kernel and the GEMM use). It replaced a q8_K kernel in kern_avx512k.c
  * (a sign mask and a negation of the activations per 64 weights, vpmaddubsw + vpdpwssd against
  * the scales): Intel Xeon VM, 2 threads, 4096 x 4096, GB/s hot 32.5 -> 44-45, cold 25.7 -> 28.8;
- * t = 2 170 -> 261 GFLOP/s, t = 4 242 -> 344. Tried: vpermb (AVX512_VBMI) for the lookup
- * without the masks, +14% hot, +5% cold, not taken (a second CPUID gate); two 32-byte loads
- * instead of one unaligned 64-byte load (the quads sit 8 bytes past a line): 5-10% slower; an
- * aligned copy (below): +13-22%. */
+ * t = 2 170 -> 261 GFLOP/s, t = 4 242 -> 344. Tried: two 32-byte loads instead of one
+ * unaligned 64-byte load (the quads sit 8 bytes past a line): 5-10% slower; an aligned copy
+ * (below): +13-22%; vpermb for the lookup: the VBMI kernels (nib4_vperm). For the aligned copy's
+ * VBMI kernel, the scales of 64 superblocks decoded at once into a buffer with vpmultishiftqb
+ * (~4 operations a superblock instead of iq4_xs_scales' ~13): t = 4-8 +5-7%, but decode 0.92x
+ * hot and 0.97x cold (the pdep work had overlapped the loads; a burst at each row's start did
+ * not); not kept. */
 static ALWAYS_INLINE __m256 iq4_xs_scales(const uint8_t *b) {
     /* ls_j = low nibble j of scales_l | bits 2j, 2j+1 of scales_h << 4, deposited (pdep) in bits
      * 2-7 of byte j: 4 ls_j, and with bit 7 flipped 4 (ls_j - 32) as a signed byte. The 4 leaves
@@ -371,70 +466,124 @@ QUAD_ROWS(vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOC
           iq4_xs_scales(IQ4XS_SB(g)), IQ4XS_SB(b) + 8 + 64 * (size_t)((b / 4) % 2),
           UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f, 0.25f)
 #undef IQ4XS_SB
-/* The same on pack_iq4_xs's copy (aligned quads), the kernel that runs where there is memory for
- * it: same machine and shape, GB/s L3-resident 46.8 -> 57.0, cold 29.2 -> 33.0; t = 2 262 -> 288
- * GFLOP/s. The in-place one (vec_plain) reads 7 quads in 8 across two lines. */
-#define IQ4XS_PACKED(NAME, TGT, LUT)                                                                       \
-    QUAD_ROWS(NAME, TGT, job->packed->data + (size_t)r * job->packed->row_stride,                         \
-              const uint8_t *qp = sp + iq4xs_head_bytes(job->cols);, pf_group(sp, g, BP_BLOCK_BYTES_IQ4_XS),   \
-              iq4_xs_scales(sp + (size_t)g), qp + 64 * (size_t)(b / 4), UNSIGNED(LUT(q, iq4nl_plus127_q)), 0, 1, \
-              wd, -127.0f, 0.25f)
-IQ4XS_PACKED(vec_iq4_xsp, , nib4_lut)
-IQ4XS_PACKED(vec_iq4_xsp_vb, VBMI, nib4_vperm)
+/* The kernel that runs where there is memory for a copy is vec_iq4_xsi (below). Before it, the
+ * same loop as this one on an aligned copy of the quads (pack_iq4_xs's layout) had measured, same
+ * machine and shape, GB/s L3-resident 46.8 -> 57.0, cold 29.2 -> 33.0; t = 2 262 -> 288 GFLOP/s:
+ * this one reads 7 quads in 8 across two lines. */
 
-/* NVFP4 (bp_cpu_pack_nvfp4): the MXFP4 loop with a scale per 16 elements, so each quad's two halves
- * (elements 0..15 of four blocks, then 16..31) get a dot product, a conversion, a scale permute
- * and an FMA each, to accumulators of their own. The 16 scales of 8 blocks widen to f16 with a
- * shift (an E4M3 byte << 7 is the f16 of its value / 2^8, subnormals included), so the scale
- * is that * 128 (the value halved, as the table holds doubled E2M1 values + 12); the -12 comes
- * back once per row from the activations' 16-element sums. One pass serves up to 4 inputs;
- * each (row, input) sums in the same order for any grouping. As a per-block kernel
- * (kern_avx512iq.c, now the fallback on the plain layout) NVFP4 read ~79% of the read bandwidth at
- * 2 threads where Q4_0 read ~93%: four scale look-ups per 64 weights, sign work per input. */
-#define NVFP4_ROWS(NAME, TGT, LUT)                                                                             \
-    static ALWAYS_INLINE TGT void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {     \
-    const int64_t nbp = padded_blocks(job->cols), nb4 = quad_blocks(job->cols);                                \
-    const size_t xs = job->xq_stride;                                                                          \
-    const int8_t *xq = (const int8_t *)job->xq + (size_t)j0 * xs;                                              \
-    const uint8_t *sp = job->packed->data + (size_t)r * job->packed->row_stride, *qp = sp + 2 * nbp;           \
-    const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);                   \
-    __m512 acc[MAX_NJ], acc2[MAX_NJ], offs[MAX_NJ];                                                            \
-    for (int jj = 0; jj < NJ; jj++) acc[jj] = acc2[jj] = offs[jj] = _mm512_setzero_ps();                       \
-    for (int64_t g = 0; g < nbp; g += 8) {                                                                     \
-        pf_group(sp, g, 16 + 128);                                                                             \
-        const __m256i e = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sp + 2 * g))), 7); \
-        const __m512 wd = _mm512_mul_ps(_mm512_cvtph_ps(e), _mm512_set1_ps(128.0f));                           \
-        __m512 s[MAX_NJ];                                                                                      \
-        for (int jj = 0; jj < NJ; jj++) {                                                                      \
-            const float *xd = (const float *)(const void *)(xq + (size_t)jj * xs + 32 * nbp);                  \
-            s[jj] = _mm512_mul_ps(wd, _mm512_broadcast_f32x8(_mm256_loadu_ps(xd + g)));                        \
-            offs[jj] = _mm512_fmadd_ps(wd, _mm512_loadu_ps(xd + 2 * nbp + 2 * g), offs[jj]);                   \
-        }                                                                                                      \
-        for (int h = 0; h < 2; h++) {                                                                          \
-            const int64_t b = g + 4 * h;                                                                       \
-            if (b >= nb4) break;                                                                               \
-            const wquad w = LUT(qp + 64 * (size_t)(b / 4), fp4_plus12_q);                                      \
-            const __m512i pa = _mm512_add_epi32(pick0, _mm512_set1_epi32(4 * h));                              \
-            const __m512i pb = _mm512_add_epi32(pick0, _mm512_set1_epi32(8 + 4 * h));                          \
-            for (int jj = 0; jj < NJ; jj++) {                                                                  \
-                const int8_t *x = xq + (size_t)jj * xs + 32 * b;                                               \
-                const __m512i da = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.a, _mm512_loadu_si512((const void *)x)); \
-                const __m512i db = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.b, _mm512_loadu_si512((const void *)(x + 64))); \
-                acc[jj] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pa, s[jj]), _mm512_cvtepi32_ps(da), acc[jj]);  \
-                acc2[jj] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pb, s[jj]), _mm512_cvtepi32_ps(db), acc2[jj]); \
-            }                                                                                                  \
-        }                                                                                                      \
-    }                                                                                                          \
-    for (int jj = 0; jj < NJ; jj++)                                                                            \
-        job->y[(j0 + jj) * job->rows + r] =                                                                    \
-            _mm512_reduce_add_ps(_mm512_add_ps(acc[jj], acc2[jj])) - 12.0f * _mm512_reduce_add_ps(offs[jj]);   \
-}                                                                                                              \
+/* ---- 16-element groups (BP_ACT_Q8X16I): NVFP4, IQ4_XS, Q5_0, Q5_1 ---------------------------
+ * The layout above puts 4 blocks x 16 elements in a zmm, so each vpdpbusd lane holds a partial
+ * sum of one group and every 64 weights need their own conversion, scale permute and FMA. Here
+ * each 8 blocks' weights (pack_nvfp4i's order) are two 64-byte loads that unpack to four zmm of
+ * 16 groups x 4 elements (group l = 8 h + b: block b's elements 16 h ..), against activations in
+ * the same order: four vpdpbusd (two chains) leave each group's whole integer dot in its own lane,
+ * and one conversion and one FMA against the groups' scales finish 256 weights. Intel Xeon VM, 2
+ * threads, 4096 x 4096, interleaved A/B against the quad kernels (3-7 rounds): NVFP4 decode hot
+ * 47.6 -> 56.3 GB/s, cold 30.9 -> 35.0, t = 2 232 -> 315, t = 4-16 234-239 -> 408-414 GFLOP/s;
+ * IQ4_XS hot 49.5 -> 53.3, cold 30.6 -> 32.8, t = 2-8 +10-12%; Q5_0 cold 30.2 -> 33.3, t = 2-16
+ * +17-22%; Q5_1 cold 29.6 -> 31.0, +13%. (NVFP4's quad kernel had replaced a per-block one,
+ * kern_avx512iq.c's, now the fallback on the plain layout, at ~79% of the read bandwidth where
+ * Q4_0 read ~93%.)
+ *
+ * ROWP: the row; SETUP: declarations after sp (qp: the 8-block chunks of 128 quant bytes); PF: the
+ * prefetch before the 8 blocks at g; WD: a declaration of their weight scales wd; S: the zmm of
+ * the 16 groups' scales times input jj's block scales (xd: its d per block); OT: the type of the
+ * offset accumulators, OSTEP: offs[jj]'s next value (the weight term times the activations' d *
+ * sum(q), per block or per group); UNPACK(q, W0, W1): the two wquads of the chunk at q (elements
+ * 0-3 / 4-7 of each group, then 8-11 / 12-15); YFIN: y from a (the sum of the products) and o (the
+ * offset accumulator). Each (row, input) sums in one order for any grouping. */
+#define I16_ROWS(NAME, TGT, ROWP, SETUP, PF, WD, S, OT, OSTEP, UNPACK, YFIN)                                \
+    static ALWAYS_INLINE TGT void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) { \
+        const int64_t nbp = padded_blocks(job->cols), nb = job->cols / 32;                                 \
+        const size_t xs = job->xq_stride;                                                                  \
+        const int8_t *xq = (const int8_t *)job->xq + (size_t)j0 * xs;                                     \
+        const uint8_t *sp = (ROWP);                                                                        \
+        SETUP                                                                                              \
+        __m512 acc[MAX_NJ];                                                                                \
+        OT offs[MAX_NJ];                                                                                   \
+        for (int jj = 0; jj < NJ; jj++) acc[jj] = _mm512_setzero_ps(), offs[jj] = (OT){0};                \
+        for (int64_t g = 0; g < nb; g += 8) {                                                              \
+            PF;                                                                                            \
+            WD;                                                                                            \
+            wquad w0, w1;                                                                                  \
+            UNPACK(qp + 16 * (size_t)g, w0, w1);                                                           \
+            for (int jj = 0; jj < NJ; jj++) {                                                              \
+                const int8_t *x = xq + (size_t)jj * xs + 32 * g;                                           \
+                const float *xd = (const float *)(const void *)(xq + (size_t)jj * xs + 32 * nbp);          \
+                const __m512 s = (S);                                                                      \
+                offs[jj] = (OSTEP);                                                                        \
+                __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0.a, _mm512_loadu_si512((const void *)x)); \
+                __m512i p2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1.a, _mm512_loadu_si512((const void *)(x + 128))); \
+                p = _mm512_dpbusd_epi32(p, w0.b, _mm512_loadu_si512((const void *)(x + 64)));              \
+                p2 = _mm512_dpbusd_epi32(p2, w1.b, _mm512_loadu_si512((const void *)(x + 192)));           \
+                acc[jj] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_add_epi32(p, p2)), acc[jj]);        \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int jj = 0; jj < NJ; jj++) {                                                                  \
+            const float a = _mm512_reduce_add_ps(acc[jj]);                                                 \
+            const OT o = offs[jj];                                                                         \
+            job->y[(j0 + jj) * job->rows + r] = (YFIN);                                                    \
+        }                                                                                                  \
+    }                                                                                                      \
     QUAD_DISPATCH(NAME, TGT, NAME##_row)
-NVFP4_ROWS(vec_nvfp4q, , nib4_lut)
-NVFP4_ROWS(vec_nvfp4q_vb, VBMI, nib4_vperm)
+
+#define UNPACK_LUT(q, W0, W1, LUT, TBL) (W0 = LUT(q, TBL), W1 = LUT((q) + 64, TBL))
+/* The kinds with a scale per 32: the 8 scales stand under both halves of their block (a
+ * broadcast of 8 floats to 16 lanes), the offset term per block. */
+#define S_PER32 _mm512_broadcast_f32x8(_mm256_mul_ps(wd, _mm256_loadu_ps(xd + g)))
+#define OSTEP_PER32(OFFS) _mm256_fmadd_ps(OFFS, _mm256_loadu_ps(xd + nbp + g), offs[jj])
+
+/* NVFP4 (pack_nvfp4i): the 16 scales of 8 blocks, one per group in the groups' lane order, widen
+ * to f16 with a shift (an E4M3 byte << 7 is the f16 of its value / 2^8, subnormals included), so
+ * the scale is that * 128 (the value halved, as the table holds doubled E2M1 values + 12); the
+ * -12 comes back once per row from the activations' 16-element sums. */
+#define NVFP4_WD                                                                                           \
+    const __m256i e = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sp + 2 * g))), 7); \
+    const __m512 wd = _mm512_mul_ps(_mm512_cvtph_ps(e), _mm512_set1_ps(128.0f))
+#define UNPACK_FP4(q, W0, W1) UNPACK_LUT(q, W0, W1, nib4_lut, fp4_plus12_q)
+#define UNPACK_FP4_VB(q, W0, W1) UNPACK_LUT(q, W0, W1, nib4_vperm, fp4_plus12_q)
+#define NVFP4I_ROWS(NAME, TGT, UNPACK)                                                                     \
+    I16_ROWS(NAME, TGT, job->packed->data + (size_t)r * job->packed->row_stride, const uint8_t *qp = sp + 2 * nbp;, \
+             pf_group(sp, g, 16 + 128), NVFP4_WD, _mm512_mul_ps(wd, _mm512_broadcast_f32x8(_mm256_loadu_ps(xd + g))), \
+             __m512, _mm512_fmadd_ps(wd, _mm512_loadu_ps(xd + 2 * nbp + 2 * g), offs[jj]), UNPACK,           \
+             a - 12.0f * _mm512_reduce_add_ps(o))
+NVFP4I_ROWS(vec_nvfp4i, , UNPACK_FP4)
+NVFP4I_ROWS(vec_nvfp4i_vb, VBMI, UNPACK_FP4_VB)
+
+/* IQ4_XS (pack_iq4_xsi): a superblock's 8 groups of 32 are the 8 blocks, scaled d * (ls - 32)
+ * (iq4_xs_scales' 4x: the 0.25 leaves with the row), its values IQ4_NL's (+127, unsigned). */
+#define UNPACK_IQ4(q, W0, W1) UNPACK_LUT(q, W0, W1, nib4_lut, iq4nl_plus127_q)
+#define UNPACK_IQ4_VB(q, W0, W1) UNPACK_LUT(q, W0, W1, nib4_vperm, iq4nl_plus127_q)
+#define IQ4XSI_ROWS(NAME, TGT, UNPACK)                                                                     \
+    I16_ROWS(NAME, TGT, job->packed->data + (size_t)r * job->packed->row_stride,                          \
+             const uint8_t *qp = sp + iq4xs_head_bytes(job->cols);, pf_group(sp, g, BP_BLOCK_BYTES_IQ4_XS), \
+             const __m256 wd = iq4_xs_scales(sp + (size_t)g), S_PER32, __m256, OSTEP_PER32(wd), UNPACK,   \
+             0.25f * (a - 127.0f * hsum8(o)))
+IQ4XSI_ROWS(vec_iq4_xsi, , UNPACK_IQ4)
+IQ4XSI_ROWS(vec_iq4_xsi_vb, VBMI, UNPACK_IQ4_VB)
+
+/* Q5_0 / Q5_1 (pack_q5i): per 8 blocks the four zmm's fifth-bit masks (32 bytes) in a region of
+ * their own, so that the 128 nibble bytes stay 64-byte aligned. (In the quad layout the masks at
+ * the head of 80-byte quads had split three loads in four across lines: Intel Xeon VM, 2 threads,
+ * 4096 x 4096, GB/s L3-resident 55.7 -> 58.9 and cold 32.8 -> 35.2 (Q5_0), 54.9 -> 58.7 and 32.3
+ * -> 34.8 (Q5_1) once they moved.) */
+static ALWAYS_INLINE void q5_8(const uint8_t *q, const uint8_t *k, wquad *w0, wquad *w1) {
+    *w0 = q5_4(q, k);
+    *w1 = q5_4(q + 64, k + 16);
+}
+#define Q5_UNPACK(q, W0, W1) q5_8(q, kp + 4 * (size_t)g, &(W0), &(W1))
+#define Q5I_KERNEL(NAME, MB, OFFS, OFFS_K)                                                                 \
+    I16_ROWS(NAME, , job->packed->data + (size_t)r * job->packed->row_stride,                             \
+             const uint8_t *mp = sp + 2 * nbp; const uint8_t *kp = mp + (MB) * nbp;                         \
+             const uint8_t *qp = kp + 4 * (size_t)nbp; (void)mp;, pf_group(sp, g, 8 * (2 + (MB)) + 160),   \
+             const __m256 wd = f16x8(sp + 2 * g), S_PER32, __m256, OSTEP_PER32(OFFS), Q5_UNPACK,           \
+             a + (OFFS_K) * hsum8(o))
+Q5I_KERNEL(vec_q5_0i, 0, wd, -16.0f)
+Q5I_KERNEL(vec_q5_1i, 2, f16x8(mp + 2 * g), 1.0f)
 
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     ops->quant_q8x32q = quant_q8x32q;
+    ops->quant_q8x16i = quant_q8x16i;
 /* max_batch: where the int8 GEMM (kern_avx512.c) overtakes. Its direct panels (the weights
  * decoded straight to int8, no f32 round trip) moved that from past 64 to t = 20-40. One thread,
  * 4096 x 4096, dev machine (AMD EPYC Zen 5), best of 5, GFLOP/s these / the GEMM: Q4_0 t = 32
@@ -449,19 +598,19 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     SET(Q4_1, vec_q4_1q, pack4_q4_1, 28);
     SET(IQ4_NL, vec_iq4_nlq, pack4_iq4_nl, 28);
     SET(MXFP4, vec_mxfp4q, pack4_mxfp4, 44);
-    SET(Q5_0, vec_q5_0q, pack4_q5_0, 20);
-    SET(Q5_1, vec_q5_1q, pack4_q5_1, 24);
+    ops->vec[BP_KIND_Q5_0] = (bp_cpu_vec_kernel){vec_q5_0i, BP_ACT_Q8X16I, "CPU avx512 Q5_0 (repacked in 16-element groups, q8_0 VNNI)", 20, pack_q5_0i, true};
+    ops->vec[BP_KIND_Q5_1] = (bp_cpu_vec_kernel){vec_q5_1i, BP_ACT_Q8X16I, "CPU avx512 Q5_1 (repacked in 16-element groups, q8_0 VNNI)", 24, pack_q5_1i, true};
     SET(Q1_0, vec_q1_0q, pack4_q1_0, 64);
     SET(Q8_0, vec_q8_0q, pack4_q8_0, 28);
-    /* IQ4_XS reads pack_iq4_xs's aligned copy, or its blocks in place where there is no memory
-     * for one (vec_plain). The AVX2 kernel it replaces stays the decode alternative
+    /* IQ4_XS reads pack_iq4_xsi's copy, or its blocks in place where there is no memory for one
+     * (vec_plain). The AVX2 kernel it replaces stays the decode alternative
      * (BACKPLANE_CPU_DECODE=avx2). max_batch 8: Intel Xeon VM, 2 threads, 4096 x
      * 4096, hot, GFLOP/s this / the int8 GEMM: t = 8 365/330, t = 12 365/416, t = 16 366/483. */
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
     ops->vec_plain[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsq, BP_ACT_Q8X32Q, "CPU avx512 IQ4_XS (quads in place, q8_0 VNNI)", 8, NULL, true};
-    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsp, BP_ACT_Q8X32Q, "CPU avx512 IQ4_XS (quads aligned, q8_0 VNNI)", 8, pack_iq4_xs, true};
+    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsi, BP_ACT_Q8X16I, "CPU avx512 IQ4_XS (repacked in 16-element groups, q8_0 VNNI)", 8, pack_iq4_xsi, true};
     /* NVFP4's vec_plain: kern_packed.inc's init saved the AVX2 one, kern_avx512iq.c's puts its own */
-    SET(NVFP4, vec_nvfp4q, bp_cpu_pack_nvfp4, 64);
+    ops->vec[BP_KIND_NVFP4] = (bp_cpu_vec_kernel){vec_nvfp4i, BP_ACT_Q8X16I, "CPU avx512 NVFP4 (repacked by 8 blocks in 16-element groups, q8_0 VNNI)", 64, pack_nvfp4i, true};
 #undef SET
     return true;
 }
@@ -478,8 +627,8 @@ void bp_cpu_avx512vb_init(bp_cpu_ops *ops) {
     } vb[] = {
         {BP_KIND_IQ4_NL, vec_iq4_nlq, vec_iq4_nlq_vb, "CPU avx512 IQ4_NL (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
         {BP_KIND_MXFP4, vec_mxfp4q, vec_mxfp4q_vb, "CPU avx512 MXFP4 (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
-        {BP_KIND_IQ4_XS, vec_iq4_xsp, vec_iq4_xsp_vb, "CPU avx512 IQ4_XS (quads aligned, q8_0 VNNI, vpermb lookup)"},
-        {BP_KIND_NVFP4, vec_nvfp4q, vec_nvfp4q_vb, "CPU avx512 NVFP4 (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
+        {BP_KIND_IQ4_XS, vec_iq4_xsi, vec_iq4_xsi_vb, "CPU avx512 IQ4_XS (repacked in 16-element groups, q8_0 VNNI, vpermb lookup)"},
+        {BP_KIND_NVFP4, vec_nvfp4i, vec_nvfp4i_vb, "CPU avx512 NVFP4 (repacked by 8 blocks in 16-element groups, q8_0 VNNI, vpermb lookup)"},
     };
     for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) {
         bp_cpu_vec_kernel *v = &ops->vec[vb[i].kind];
