@@ -230,6 +230,7 @@ bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1)
 bool bp_cpu_avx2g16_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
 void bp_cpu_avx512vb_init(bp_cpu_ops *ops); /* only where CPUID says AVX512_VBMI */
+void bp_cpu_avx512pz_q5k(bp_cpu_ops *ops); /* from bp_cpu_avx512k_init, after it set Q5_K */
 bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);

@@ -456,6 +456,9 @@ bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
     SET(Q4_K, vec_q4_k, 4);
     SET(Q5_K, vec_q5_k, 4);
     SET(Q6_K, vec_q6_k, 64);
+    /* Q5_K's batches up to 4 read a copy in 16-element groups (kern_avx512pz.c); the kernel above
+     * serves the weight when there is no memory for one. */
+    bp_cpu_avx512pz_q5k(ops);
 
 #undef SET
     return true;

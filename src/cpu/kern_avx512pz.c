@@ -185,9 +185,19 @@ static bool pack_iq4_xsi(const uint8_t *w, int64_t rows, int64_t cols, size_t ro
     return true;
 }
 
+/* Element el (0..31) of block b (of 8) in the 16-element-group layout of an 8-block chunk: its
+ * nibble into qd (128 bytes, pack_nvfp4i's order) and its fifth bit into kd (4 u64 masks, one per
+ * unpacked zmm: bit 4 l + e of mask 2 m + n is element 8 m + 4 n + e of group l = 8 h + b). Both
+ * start zeroed. */
+static void put_i16(uint8_t *qd, uint8_t *kd, int b, int el, uint8_t nib, int bit) {
+    const int l = 8 * (el / 16) + b, j = el % 16, m = j / 8, n = (j / 4) % 2, e = j % 4, pos = 4 * l + e;
+    qd[64 * m + pos] |= (uint8_t)(nib << (4 * n));
+    if (bit) kd[8 * (2 * m + n) + pos / 8] |= (uint8_t)(1u << (pos % 8));
+}
+
 /* Q5_0 / Q5_1 for vec_q5_0i / vec_q5_1i: [nbp f16 d][nbp f16 m (Q5_1)][per 8 blocks the fifth
- * bits as 4 u64 masks, one per unpacked zmm (bit 4 l + e of mask 2 m + n: element 8 m + 4 n + e
- * of group l)][per 8 blocks 128 nibble bytes in pack_nvfp4i's order]. Blocks padded to 8. */
+ * bits as put_i16's 4 masks][per 8 blocks 128 nibble bytes in pack_nvfp4i's order]. Blocks
+ * padded to 8. */
 static bool pack_q5i(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, int has_m, bp_cpu_packed *out) {
     const int64_t nb = cols / 32, nbp = padded_blocks(cols);
     const int bb = has_m ? 24 : 22, hb = has_m ? 4 : 2;
@@ -204,17 +214,35 @@ static bool pack_q5i(const uint8_t *w, int64_t rows, int64_t cols, size_t row_by
             if (has_m) memcpy(mp + 2 * b, blk + 2, 2);
             const uint32_t qh = bp_load_u32(blk + hb);
             const uint8_t *qs = blk + hb + 4;
-            uint8_t *kd = kp + 32 * (size_t)(b / 8), *qd = qp + 128 * (size_t)(b / 8);
-            for (int h = 0; h < 2; h++) {
-                const int l = 8 * h + (int)(b % 8);
-                for (int j = 0; j < 16; j++) {
-                    const int el = 16 * h + j; /* element of the block: low nibble of qs[el] or high of qs[el - 16] */
-                    const uint8_t nib = el < 16 ? qs[el] & 15 : qs[el - 16] >> 4;
-                    const int m = j / 8, n = (j / 4) % 2, e = j % 4;
-                    qd[64 * m + 4 * l + e] |= (uint8_t)(nib << (4 * n));
-                    if (qh >> el & 1) kd[8 * (2 * m + n) + (4 * l + e) / 8] |= (uint8_t)(1u << ((4 * l + e) % 8));
-                }
-            }
+            for (int el = 0; el < 32; el++) /* element el: low nibble of qs[el] or high of qs[el - 16] */
+                put_i16(qp + 128 * (size_t)(b / 8), kp + 32 * (size_t)(b / 8), (int)(b % 8), el,
+                        el < 16 ? qs[el] & 15 : qs[el - 16] >> 4, (int)(qh >> el & 1));
+        }
+    }
+    return true;
+}
+/* Q5_K for vec_q5_ki: [per superblock its 16-byte head (d, dmin, the 12 bytes of 6-bit scales and
+ * mins), padded to 64 bytes][per superblock put_i16's 4 masks][per superblock 128 nibble bytes in
+ * pack_nvfp4i's order]: the file's 176 bytes per 256, its 8 groups of 32 as the 8 blocks. In the
+ * file element e of group G is nibble G % 2 of qs[32 (G / 2) + e] with its fifth bit at bit G of
+ * qh[e]. */
+static size_t q5k_head_bytes(int64_t cols) { return ((size_t)(cols / 256) * 16 + 63) / 64 * 64; }
+static bool pack_q5_ki(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
+    const int64_t nsb = cols / 256;
+    const size_t head = q5k_head_bytes(cols);
+    out->row_stride = head + (size_t)nsb * (32 + 128);
+    out->data = bp_cpu_packed_alloc(rows, out->row_stride);
+    if (!out->data) return false;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = w + (size_t)r * row_bytes;
+        uint8_t *hp = out->data + (size_t)r * out->row_stride, *kp = hp + head, *qp = kp + 32 * (size_t)nsb;
+        for (int64_t i = 0; i < nsb; i++) {
+            const uint8_t *blk = src + (size_t)BP_BLOCK_BYTES_Q5_K * (size_t)i, *qh = blk + 16, *qs = blk + 48;
+            memcpy(hp + 16 * i, blk, 16);
+            for (int G = 0; G < 8; G++)
+                for (int e = 0; e < 32; e++)
+                    put_i16(qp + 128 * (size_t)i, kp + 32 * (size_t)i, G, e, (uint8_t)(qs[32 * (G / 2) + e] >> (4 * (G % 2)) & 15),
+                            qh[e] >> G & 1);
         }
     }
     return true;
@@ -580,6 +608,33 @@ static ALWAYS_INLINE void q5_8(const uint8_t *q, const uint8_t *k, wquad *w0, wq
              a + (OFFS_K) * hsum8(o))
 Q5I_KERNEL(vec_q5_0i, 0, wd, -16.0f)
 Q5I_KERNEL(vec_q5_1i, 2, f16x8(mp + 2 * g), 1.0f)
+/* Q5_K (pack_q5_ki): a superblock's 8 groups of 32 are the 8 blocks, scaled d * sc_G, the mins'
+ * term dmin * m_G times the activations' d * sum(q) per 32, subtracted once per row; q8_0
+ * activations (a scale per 32, finer than the q8_K of kern_avx512k.c's kernel, which stays the
+ * one on the plain layout). */
+#define Q5K_WD                                                                                             \
+    const uint8_t *hd = sp + 16 * (size_t)(g / 8);                                                        \
+    const __m128i scm = scale_min_k4v(hd + 4);                                                             \
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)bp_load_u32(hd)));                               \
+    const __m256 wd = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scm)), _mm256_broadcastss_ps(dm)); \
+    const __m256 mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8))),      \
+                                    _mm256_broadcastss_ps(_mm_movehdup_ps(dm)))
+#define Q5K_UNPACK(q, W0, W1) q5_8(q, kp + 4 * (size_t)g, &(W0), &(W1))
+I16_ROWS(vec_q5_ki, , job->packed->data + (size_t)r * job->packed->row_stride,
+         const uint8_t *kp = sp + q5k_head_bytes(job->cols); const uint8_t *qp = kp + 4 * (size_t)nbp;,
+         pf_group(sp, g, BP_BLOCK_BYTES_Q5_K), Q5K_WD, S_PER32, __m256, OSTEP_PER32(mn), Q5K_UNPACK,
+         a - hsum8(o))
+
+/* Called by kern_avx512k.c's init after it set Q5_K's q8_K kernel: that one moves to vec_plain
+ * (the weight without a copy) and vec_q5_ki takes batches up to 4 (the int8 GEMM's direct panels
+ * after). Intel Xeon VM, 2 threads, 4096 x 4096: see the README's kernel table. No decode
+ * alternative: the AVX2 kernel reads the plain layout, a main kernel with a copy is not timed
+ * against one. */
+void bp_cpu_avx512pz_q5k(bp_cpu_ops *ops) {
+    ops->vec_plain[BP_KIND_Q5_K] = ops->vec[BP_KIND_Q5_K];
+    ops->vec_alt[BP_KIND_Q5_K] = (bp_cpu_vec_kernel){0};
+    ops->vec[BP_KIND_Q5_K] = (bp_cpu_vec_kernel){vec_q5_ki, BP_ACT_Q8X16I, "CPU avx512 Q5_K (repacked in 16-element groups, q8_0 VNNI)", 4, pack_q5_ki, true};
+}
 
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     ops->quant_q8x32q = quant_q8x32q;
@@ -645,4 +700,5 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     return false;
 }
 void bp_cpu_avx512vb_init(bp_cpu_ops *ops) { (void)ops; }
+void bp_cpu_avx512pz_q5k(bp_cpu_ops *ops) { (void)ops; }
 #endif
