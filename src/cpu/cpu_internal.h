@@ -294,7 +294,8 @@ void bp_pool_release(void);
 /* Run fn(ctx, i, n) for i in [0, n) (the caller is thread 0) and wait; the pool must be held,
  * n <= bp_pool_size(). A worker that has not started by the time the caller has finished its
  * own call is cancelled, never waited for: fn must share work out dynamically (an atomic
- * chunk counter), so that the caller alone can finish it. On a shared machine a worker may
+ * chunk counter, or cpu.c's runs that idle threads take chunks from), so that the caller alone
+ * can finish it. On a shared machine a worker may
  * not be scheduled for milliseconds, and a static split would stall the whole call on it. */
 void bp_pool_run(bp_pool_fn fn, void *ctx, int n);
 int bp_pool_size(void);
