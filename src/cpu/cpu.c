@@ -500,7 +500,7 @@ static int threads_for(const bp_cpu_job *job, int pool_n) {
  * with the counter (Intel Xeon VM, 2 threads, 4096 x 4096, cold decode, Q4_0 NVFP4 IQ4_XS Q5_K):
  * 16 / 32 chunks a thread read 0.96 / 0.90x what 8 did, 2 a thread 1.02-1.07x; runs of 8 chunks
  * 1.01-1.05x the counter over three interleaved A/Bs. Each run's counter has a line of its own
- * (sharing one cost 1-3% there); past TASK_RUNS threads, threads share runs (ith % TASK_RUNS),
+ * (two on one line cost up to 3% at 32 chunks a thread, less at 8); past TASK_RUNS threads, threads share runs (ith % TASK_RUNS),
  * which stays correct: every take is a compare-and-swap. */
 enum { TASK_RUNS = 64 };
 typedef struct task {

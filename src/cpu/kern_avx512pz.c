@@ -665,7 +665,7 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     ops->vec_plain[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsq, BP_ACT_Q8X32Q, "CPU avx512 IQ4_XS (quads in place, q8_0 VNNI)", 8, NULL, true};
     ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsi, BP_ACT_Q8X16I, "CPU avx512 IQ4_XS (repacked in 16-element groups, q8_0 VNNI)", 8, pack_iq4_xsi, true};
     /* NVFP4's vec_plain: kern_packed.inc's init saved the AVX2 one, kern_avx512iq.c's puts its own */
-    ops->vec[BP_KIND_NVFP4] = (bp_cpu_vec_kernel){vec_nvfp4i, BP_ACT_Q8X16I, "CPU avx512 NVFP4 (repacked by 8 blocks in 16-element groups, q8_0 VNNI)", 64, pack_nvfp4i, true};
+    ops->vec[BP_KIND_NVFP4] = (bp_cpu_vec_kernel){vec_nvfp4i, BP_ACT_Q8X16I, "CPU avx512 NVFP4 (repacked in 16-element groups, q8_0 VNNI)", 64, pack_nvfp4i, true};
 #undef SET
     return true;
 }
@@ -683,7 +683,7 @@ void bp_cpu_avx512vb_init(bp_cpu_ops *ops) {
         {BP_KIND_IQ4_NL, vec_iq4_nlq, vec_iq4_nlq_vb, "CPU avx512 IQ4_NL (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
         {BP_KIND_MXFP4, vec_mxfp4q, vec_mxfp4q_vb, "CPU avx512 MXFP4 (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
         {BP_KIND_IQ4_XS, vec_iq4_xsi, vec_iq4_xsi_vb, "CPU avx512 IQ4_XS (repacked in 16-element groups, q8_0 VNNI, vpermb lookup)"},
-        {BP_KIND_NVFP4, vec_nvfp4i, vec_nvfp4i_vb, "CPU avx512 NVFP4 (repacked by 8 blocks in 16-element groups, q8_0 VNNI, vpermb lookup)"},
+        {BP_KIND_NVFP4, vec_nvfp4i, vec_nvfp4i_vb, "CPU avx512 NVFP4 (repacked in 16-element groups, q8_0 VNNI, vpermb lookup)"},
     };
     for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) {
         bp_cpu_vec_kernel *v = &ops->vec[vb[i].kind];
