@@ -658,8 +658,9 @@ bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
     SET(Q1_0, vec_q1_0q, pack4_q1_0, 64);
     SET(Q8_0, vec_q8_0q, pack4_q8_0, 28);
     /* IQ4_XS reads pack_iq4_xsi's copy, or its blocks in place where there is no memory for one
-     * (vec_plain). The AVX2 kernel it replaces stays the decode alternative
-     * (BACKPLANE_CPU_DECODE=avx2). max_batch 8: Intel Xeon VM, 2 threads, 4096 x
+     * (vec_plain). The AVX2 kernel it replaces is kept in vec_alt, but cpu.c never swaps a main
+     * kernel that reads a copy for it (decode_kernel), so BACKPLANE_CPU_DECODE does not reach
+     * IQ4_XS; test_cpu_kernels' passes for the two picks run this one twice. max_batch 8: Intel Xeon VM, 2 threads, 4096 x
      * 4096, hot, GFLOP/s this / the int8 GEMM: t = 8 365/330, t = 12 365/416, t = 16 366/483. */
     bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
     ops->vec_plain[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsq, BP_ACT_Q8X32Q, "CPU avx512 IQ4_XS (quads in place, q8_0 VNNI)", 8, NULL, true};
