@@ -487,76 +487,30 @@ static int threads_for(const bp_cpu_job *job, int pool_n) {
     return n < 1 ? 1 : n;
 }
 
-/* Work is handed out in chunks. Which thread computes a row never changes the row's value: a row
- * is always computed whole, by one thread, with the same code. Decode chunks are multiples of 4
- * rows so threads do not share a line of y.
- *
- * Each thread owns a contiguous run of chunks and takes them front to back; a thread whose run is
- * empty takes chunks from the back of another's (a late or cancelled worker's rows get done, and
- * the threads finish together). Why runs and not one shared counter: with the counter a thread's
- * next chunk lay anywhere, so each chunk started where neither the kernel's software prefetch
- * (BP_ROW_PF ahead, avx2_util.h) nor the hardware's had been, and ended prefetching rows another
- * thread was reading; in a run the prefetch at a chunk's end is the next chunk's start. Measured
- * with the counter (Intel Xeon VM, 2 threads, 4096 x 4096, cold decode, Q4_0 NVFP4 IQ4_XS Q5_K):
- * 16 / 32 chunks a thread read 0.96 / 0.90x what 8 did, 2 a thread 1.02-1.07x; runs of 8 chunks
- * 1.01-1.05x the counter over three interleaved A/Bs. Each run's counter has a line of its own
- * (two on one line cost up to 3% at 32 chunks a thread, less at 8); past TASK_RUNS threads, threads share runs (ith % TASK_RUNS),
- * which stays correct: every take is a compare-and-swap. */
-enum { TASK_RUNS = 64 };
+/* Work is handed out in chunks, as per-thread runs (bp_chunk_runs, chunk_runs.c). Which thread
+ * computes a row never changes the row's value: a row is always computed whole, by one thread,
+ * with the same code. Decode chunks are multiples of 4 rows so threads do not share a line of y. */
 typedef struct task {
+    bp_chunk_runs runs; /* first: the 64-byte aligned part */
     const bp_cpu_job *job;
     void (*gemm)(const bp_cpu_job *, int, int64_t, int64_t);
     int64_t chunk_rows, nchunks;
-    int nruns;
-    /* Run i's chunks [lo, hi) as hi << 32 | lo; its owner moves lo up, a helper hi down, both by
-     * compare-and-swap, so each chunk is taken once. */
-    struct {
-        _Alignas(64) _Atomic uint64_t v;
-    } run[TASK_RUNS];
 } task;
 
 static void task_init(task *tk, const bp_cpu_job *job, int nth, int64_t unit) {
     tk->job = job;
     tk->gemm = NULL;
-    /* About 8 chunks per thread: small enough to balance a late thread (its helpers take whole
-     * chunks), large enough that the counters are touched rarely. */
-    int64_t units = (job->rows + unit - 1) / unit;
-    int64_t per = units / (8 * (int64_t)nth);
-    if (per < 1) per = 1;
-    if (units / per >= (int64_t)1 << 31) per = units / ((int64_t)1 << 31) + 1; /* chunk numbers fit 32 bits */
-    tk->chunk_rows = per * unit;
+    tk->chunk_rows = bp_chunk_rows_per((job->rows + unit - 1) / unit, nth) * unit;
     tk->nchunks = (job->rows + tk->chunk_rows - 1) / tk->chunk_rows;
-    tk->nruns = nth < 1 ? 1 : nth > TASK_RUNS ? TASK_RUNS : nth;
-    for (int i = 0; i < tk->nruns; i++) {
-        const uint64_t lo = (uint64_t)(tk->nchunks * i / tk->nruns), hi = (uint64_t)(tk->nchunks * (i + 1) / tk->nruns);
-        atomic_init(&tk->run[i].v, hi << 32 | lo);
-    }
-}
-
-/* The next chunk of run i: from its front (own) or its back (helping); -1 when it is empty. */
-static int64_t take_chunk(task *tk, int i, bool own) {
-    uint64_t v = atomic_load_explicit(&tk->run[i].v, memory_order_relaxed);
-    for (;;) {
-        const uint64_t lo = v & 0xffffffffu, hi = v >> 32;
-        if (lo >= hi) return -1;
-        const uint64_t nv = own ? hi << 32 | (lo + 1) : (hi - 1) << 32 | lo;
-        if (atomic_compare_exchange_weak_explicit(&tk->run[i].v, &v, nv, memory_order_relaxed, memory_order_relaxed))
-            return (int64_t)(own ? lo : hi - 1);
-    }
+    bp_chunk_runs_init(&tk->runs, tk->nchunks, nth);
 }
 
 static void run_task(void *ctx, int ith, int nth) {
     (void)nth;
     task *tk = ctx;
     const bp_cpu_job *job = tk->job;
-    const int self = ith % tk->nruns;
-    for (int k = 0; k < tk->nruns;) {
-        const int i = (self + k) % tk->nruns;
-        const int64_t c = take_chunk(tk, i, k == 0);
-        if (c < 0) {
-            k++; /* run i is empty, and stays so: nothing is ever put back */
-            continue;
-        }
+    int k = 0;
+    for (int64_t c; (c = bp_chunk_runs_next(&tk->runs, ith, &k)) >= 0;) {
         int64_t r0 = c * tk->chunk_rows, r1 = r0 + tk->chunk_rows;
         if (r1 > job->rows) r1 = job->rows;
         if (tk->gemm) tk->gemm(job, ith, r0, r1);

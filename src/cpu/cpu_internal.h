@@ -3,6 +3,7 @@
 #ifndef BP_CPU_INTERNAL_H
 #define BP_CPU_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -285,6 +286,22 @@ void bp_cpu_quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
 size_t bp_cpu_min_parallel_bytes(void);
 
 /* ---- thread pool ----------------------------------------------------------------------- */
+/* Chunks 0..n-1 of one pool call as per-thread runs (chunk_runs.c says why): thread ith takes
+ * its own run front to back, then helps the others from their backs. Every chunk is handed out
+ * exactly once, whatever threads run. Objects of this type need 64-byte alignment. */
+enum { BP_CHUNK_RUNS = 64 };
+typedef struct bp_chunk_runs {
+    int nruns;
+    struct {
+        _Alignas(64) _Atomic uint64_t v; /* [lo, hi) as hi << 32 | lo */
+    } run[BP_CHUNK_RUNS];
+} bp_chunk_runs;
+/* Units (rows / unit) per chunk for about 8 chunks per thread, chunk numbers within 32 bits. */
+int64_t bp_chunk_rows_per(int64_t units, int nth);
+void bp_chunk_runs_init(bp_chunk_runs *cr, int64_t nchunks, int nth);
+/* Thread ith's next chunk, -1 when none is left; *k starts at 0 for each thread's call. */
+int64_t bp_chunk_runs_next(bp_chunk_runs *cr, int ith, int *k);
+
 typedef void (*bp_pool_fn)(void *ctx, int ith, int nth);
 
 /* Take the pool for one call. False when another thread holds it (the caller then runs on its
@@ -294,7 +311,7 @@ void bp_pool_release(void);
 /* Run fn(ctx, i, n) for i in [0, n) (the caller is thread 0) and wait; the pool must be held,
  * n <= bp_pool_size(). A worker that has not started by the time the caller has finished its
  * own call is cancelled, never waited for: fn must share work out dynamically (an atomic
- * chunk counter, or cpu.c's runs that idle threads take chunks from), so that the caller alone
+ * chunk counter, or bp_chunk_runs, whose idle threads help the others), so that the caller alone
  * can finish it. On a shared machine a worker may
  * not be scheduled for milliseconds, and a static split would stall the whole call on it. */
 void bp_pool_run(bp_pool_fn fn, void *ctx, int n);

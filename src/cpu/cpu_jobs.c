@@ -6,7 +6,6 @@
  * decode kernels both read q8 blocks of 32: one quantization for Q, K and V), the int8 GEMM's
  * input preparation runs once for every quantized job, and all jobs' row chunks go to the pool
  * in one call instead of one call (and one wake-up) per weight. */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,20 +23,19 @@ typedef struct sub {
 } sub;
 
 typedef struct plan {
+    bp_chunk_runs runs; /* first: the 64-byte aligned part (the plan is allocated so) */
     sub s[MAX_SUB];
     int n;
     int64_t nchunks;
-    _Atomic int64_t next;
     float **scratch;
 } plan;
 
 static void worker(void *ctx, int ith, int nth) {
     (void)nth;
     plan *p = ctx;
-    int cur = 0;
-    for (;;) {
-        int64_t c = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (c >= p->nchunks) return;
+    int cur = 0, k = 0;
+    for (int64_t c; (c = bp_chunk_runs_next(&p->runs, ith, &k)) >= 0;) {
+        /* chunks come in runs, and from other threads' runs backwards: look either way */
         while (c >= p->s[cur].first_chunk + p->s[cur].nchunks) cur++;
         while (c < p->s[cur].first_chunk) cur--;
         sub *s = &p->s[cur];
@@ -68,8 +66,9 @@ bp_status bp_cpu_jobs(const float *x, int64_t t, const bp_matmul_job *jobs, int 
         snprintf(label, label_len, "%s x%d jobs, one submission", n_jobs ? bp_cpu_kernel_name(jobs[0].w->kind, t) : "CPU",
                  n_jobs);
     if (n_jobs == 0 || t == 0) return BP_OK;
-    plan *p = bp_calloc(1, sizeof *p);
+    plan *p = bp_aligned_alloc(64, sizeof *p);
     if (!p) return bp_fail(BP_E_NOMEM, "CPU jobs: no memory");
+    memset(p, 0, sizeof *p);
     /* Set every job up; activation formats (decode) and the int8 GEMM's buffer, each once. */
     bp_cpu_act acts[MAX_ACTS];
     size_t act_size[MAX_ACTS], act_off[MAX_ACTS], total = 0, q8_size = 0;
@@ -157,8 +156,7 @@ bp_status bp_cpu_jobs(const float *x, int64_t t, const bp_matmul_job *jobs, int 
     /* Chunks: about 8 per thread over all jobs, in whole units (4 rows decode, a panel GEMM). */
     int64_t units = 0;
     for (int i = 0; i < p->n; i++) units += (p->s[i].job.rows + p->s[i].unit - 1) / p->s[i].unit;
-    int64_t per = units / (8 * (int64_t)nth);
-    if (per < 1) per = 1;
+    const int64_t per = bp_chunk_rows_per(units, nth);
     for (int i = 0; i < p->n; i++) {
         sub *s = &p->s[i];
         if (s->mode == BP_CPU_JOB_DECODE || s->mode == BP_CPU_JOB_DECODE_MULTI || s->mode == BP_CPU_JOB_GEMM_BF16R) {
@@ -171,7 +169,7 @@ bp_status bp_cpu_jobs(const float *x, int64_t t, const bp_matmul_job *jobs, int 
         s->first_chunk = p->nchunks;
         p->nchunks += s->nchunks;
     }
-    atomic_init(&p->next, 0);
+    bp_chunk_runs_init(&p->runs, p->nchunks, nth);
     if (nth > 1) bp_pool_run(worker, p, nth);
     else worker(p, 0, 1);
 out:

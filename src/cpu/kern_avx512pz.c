@@ -103,30 +103,23 @@ static bool pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, 
     return pack4(w, rows, cols, rb, QUAD_Q1, BP_BLOCK_BYTES_Q1_0, 2, 0, 0, 0, 2, out);
 }
 
-/* IQ4_XS (kern_avx512pz.c's only k-size kind): per row the superblocks' 8-byte heads (d,
- * scales_h, scales_l) back to back, then from the next 64-byte boundary their 128 bytes of
- * nibbles (two quads each, as in the file), so that every quad load is one aligned line. The
- * same bytes as the file at 4096 columns (16 x 8 = 128 bytes of heads). Tried with
- * kern_packed.inc's AVX2 pair loop as well (the nibbles are its pairs too): Intel Xeon VM, AVX2
- * forced, 2 threads, 4096 x 4096, decode the same (24.3 -> 24.0 GB/s cold), t = 8-32 0.81-0.82x
- * the q8_K kernel's GFLOP/s; not taken. So was Q5_0/Q5_1's mask region there (below): cold
- * +2-9%, t = 8-32 0.93-1.03x. */
+/* IQ4_XS's copy (pack_iq4_xsi, below) starts with its superblocks' 8-byte heads back to back; its
+ * nibbles from the next 64-byte boundary, so that every load is one aligned line. The same bytes
+ * as the file at 4096 columns (16 x 8 = 128 bytes of heads). Its first copy kept the file's nibble
+ * order (two quads a superblock); tried with kern_packed.inc's AVX2 pair loop as well (the nibbles
+ * are its pairs too): Intel Xeon VM, AVX2 forced, 2 threads, 4096 x 4096, decode the same (24.3
+ * -> 24.0 GB/s cold), t = 8-32 0.81-0.82x the q8_K kernel's GFLOP/s; not taken. So was Q5_0/Q5_1's
+ * mask region there: cold +2-9%, t = 8-32 0.93-1.03x. */
 static size_t iq4xs_head_bytes(int64_t cols) { return ((size_t)(cols / 256) * 8 + 63) / 64 * 64; }
-static bool pack_iq4_xs(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
-    const int64_t nsb = cols / 256;
-    const size_t head = iq4xs_head_bytes(cols);
-    out->row_stride = (head + (size_t)nsb * 128 + 63) / 64 * 64;
-    out->data = bp_cpu_packed_alloc(rows, out->row_stride);
-    if (!out->data) return false;
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *src = w + (size_t)r * row_bytes;
-        uint8_t *hp = out->data + (size_t)r * out->row_stride, *qp = hp + head;
-        for (int64_t i = 0; i < nsb; i++) {
-            memcpy(hp + 8 * i, src + (size_t)BP_BLOCK_BYTES_IQ4_XS * (size_t)i, 8);
-            memcpy(qp + 128 * i, src + (size_t)BP_BLOCK_BYTES_IQ4_XS * (size_t)i + 8, 128);
-        }
-    }
-    return true;
+
+/* Element el (0..31) of block b (of 8) in the 16-element-group layout of an 8-block chunk: its
+ * nibble into qd (128 bytes, pack_nvfp4i's order) and its fifth bit into kd (4 u64 masks, one per
+ * unpacked zmm: bit 4 l + e of mask 2 m + n is element 8 m + 4 n + e of group l = 8 h + b; kd
+ * may be NULL for the kinds without one, whose bit is 0). Both start zeroed. */
+static void put_i16(uint8_t *qd, uint8_t *kd, int b, int el, uint8_t nib, int bit) {
+    const int l = 8 * (el / 16) + b, j = el % 16, m = j / 8, n = (j / 4) % 2, e = j % 4, pos = 4 * l + e;
+    qd[64 * m + pos] |= (uint8_t)(nib << (4 * n));
+    if (bit) kd[8 * (2 * m + n) + pos / 8] |= (uint8_t)(1u << (pos % 8));
 }
 
 /* NVFP4 for vec_nvfp4i: kern_packed.inc's pack_nvfp4's scales (per 8 blocks, group l = 8 h + b's scale at
@@ -149,50 +142,36 @@ static bool pack_nvfp4i(const uint8_t *w, int64_t rows, int64_t cols, size_t row
                 /* our elements 16 h + i are the file's sub-block 2 (b % 2) + h: element i < 8 the
                  * low nibble of its byte i, i >= 8 the high nibble of byte i - 8 */
                 const uint8_t *sq = qs + 8 * (2 * (b % 2) + h);
-                uint8_t nib[16];
-                for (int i = 0; i < 16; i++) nib[i] = i < 8 ? sq[i] & 15 : sq[i - 8] >> 4;
-                uint8_t *gq = qp + 128 * (size_t)(b / 8) + 4 * (8 * h + b % 8);
-                for (int m = 0; m < 2; m++)
-                    for (int e2 = 0; e2 < 4; e2++) gq[64 * m + e2] = (uint8_t)(nib[8 * m + e2] | nib[8 * m + 4 + e2] << 4);
+                for (int i = 0; i < 16; i++)
+                    put_i16(qp + 128 * (size_t)(b / 8), NULL, (int)(b % 8), 16 * h + i, i < 8 ? sq[i] & 15 : sq[i - 8] >> 4, 0);
             }
         }
     }
     return true;
 }
 
-/* IQ4_XS for vec_iq4_xsi: pack_iq4_xs's heads, then per superblock 128 bytes of nibbles in
- * pack_nvfp4i's order (group l = 8 h + b is elements 16 h .. of the superblock's group b of 32;
- * byte 64 m + 4 l + e: element 8 m + e of group l low, 8 m + 4 + e high). */
+/* IQ4_XS for vec_iq4_xsi: per row the superblocks' 8-byte heads (d, scales_h, scales_l) back to
+ * back, then from the next 64-byte boundary per superblock 128 bytes of nibbles in put_i16's order
+ * (its 8 groups of 32 as the 8 blocks; in the file element e of group b is the low nibble of
+ * qs[16 b + e] for e < 16, the high one of qs[16 b + e - 16] after). */
 static bool pack_iq4_xsi(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
-    if (!pack_iq4_xs(w, rows, cols, row_bytes, out)) return false;
     const int64_t nsb = cols / 256;
     const size_t head = iq4xs_head_bytes(cols);
+    out->row_stride = head + (size_t)nsb * 128;
+    out->data = bp_cpu_packed_alloc(rows, out->row_stride);
+    if (!out->data) return false;
     for (int64_t r = 0; r < rows; r++) {
-        uint8_t *qp = out->data + (size_t)r * out->row_stride + head;
+        const uint8_t *src = w + (size_t)r * row_bytes;
+        uint8_t *hp = out->data + (size_t)r * out->row_stride, *qp = hp + head;
         for (int64_t i = 0; i < nsb; i++) {
-            uint8_t t[128], *o = qp + 128 * (size_t)i;
-            memcpy(t, o, 128);
+            const uint8_t *blk = src + (size_t)BP_BLOCK_BYTES_IQ4_XS * (size_t)i, *qs = blk + 8;
+            memcpy(hp + 8 * i, blk, 8);
             for (int b = 0; b < 8; b++)
-                for (int h = 0; h < 2; h++) {
-                    uint8_t nib[16];
-                    for (int k = 0; k < 16; k++) nib[k] = h ? t[16 * b + k] >> 4 : t[16 * b + k] & 15;
-                    for (int m = 0; m < 2; m++)
-                        for (int e = 0; e < 4; e++)
-                            o[64 * m + 4 * (8 * h + b) + e] = (uint8_t)(nib[8 * m + e] | nib[8 * m + 4 + e] << 4);
-                }
+                for (int e = 0; e < 32; e++)
+                    put_i16(qp + 128 * (size_t)i, NULL, b, e, e < 16 ? qs[16 * b + e] & 15 : qs[16 * b + e - 16] >> 4, 0);
         }
     }
     return true;
-}
-
-/* Element el (0..31) of block b (of 8) in the 16-element-group layout of an 8-block chunk: its
- * nibble into qd (128 bytes, pack_nvfp4i's order) and its fifth bit into kd (4 u64 masks, one per
- * unpacked zmm: bit 4 l + e of mask 2 m + n is element 8 m + 4 n + e of group l = 8 h + b). Both
- * start zeroed. */
-static void put_i16(uint8_t *qd, uint8_t *kd, int b, int el, uint8_t nib, int bit) {
-    const int l = 8 * (el / 16) + b, j = el % 16, m = j / 8, n = (j / 4) % 2, e = j % 4, pos = 4 * l + e;
-    qd[64 * m + pos] |= (uint8_t)(nib << (4 * n));
-    if (bit) kd[8 * (2 * m + n) + pos / 8] |= (uint8_t)(1u << (pos % 8));
 }
 
 /* Q5_0 / Q5_1 for vec_q5_0i / vec_q5_1i: [nbp f16 d][nbp f16 m (Q5_1)][per 8 blocks the fifth
@@ -495,7 +474,7 @@ QUAD_ROWS(vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOC
           UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f, 0.25f)
 #undef IQ4XS_SB
 /* The kernel that runs where there is memory for a copy is vec_iq4_xsi (below). Before it, the
- * same loop as this one on an aligned copy of the quads (pack_iq4_xs's layout) had measured, same
+ * same loop as this one on an aligned copy of the quads (the file's nibble order) had measured, same
  * machine and shape, GB/s L3-resident 46.8 -> 57.0, cold 29.2 -> 33.0; t = 2 262 -> 288 GFLOP/s:
  * this one reads 7 quads in 8 across two lines. */
 
