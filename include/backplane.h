@@ -140,9 +140,32 @@ bp_status bp_gemm(bp_weight *w, const float *x, int64_t t, float *y);
  * an error (BP_E_UNSUPPORTED) naming why: a forced backend never silently becomes another. */
 bp_status bp_matvec_on(bp_weight *w, const char *backend, const float *x, float *y);
 bp_status bp_gemm_on(bp_weight *w, const char *backend, const float *x, int64_t t, float *y);
-/* What ran the last bp_matvec/bp_gemm on w: backend and kernel, e.g. "Vulkan Q4_K matvec".
- * Returns a thread-local copy, valid until the next call on this thread (ops on one weight may
- * run on several threads). */
+/* ---- run records: what really ran a call --------------------------------------------- */
+/* The seam fills one record per call where the work ran (src/seam/walk.c): every report --
+ * `run`'s summary, `--profile`, `probe`, bp_route -- reads records, never a string rebuilt
+ * later. Strings are made from a record only to print it (bp_run_record_label). */
+typedef struct bp_run_record {
+    int op;                 /* bp_op_name(op): "matvec", "gemm", "jobs", "attention", ... */
+    bp_kind kind, kind2;    /* the call's kinds (kind2: V cache / MoE down kind; else = kind) */
+    int64_t batch;          /* t: 1 for a decode matvec */
+    char backend[16];       /* "vulkan", "cpu", "mock" */
+    char display[16];       /* "Vulkan", "CPU", "Mock" */
+    char kernel[256];       /* the kernel: a GPU claim's name ("Q4_K", "attention Q8_0") or the
+                               CPU's ("CPU avx512 Q4_K", "CPU reference") */
+    bool per_position;      /* a gemm as t matvecs: the backend claims no gemm for the kind */
+    char fallback_from[16]; /* the first backend that failed this call (display name); "" when
+                               none did */
+    char cause[200];        /* its error */
+} bp_run_record;
+/* One line for a record: "Vulkan Q4_K gemm", "Vulkan attention Q8_0", "CPU avx2 Q4_K",
+ * "Vulkan per-position matvec", "... (fallback from CUDA: <cause>)". Writes buf, returns it. */
+const char *bp_run_record_label(const bp_run_record *r, char *buf, size_t len);
+/* What ran the last bp_matvec/bp_gemm (or matmul job) on w. BP_E_NOT_FOUND when nothing has
+ * run it yet. */
+bp_status bp_weight_last_record(const bp_weight *w, bp_run_record *out);
+/* bp_run_record_label of that record ("none yet" before the first call). Returns a
+ * thread-local copy, valid until the next call on this thread (ops on one weight may run on
+ * several threads). */
 const char *bp_weight_last_path(const bp_weight *w);
 /* Exact mode: no reduced-precision matrix units (a GPU GEMM on f16 tensor cores rounds weights
  * and activations to f16). Outside it, CPU BF16 batches (t >= 2) on CPUs with AVX512_BF16 round
@@ -188,6 +211,14 @@ typedef struct bp_route_info {
     char why[768];     /* why each backend before it passed: "cuda: not compiled ...; vulkan: ..." */
 } bp_route_info;
 bp_status bp_route(bp_kind k, int64_t rows, int64_t cols, int64_t batch, bp_route_info *out);
+/* The same rule for any op of the op table (bp_op_name: "matvec", "gemm", "jobs", "attention",
+ * "norm", ...) at a shape: weight ops a rows x cols weight and batch t (conv2d: cout x k*k*cin,
+ * t = output pixels); activation ops rows 1, cols the row length, batch the rows; attention
+ * rows = heads, cols = head dim x keys, batch = queries. kind: the weight kind, the KV kind
+ * (attention) or F32 (activation ops). *record gets what the call would run: the record the
+ * run then fills, as far as the route can know it (not a later launch error's fallback). */
+bp_status bp_route_op(const char *op, bp_kind k, int64_t rows, int64_t cols, int64_t batch, bp_run_record *record,
+                      char *why, size_t why_len);
 
 /* Prefer or force one backend for the whole process ("cuda", "metal", "vulkan", "opencl",
  * "cpu"; NULL clears). BP_PREFER: it is tried first, then the usual order; when it cannot run

@@ -111,11 +111,13 @@ const float *bp_context_logits(const bp_context *c, int64_t j);
 /* Tokens in the cache. */
 int64_t bp_context_pos(const bp_context *c);
 int64_t bp_context_n_ctx(const bp_context *c);
-/* What last ran the matmuls of weight kind k in this context: decode (one token) or prefill
- * (several), e.g. "CPU avx512 Q5_0 (repacked, q8_0 int dot) x3 jobs, one submission"; "" when
- * nothing of that kind has run. A kind that shared a submission led by another kind is named
- * "(in a submission led by Q5_0) <that submission's path>": the jobs op names the kernel of its
- * first job. Valid until the next eval. */
+/* The record of what last ran a matmul of weight kind k in this context, decode (one token) or
+ * prefill (several): each job's own record, filled by the seam where it ran (its backend and
+ * kernel, "CPU avx512 Q5_0 (...)", "Vulkan jobs Q4_K", a fallback and its cause). BP_E_NOT_FOUND
+ * when nothing of that kind has run. */
+bp_status bp_context_kind_record(const bp_context *c, bp_kind k, bool prefill, bp_run_record *out);
+/* That record as a line (bp_run_record_label); "" when nothing of that kind has run. A
+ * thread-local copy, valid until the next call on this thread. */
 const char *bp_context_kind_path(const bp_context *c, bp_kind k, bool prefill);
 /* Forget positions >= n (0 clears the cache). BP_E_INVAL when n > bp_context_pos. */
 bp_status bp_context_truncate(bp_context *c, int64_t n);

@@ -11,7 +11,7 @@
  *     is corrupted. No op aborts on user input.
  *   - Out-of-place ops accept y == x (in place) unless said otherwise; partially overlapping
  *     buffers are not supported.
- *   - Each op runs on the first backend (src/seam/backends.def order) that is enabled and
+ *   - Each op runs on the first backend (src/backend/backends.def order) that is enabled and
  *     claims the (op, kind) pair, else on the CPU, which runs every op. A failed launch is a
  *     named, counted fallback (bp_fallback_report). bp_op_last_path() says what ran.
  *
@@ -56,7 +56,8 @@ typedef struct bp_matmul_job {
  * kinds use the same CPU activation format share one quantization of x (Q/K/V, gate/up), and
  * the jobs run as one submission over the thread pool; jobs of different kinds are fine. t = 1
  * runs the decode (matvec) kernels, larger t the GEMM. A job's y must not overlap x or another
- * job's y. A job whose kind routes to a GPU backend's matvec/GEMM runs there (bp_gemm). */
+ * job's y. The jobs one backend takes (by the seam's rule, job by job) go to it as one call: one
+ * upload of x, one submission where the backend can. */
 bp_status bp_matmul(const float *x, int64_t t, const bp_matmul_job *jobs, int n_jobs);
 
 /* ---- norms ------------------------------------------------------------------------------- */
@@ -206,13 +207,27 @@ bp_status bp_attention(const bp_attn_desc *d, const float *q, int64_t t, const i
 
 /* ---- what ran, and stats -------------------------------------------------------------------- */
 
-/* Names of the ops (src/ops/ops.def), as capability tables, `probe`, `verify` and the stats
- * spell them: "jobs", "attention", "norm", "rope", "act", "glu", "softmax", ... */
+/* Names of the ops (src/backend/ops.def), as capability tables, `probe`, `verify` and the stats
+ * spell them: "matvec", "gemm", "jobs", "attention", "norm", "rope", "act", "glu", ... */
 int bp_op_count(void);
 const char *bp_op_name(int op); /* NULL out of range */
 /* What ran the last call of the named op on this thread: "CPU avx512 attention (F16 KV)",
- * "Mock attention Q8_0 (fallback from ...)". "" before any call. */
+ * "Mock attention Q8_0 (fallback from ...)". "" before any call. The label of: */
 const char *bp_op_last_path(const char *op);
+/* The record of the last call of the named op on this thread (a jobs call: its first job's);
+ * BP_E_NOT_FOUND before any call, or for an unknown name. */
+bp_status bp_op_last_record(const char *op, bp_run_record *out);
+
+/* Every distinct record since start (or the last reset) with its calls, time, bytes and FLOPs:
+ * one row per (op, kinds, backend, kernel, decode or batch, fallback); a jobs call counts once
+ * per job, its time shared by the jobs' weight bytes. `--profile` and `run`'s per-op summary
+ * read these rows. Writes up to max rows (max may be 0), returns the number there are. */
+typedef struct bp_run_tally {
+    bp_run_record record; /* batch: 1 for decode rows, else the largest batch seen */
+    unsigned long long calls;
+    double seconds, bytes, flops;
+} bp_run_tally;
+int bp_run_tally_get(bp_run_tally *out, int max);
 
 /* Per op and backend since start (or the last reset): calls, total time, bytes moved (inputs
  * read + outputs written, weights and KV included) and FLOPs (a multiply-add is 2). */
@@ -227,7 +242,8 @@ typedef struct bp_op_stat {
 /* Writes up to max rows (max may be 0) and returns the number of rows there are. */
 int bp_stats_get(bp_op_stat *out, int max);
 void bp_stats_reset(void);
-/* A table of the stats (op, backend, calls, ms, ms/call, GB/s, GFLOP/s) and the fallbacks. */
+/* A table of the tally (op, kind, what ran, calls, ms, ms/call, GB/s, GFLOP/s) and the
+ * fallbacks. bp_stats_get/bp_stats_reset cover the tally too. */
 void bp_stats_report(FILE *out);
 
 #pragma GCC visibility pop

@@ -10,7 +10,7 @@ set -u
 cli=${1:?usage: cli_ops.sh path/to/backplane}
 fail() { echo "FAIL: $*"; exit 1; }
 
-ops="jobs attention norm rope act glu softmax conv2d conv2d_gn conv2d_ln moe"
+ops="matvec gemm jobs attention norm rope act glu softmax conv2d conv2d_gn conv2d_ln moe"
 kv="F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL"
 
 probe=$("$cli" probe --json) || fail "probe --json exited $?"
@@ -27,8 +27,8 @@ att = set()
 for r in rows:
     if r["op"] == "attention":
         att |= set(r["kinds"].split())
-    # the CPU, a backend claiming the pair, or (jobs) the weight seam of a backend with a matvec
-    ok = r["route"].startswith("CPU") or r["claimed_by"] or (r["op"] == "jobs" and r["route"].startswith("per job through the weight seam"))
+    # the CPU, or a backend claiming the pair (the route names that backend)
+    ok = r["route"].startswith("CPU") or (r["claimed_by"] and r["route"].split()[0].lower() in r["claimed_by"].split(", "))
     assert ok, ("route without a claim", r)
 assert att == set(os.environ["KV"].split()), ("attention kinds", sorted(att))
 ' || fail "probe --json ops section"
@@ -48,7 +48,7 @@ done
 "$cli" bench --op jobs --t 1 --min-ms 1 | grep -q "^| gemma3" || fail "bench --op jobs printed no table"
 err=$("$cli" bench --op attention --kv-kind F16,Q4_0 --ctx 64 --gqa 2 --dim 64 --heads 4 --min-ms 1 --cold-mib 1 \
       --profile 2>&1 >/dev/null) || fail "bench --op attention exited $?"
-printf '%s' "$err" | grep -q "| attention | cpu |" || fail "--profile printed no attention row: $err"
+printf '%s' "$err" | grep -q "^| attention | F16 | 1 | CPU " || fail "--profile printed no attention row: $err"
 "$cli" bench --op attention --kv-kind Q4_K >/dev/null 2>&1 && fail "Q4_K accepted as a KV kind"
 "$cli" bench --op nosuch >/dev/null 2>&1 && fail "an unknown op accepted"
 echo "cli_ops: ok"

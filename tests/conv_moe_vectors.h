@@ -109,7 +109,7 @@ static inline void cm_each_kind(const char *prefix, const char *magic, void (*fn
     CHECK(files == 28, "%s vectors for %d weight kinds, want all 28", prefix, files);
 }
 
-/* conv2d's bound from THE tolerance table (src/core/tolerance.def): 1e-6 for weights that are
+/* conv2d's bound from THE tolerance table (src/testing/tolerance.def): 1e-6 for weights that are
  * exact floats, 5e-4 for quantized ones. */
 static inline double cm_tol(bp_kind k) { return bp_test_tolerance(k, "conv2d"); }
 

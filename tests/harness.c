@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/testdata.h"
-#include "core/tolerance.h"
-#include "seam/seam.h"
+#include "testing/testdata.h"
+#include "testing/tolerance.h"
+#include "seam/seam_internal.h"
 
 int bp_test_passed, bp_test_failed, bp_test_skipped;
 
@@ -59,7 +59,7 @@ double bp_test_nmse(const float *got, const float *ref, size_t n) { return bp_nm
 double bp_test_tolerance(bp_kind k, const char *op) {
     double t = bp_tolerance_nmse(k, op);
     const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
-    CHECK(t > 0, "no tolerance row for %s %s in src/core/tolerance.def", ki ? ki->name : "?", op);
+    CHECK(t > 0, "no tolerance row for %s %s in src/testing/tolerance.def", ki ? ki->name : "?", op);
     return t > 0 ? t : 0;
 }
 
@@ -124,7 +124,9 @@ bool bp_test_dispatch_case(const bp_backend_dispatch *d, bp_kind k, int64_t rows
     CHECK_OK(bp_ref_gemm(k, wd, bytes, rows, cols, x, t, ref));
     if (w && bp_test_all_finite(ref, (size_t)(t * rows))) {
         char err[256] = "";
-        bp_launch r = t == 1 ? d->matvec(w, x, got, err, sizeof err) : d->gemm(w, x, t, got, err, sizeof err);
+        bp_op_call c = {.op = t == 1 ? BP_OP_MATVEC : BP_OP_GEMM, .kind = k, .kind2 = k};
+        c.u.mm.w = w, c.u.mm.x = x, c.u.mm.t = t, c.u.mm.y = got;
+        bp_launch r = d->launch(&c, err, sizeof err);
         CHECK(r == BP_LAUNCH_OK, "%s %s rows %lld cols %lld t %lld: launch %d: %s", kn, t == 1 ? "matvec" : "gemm",
               (long long)rows, (long long)cols, (long long)t, (int)r, err);
         double e = bp_test_nmse(got, ref, (size_t)(t * rows));
@@ -149,4 +151,16 @@ unsigned long long bp_test_op_calls(const char *op, const char *backend) {
     for (int i = 0; i < n && i < 64; i++)
         if (!strcmp(st[i].op, op) && !strcmp(st[i].backend, backend)) return st[i].calls;
     return 0;
+}
+
+int bp_test_launch_mm(const bp_backend_dispatch *d, bp_weight *w, const float *x, int64_t t, float *y, bool gemm,
+                      char *err, size_t err_len) {
+    bp_op_call c = {.op = gemm ? BP_OP_GEMM : BP_OP_MATVEC, .kind = w->kind, .kind2 = w->kind};
+    c.u.mm.w = w, c.u.mm.x = x, c.u.mm.t = t, c.u.mm.y = y;
+    return (int)d->launch(&c, err, err_len);
+}
+
+int bp_test_route(int op, bp_kind k, bp_kind k2) {
+    const bp_op_shape s = {64, 64, 1};
+    return bp_seam_route((bp_op)op, k, k2, &s, NULL, NULL, 0);
 }

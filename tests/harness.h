@@ -15,13 +15,13 @@ void bp_test_fail_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void bp_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int bp_test_finish(void);
-/* Deterministic xorshift random numbers for test data (src/core/testdata.h). */
+/* Deterministic xorshift random numbers for test data (src/testing/testdata.h). */
 uint64_t bp_test_rand(uint64_t *state);
 float bp_test_randf(uint64_t *state); /* uniform in [-1, 1) */
 /* Normalised mean squared error of got against ref: sum (got-ref)^2 / sum ref^2 (bp_nmse). */
 double bp_test_nmse(const float *got, const float *ref, size_t n);
 /* The NMSE bound for op ("matvec", "gemm") on kind k from THE tolerance table
- * (src/core/tolerance.def); a missing row is a recorded failure (and 0 is returned). */
+ * (src/testing/tolerance.def); a missing row is a recorded failure (and 0 is returned). */
 double bp_test_tolerance(bp_kind k, const char *op);
 /* rows x cols test weights of kind k (bp_random_weight: malloc'ed, *bytes set; NULL on
  * failure): real quantizations of random floats where the kind has a quantizer, else random
@@ -36,6 +36,12 @@ bool bp_test_dispatch_case(const struct bp_backend_dispatch *d, bp_kind k, int64
 /* BP_TEST_QUICK=1 (set by `make valgrind` and `make tsan`, where every instruction is 20-100x
  * slower): tests run reduced sizes and fewer rounds, covering the same code paths. */
 bool bp_test_quick(void);
+/* The slot a call of op on kinds k, k2 goes to (bp_seam_route at a 64 x 64 decode shape: the
+ * mocks of these tests have no cost model, so the shape does not decide); -1: the CPU. */
+int bp_test_route(int op, bp_kind k, bp_kind k2);
+/* One matvec (gemm false) or gemm call of w straight into dispatch table d's launch entry. */
+int bp_test_launch_mm(const struct bp_backend_dispatch *d, bp_weight *w, const float *x, int64_t t, float *y, bool gemm,
+                      char *err, size_t err_len);
 /* Calls of op (ops.def name) on backend ("cpu", "mockops") in the op stats (bp_stats_get). */
 unsigned long long bp_test_op_calls(const char *op, const char *backend);
 /* Read a whole file, followed by a NUL byte not counted in *len; NULL (with a failure

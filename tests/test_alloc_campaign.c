@@ -27,7 +27,7 @@
 #include "cpu/cpu_internal.h"
 #include "device/device.h"
 #include "harness.h"
-#include "mock/mock_backend.h"
+#include "seam/mock_install.h"
 #include "ops/ops_internal.h"
 #include "seam/seam_internal.h"
 

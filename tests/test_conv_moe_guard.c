@@ -12,33 +12,34 @@
 #include <string.h>
 
 #include "harness.h"
-#include "mock/mock_ops.h"
+#include "seam/mock_install.h"
 #include "ops/ops_internal.h"
-#include "seam/op_dispatch.h"
+#include "seam/seam_internal.h"
 
 static void guard_bites(void) {
-    bp_mock_ops_config cfg;
+    bp_mock_backend_config cfg;
     memset(&cfg, 0, sizeof cfg);
     const bp_kind ks[] = {BP_KIND_Q8_0, BP_KIND_Q4_K, BP_KIND_F16};
-    bp_mock_ops_claim(&cfg, BP_OP_CONV2D_GN, ks, 3);
-    bp_mock_ops_claim(&cfg, BP_OP_MOE, ks, 3);
+    bp_mock_claim(&cfg, BP_OP_CONV2D_GN, ks, 3);
+    bp_mock_claim(&cfg, BP_OP_MOE, ks, 3);
     cfg.launch[BP_OP_CONV2D_GN][BP_KIND_Q8_0] = false; /* over-claims */
     cfg.launch[BP_OP_MOE][BP_KIND_Q4_K] = false;
-    CHECK_OK(bp_mock_ops_install(&cfg, 0));
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 0));
     bp_op bop[8];
     bp_kind bk[8];
     FILE *f = tmpfile();
-    int n = bp_seam_check_op_claims(bp_mock_ops_caps(), bp_mock_ops_dispatch(), bop, bk, 8, f);
+    int n = bp_seam_check_claims(bp_mock_backend_caps(), bp_mock_backend_dispatch(), bop, bk, 8, f);
     CHECK(n == 2 && bop[0] == BP_OP_CONV2D_GN && bk[0] == BP_KIND_Q8_0 && bop[1] == BP_OP_MOE && bk[1] == BP_KIND_Q4_K,
           "exactly conv2d_gn Q8_0 and moe Q4_K are reported (n=%d)", n);
     char a[256] = "", b[256] = "";
     rewind(f);
     CHECK(fgets(a, sizeof a, f) && fgets(b, sizeof b, f) &&
-              strstr(a, "mockops: conv2d_gn Q8_0 claimed but has_op_launch is false") &&
-              strstr(b, "mockops: moe Q4_K claimed but has_op_launch is false"),
+              strstr(a, "mock: conv2d_gn Q8_0 claimed but has_launch is false") &&
+              strstr(b, "mock: moe Q4_K claimed but has_launch is false"),
           "report lines: %s%s", a, b);
     fclose(f);
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
 }
 
 typedef struct conv_setup {
@@ -104,17 +105,18 @@ static double moe_err(moe_setup *s) {
 }
 
 static void route_run_fallback(void) {
-    bp_mock_ops_config cfg;
+    bp_mock_backend_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    bp_mock_ops_claim(&cfg, BP_OP_CONV2D_GN, (const bp_kind[]){BP_KIND_Q8_0}, 1);
-    bp_mock_ops_claim(&cfg, BP_OP_MOE, (const bp_kind[]){BP_KIND_Q8_0}, 1);
-    CHECK_OK(bp_mock_ops_install(&cfg, 99));
-    int slot = bp_seam_slot_find("mockops");
-    CHECK(bp_seam_op_route(BP_OP_CONV2D_GN, BP_KIND_Q8_0, BP_KIND_Q8_0) == slot, "GroupNorm conv Q8_0 routes to the mock");
-    CHECK(bp_seam_op_route(BP_OP_CONV2D, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "a plain conv Q8_0 is unclaimed: CPU");
-    CHECK(bp_seam_op_route(BP_OP_CONV2D_LN, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "a LayerNorm conv Q8_0 is unclaimed: CPU");
-    CHECK(bp_seam_op_route(BP_OP_MOE, BP_KIND_Q8_0, BP_KIND_Q8_0) == slot, "MoE Q8_0 routes to the mock");
-    CHECK(bp_seam_op_route(BP_OP_MOE, BP_KIND_Q8_0, BP_KIND_Q6_K) == -1, "MoE with a Q6_K down: both kinds needed, CPU");
+    bp_mock_claim(&cfg, BP_OP_CONV2D_GN, (const bp_kind[]){BP_KIND_Q8_0}, 1);
+    bp_mock_claim(&cfg, BP_OP_MOE, (const bp_kind[]){BP_KIND_Q8_0}, 1);
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 99));
+    int slot = bp_seam_slot_find("mock");
+    CHECK(bp_test_route(BP_OP_CONV2D_GN, BP_KIND_Q8_0, BP_KIND_Q8_0) == slot, "GroupNorm conv Q8_0 routes to the mock");
+    CHECK(bp_test_route(BP_OP_CONV2D, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "a plain conv Q8_0 is unclaimed: CPU");
+    CHECK(bp_test_route(BP_OP_CONV2D_LN, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "a LayerNorm conv Q8_0 is unclaimed: CPU");
+    CHECK(bp_test_route(BP_OP_MOE, BP_KIND_Q8_0, BP_KIND_Q8_0) == slot, "MoE Q8_0 routes to the mock");
+    CHECK(bp_test_route(BP_OP_MOE, BP_KIND_Q8_0, BP_KIND_Q6_K) == -1, "MoE with a Q6_K down: both kinds needed, CPU");
 
     FILE *logf = tmpfile();
     bp_seam_set_log(logf);
@@ -123,63 +125,63 @@ static void route_run_fallback(void) {
     conv_setup c;
     conv_make(&c);
     CHECK_OK(bp_conv2d(c.w, &c.p, c.x, c.y));
-    CHECK(bp_mock_ops_runs() == 1 && !memcmp(c.y, c.ref, sizeof c.y), "the mock ran the conv with the reference's numbers");
-    CHECK(!strcmp(bp_op_last_path("conv2d_gn"), "MockOps conv2d_gn Q8_0"), "path: %s",
+    CHECK(bp_mock_backend_ops() == 1 && !memcmp(c.y, c.ref, sizeof c.y), "the mock ran the conv with the reference's numbers");
+    CHECK(!strcmp(bp_op_last_path("conv2d_gn"), "Mock conv2d_gn Q8_0"), "path: %s",
           bp_op_last_path("conv2d_gn"));
     bp_conv2d_params plain = c.p;
     plain.norm = BP_CONV_NORM_NONE, plain.gamma = plain.beta = NULL;
-    CHECK(bp_conv2d_on(c.w, "mockops", &plain, c.x, c.y) == BP_E_UNSUPPORTED && strstr(bp_last_error(), "no conv2d kernel"),
+    CHECK(bp_conv2d_on(c.w, "mock", &plain, c.x, c.y) == BP_E_UNSUPPORTED && strstr(bp_last_error(), "no conv2d Q8_0 kernel"),
           "forcing an unclaimed conv on the mock is an error: %s", bp_last_error());
 
-    bp_mock_fail_nth(bp_mock_ops_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
+    bp_mock_fail_nth(bp_mock_backend_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
     memset(c.y, 0, sizeof c.y);
     CHECK_OK(bp_conv2d(c.w, &c.p, c.x, c.y));
     double e = bp_test_nmse(c.y, c.ref, sizeof c.y / sizeof c.y[0]);
-    CHECK(bp_mock_ops_runs() == 1 && e <= 5e-4, "conv fallback: NMSE %.3g against the reference", e);
+    CHECK(bp_mock_backend_ops() == 1 && e <= 5e-4, "conv fallback: NMSE %.3g against the reference", e);
     bp_fallback_entry fe[4];
     int nf = bp_fallback_list(fe, 4);
-    CHECK(bp_fallback_total() == 1 && nf == 1 && !strcmp(fe[0].backend, "mockops") && !strcmp(fe[0].kind, "Q8_0") &&
+    CHECK(bp_fallback_total() == 1 && nf == 1 && !strcmp(fe[0].backend, "mock") && !strcmp(fe[0].kind, "Q8_0") &&
               !strcmp(fe[0].op, "conv2d_gn") && !strcmp(fe[0].to, "CPU") &&
               strstr(fe[0].cause, "injected alloc failure"),
           "conv fallback row names backend, kind, op, cause, CPU");
     CHECK(strstr(bp_op_last_path("conv2d_gn"), "CPU conv2d_gn Q8_0") &&
-              strstr(bp_op_last_path("conv2d_gn"), "(fallback from MockOps"),
+              strstr(bp_op_last_path("conv2d_gn"), "(fallback from Mock"),
           "conv path names the fallback: %s", bp_op_last_path("conv2d_gn"));
-    CHECK(bp_test_op_calls("conv2d_gn", "mockops") == 1 && bp_test_op_calls("conv2d_gn", "cpu") == 1, "conv stats");
+    CHECK(bp_test_op_calls("conv2d_gn", "mock") == 1 && bp_test_op_calls("conv2d_gn", "cpu") == 1, "conv stats");
     bp_weight_free(c.w);
     free(c.wd);
 
     moe_setup s;
     moe_make(&s, BP_KIND_Q8_0);
     bp_set_moe_offload(true);
-    CHECK(moe_err(&s) <= 1e-10 && bp_mock_ops_runs() == 2, "the mock ran the MoE (runs %d)", bp_mock_ops_runs());
-    CHECK(!strcmp(bp_moe_last_path(s.m), "MockOps moe Q8_0"), "MoE path: %s", bp_moe_last_path(s.m));
+    CHECK(moe_err(&s) <= 1e-10 && bp_mock_backend_ops() == 2, "the mock ran the MoE (runs %d)", bp_mock_backend_ops());
+    CHECK(!strcmp(bp_moe_last_path(s.m), "Mock moe Q8_0"), "MoE path: %s", bp_moe_last_path(s.m));
     /* The read-back fails: y must be y0 + MoE once, not twice and not half. */
-    bp_mock_fail_nth(bp_mock_ops_device(), BP_MOCK_COPY, 2, BP_E_DEVICE);
+    bp_mock_fail_nth(bp_mock_backend_device(), BP_MOCK_COPY, 2, BP_E_DEVICE);
     e = moe_err(&s);
-    CHECK(bp_mock_ops_runs() == 2 && e <= 2e-3, "MoE fallback after a failed read-back: NMSE %.3g", e);
+    CHECK(bp_mock_backend_ops() == 2 && e <= 2e-3, "MoE fallback after a failed read-back: NMSE %.3g", e);
     nf = bp_fallback_list(fe, 4);
-    CHECK(bp_fallback_total() == 2 && nf == 2 && !strcmp(fe[1].op, "moe") && !strcmp(fe[1].backend, "mockops") &&
+    CHECK(bp_fallback_total() == 2 && nf == 2 && !strcmp(fe[1].op, "moe") && !strcmp(fe[1].backend, "mock") &&
               strstr(fe[1].cause, "injected copy failure"),
           "MoE fallback row");
-    CHECK(strstr(bp_moe_last_path(s.m), "(fallback from MockOps"), "MoE path: %s", bp_moe_last_path(s.m));
+    CHECK(strstr(bp_moe_last_path(s.m), "(fallback from Mock"), "MoE path: %s", bp_moe_last_path(s.m));
 
     /* Offload off: the claiming mock is skipped, the CPU runs it, nothing falls back. */
     bp_set_moe_offload(false);
     e = moe_err(&s);
-    CHECK(bp_mock_ops_runs() == 2 && e <= 2e-3, "offload off: not on the mock (runs %d), NMSE %.3g", bp_mock_ops_runs(), e);
+    CHECK(bp_mock_backend_ops() == 2 && e <= 2e-3, "offload off: not on the mock (runs %d), NMSE %.3g", bp_mock_backend_ops(), e);
     CHECK(strstr(bp_moe_last_path(s.m), "CPU MoE") && bp_fallback_total() == 2, "offload off path: %s",
           bp_moe_last_path(s.m));
     CHECK(bp_test_op_calls("moe", "cpu") == 2, "MoE stats count the CPU runs (%llu)", bp_test_op_calls("moe", "cpu"));
     /* Forcing a backend is explicit and ignores the switch. */
     memcpy(s.y, s.y0, sizeof s.y);
-    CHECK_OK(bp_moe_run_on(s.m, "mockops", s.x, T, K, s.ids, s.rw, s.y));
-    CHECK(bp_mock_ops_runs() == 3, "bp_moe_run_on mockops runs on the mock");
+    CHECK_OK(bp_moe_run_on(s.m, "mock", s.x, T, K, s.ids, s.rw, s.y));
+    CHECK(bp_mock_backend_ops() == 3, "bp_moe_run_on mockops runs on the mock");
     bp_set_moe_offload(true);
     moe_free(&s);
     bp_seam_set_log(NULL);
     fclose(logf);
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
 }
 
 /* With no MoE kernel anywhere, the CPU's MoE sends the expert matmuls through the seam when

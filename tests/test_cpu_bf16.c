@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tolerance.h"
+#include "testing/tolerance.h"
 #include "cpu/cpu_internal.h"
 #include "cpu/cpu_jobs.h"
 #include "harness.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tolerance.h"
+#include "testing/tolerance.h"
 #include "cpu/cpu_internal.h"
 #include "harness.h"
 

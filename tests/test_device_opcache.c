@@ -26,9 +26,9 @@ static int registry_names(const bp_backend_caps *caps, char names[][64], int max
     snprintf(names[n++], 64, "nop_%s_quantize_q8", caps->name);
     for (int i = 0; i < bp_kind_table_size() && n + 3 <= max; i++) {
         const bp_kind_info *ki = bp_kind_at(i);
-        if (!caps->matvec_kernel(ki->kind)) continue;
+        if (!caps->kernel(BP_OP_MATVEC, ki->kind)) continue;
         snprintf(names[n++], 64, "nop_%s_matvec_%s", caps->name, ki->name);
-        if (!caps->has_gemm(ki->kind)) continue;
+        if (!caps->kernel(BP_OP_GEMM, ki->kind)) continue;
         snprintf(names[n++], 64, "nop_%s_gemm_%s", caps->name, ki->name);
         snprintf(names[n++], 64, "nop_%s_gemm_exact_%s", caps->name, ki->name);
     }

@@ -15,7 +15,7 @@
 
 #include "device/device.h"
 #include "harness.h"
-#include "mock/mock_backend.h"
+#include "seam/mock_install.h"
 #include "seam/seam_internal.h"
 
 enum { ROWS = 9, COLS = 256, T = 3 };

@@ -9,7 +9,7 @@
  * y of each path is compared with the whole y of the reference as well. */
 #include "conv_moe_vectors.h"
 
-/* NMSE limits: the tolerance table's "moe" rows (src/core/tolerance.def). Exact-float weights
+/* NMSE limits: the tolerance table's "moe" rows (src/testing/tolerance.def). Exact-float weights
  * (F32/F16/BF16) run in f32: 1e-6, as everywhere. Quantized kinds: the CPU kernels quantize each
  * matmul's input to 8 bits (max-abs scale per block, as llama.cpp's mul_mat_id does), and the
  * down projection's input silu(g) * u is heavy-tailed (its block maximum is ~10x its RMS), so

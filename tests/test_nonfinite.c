@@ -16,7 +16,7 @@
 
 #include "cpu/cpu.h"
 #include "harness.h"
-#include "mock/mock_backend.h"
+#include "seam/mock_install.h"
 #include "seam/seam_internal.h"
 
 enum { ROWS = 5, T = 3, MAX_COLS = 512 };

@@ -1,6 +1,6 @@
 /* The OpenCL backend on a real driver (PoCL on the CPU in CI): every kind the OpenCL capability
  * table claims, matvec and GEMM, against the CPU reference bp_ref_gemm (NMSE within the tolerance
- * table, src/core/tolerance.def), on odd shapes; the claim <=> launch rule over the
+ * table, src/testing/tolerance.def), on odd shapes; the claim <=> launch rule over the
  * whole kind table; the public API forced onto OpenCL; a bad shape refused with BP_LAUNCH_ERROR
  * and a named cause; the device layer's copies, sub-buffer arguments and named OpenCL errors. Without an OpenCL device it says SKIP on stderr.
  *
@@ -73,7 +73,7 @@ static void check_bad_shape(uint64_t *rng) {
         w->row_bytes -= 1; /* what a corrupted weight would look like to the backend */
         float x[64] = {0}, y[2] = {0};
         char err[256] = "";
-        bp_launch r = bp_dispatch_opencl.matvec(w, x, y, err, sizeof err);
+        bp_launch r = (bp_launch)bp_test_launch_mm(&bp_dispatch_opencl, w, x, 1, y, false, err, sizeof err);
         CHECK(r == BP_LAUNCH_ERROR && strstr(err, "whole blocks"), "bad row size: launch %d, err '%s'", (int)r, err);
         w->row_bytes += 1;
     }
@@ -145,16 +145,15 @@ int main(void) {
     char why[256] = "";
     bp_device *dev = bp_cl_device(why, sizeof why);
     /* Claims and launches agree on every build with OpenCL, device or not (device-free). */
-    bp_kind bad[64];
-    int nbad = bp_seam_check_claims(&bp_caps_opencl, &bp_dispatch_opencl, bad, 64, stderr);
+    int nbad = bp_seam_check_claims(&bp_caps_opencl, &bp_dispatch_opencl, NULL, NULL, 0, stderr);
     CHECK(nbad == 0, "OpenCL claim <=> launch: %d kinds violate it", nbad);
     for (int i = 0; i < bp_kind_table_size(); i++) {
         const bp_kind_info *info = bp_kind_at(i);
-        bool claims = bp_caps_opencl.matvec_kernel(info->kind) != NULL;
-        CHECK(claims == bp_dispatch_opencl.has_launch(info->kind), "%s: claim %d but has_launch %d", info->name,
-              claims, bp_dispatch_opencl.has_launch(info->kind));
-        CHECK(claims == bp_caps_opencl.has_gemm(info->kind), "%s: matvec claim %d, gemm claim %d", info->name, claims,
-              bp_caps_opencl.has_gemm(info->kind));
+        bool claims = bp_caps_opencl.kernel(BP_OP_MATVEC, info->kind) != NULL;
+        CHECK(claims == bp_dispatch_opencl.has_launch(BP_OP_MATVEC, info->kind), "%s: claim %d but has_launch %d", info->name,
+              claims, bp_dispatch_opencl.has_launch(BP_OP_MATVEC, info->kind));
+        CHECK(claims == (bp_caps_opencl.kernel(BP_OP_GEMM, info->kind) != NULL), "%s: matvec claim %d, gemm claim %d", info->name, claims,
+              bp_caps_opencl.kernel(BP_OP_GEMM, info->kind) != NULL);
     }
     if (!dev) {
         BP_SKIP("no OpenCL device: %s", why);
@@ -168,7 +167,7 @@ int main(void) {
     for (int i = 0; i < bp_kind_table_size(); i++) {
         const bp_kind_info *info = bp_kind_at(i);
         bp_kind k = info->kind;
-        if (!bp_caps_opencl.matvec_kernel(k)) continue;
+        if (!bp_caps_opencl.kernel(BP_OP_MATVEC, k)) continue;
         claimed++;
         int64_t qk = info->block_elems;
         /* Odd columns for the plain float kinds; three blocks otherwise (for the 32-element
@@ -187,7 +186,7 @@ int main(void) {
     for (int i = 0; i < bp_kind_table_size(); i++) {
         if (bp_kind_at(i)->role != BP_ROLE_W) continue;
         weight_kinds++;
-        CHECK(bp_caps_opencl.matvec_kernel(bp_kind_at(i)->kind) != NULL, "weight kind %s has no OpenCL kernel",
+        CHECK(bp_caps_opencl.kernel(BP_OP_MATVEC, bp_kind_at(i)->kind) != NULL, "weight kind %s has no OpenCL kernel",
               bp_kind_at(i)->name);
     }
     CHECK(weight_kinds == 28 && claimed == 28, "%d weight kinds, %d claimed by OpenCL; expected 28", weight_kinds,

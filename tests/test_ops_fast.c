@@ -15,7 +15,7 @@
 
 static const bp_kind kv_kinds[] = {
 #define BP_KV_KIND(NAME) BP_KIND_##NAME,
-#include "ops/kv_kinds.def"
+#include "backend/kv_kinds.def"
 #undef BP_KV_KIND
 };
 enum { NKV = sizeof kv_kinds / sizeof kv_kinds[0] };

@@ -1,7 +1,7 @@
 /* Batched matmul jobs against the CPU reference (bp_ref_gemm, double accumulation): Gemma 3's
  * Q/K/V (Q5_0/Q5_0/Q8_0) and gate/up (Q5_0), mixed kinds incl. K-quants and float kinds, decode
  * (t = 1), small batch (t = 3) and prefill (t = 37, odd), every ISA path, 1 and 3 threads.
- * NMSE within the tolerance table's "jobs" rows (src/core/tolerance.def: 5e-4 quantized, 1e-6 float);
+ * NMSE within the tolerance table's "jobs" rows (src/testing/tolerance.def: 5e-4 quantized, 1e-6 float);
  * and each job bit-identical to its weight's own bp_gemm_on("cpu"). */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,7 @@ typedef struct jw {
     bp_weight *w;
 } jw;
 
-static double tol(bp_kind k) { return bp_test_tolerance(k, "jobs"); } /* src/core/tolerance.def */
+static double tol(bp_kind k) { return bp_test_tolerance(k, "jobs"); } /* src/testing/tolerance.def */
 
 /* cpu_only: GPU backends are off, so every job runs on the CPU's shared submission and must
  * equal the single-weight CPU call bit for bit. Otherwise jobs whose kind a GPU backend takes
@@ -80,8 +80,8 @@ static void run_set(const char *name, const bp_kind *kinds, const int64_t *rows,
 
 int main(void) {
     /* First with every GPU backend off (decided once per process, so before any op). */
-#define BP_BACKEND(ENUM, name, display) setenv("BACKPLANE_" #ENUM, "0", 1);
-#include "seam/backends.def"
+#define BP_BACKEND(ENUM, name, display, ...) setenv("BACKPLANE_" #ENUM, "0", 1);
+#include "backend/backends.def"
 #undef BP_BACKEND
     /* Gemma 3 270M: d_model 640; q 4 x 256, k/v 1 x 256; ffn 2048. Scaled-down rows keep it fast. */
     run_set("gemma3 qkv", (const bp_kind[]){BP_KIND_Q5_0, BP_KIND_Q5_0, BP_KIND_Q8_0}, (const int64_t[]){256, 64, 64}, 3, 640);
@@ -89,8 +89,8 @@ int main(void) {
     run_set("mixed", (const bp_kind[]){BP_KIND_Q4_K, BP_KIND_Q6_K, BP_KIND_F16, BP_KIND_IQ4_NL, BP_KIND_F32, BP_KIND_BF16},
             (const int64_t[]){32, 17, 24, 40, 8, 5}, 6, 512);
     /* Then as the environment says (lavapipe/PoCL when present): the same numbers. */
-#define BP_BACKEND(ENUM, name, display) unsetenv("BACKPLANE_" #ENUM);
-#include "seam/backends.def"
+#define BP_BACKEND(ENUM, name, display, ...) unsetenv("BACKPLANE_" #ENUM);
+#include "backend/backends.def"
 #undef BP_BACKEND
     bp_seam_test_reset_enabled();
     cpu_only = false;

@@ -10,7 +10,7 @@
 
 static const bp_kind kinds[] = {
 #define BP_KV_KIND(NAME) BP_KIND_##NAME,
-#include "ops/kv_kinds.def"
+#include "backend/kv_kinds.def"
 #undef BP_KV_KIND
 };
 enum { NK = sizeof kinds / sizeof kinds[0] };

@@ -10,14 +10,14 @@
 #include <string.h>
 
 #include "harness.h"
-#include "mock/mock_ops.h"
+#include "seam/mock_install.h"
 #include "ops/ops_internal.h"
-#include "seam/op_dispatch.h"
+#include "seam/seam_internal.h"
 
 static void test_tables(void) {
     static const char *const want[] = {
 #define BP_OP(ENUM, name, domain, doc) #name,
-#include "ops/ops.def"
+#include "backend/ops.def"
 #undef BP_OP
     };
     CHECK(bp_op_count() == BP_OP_COUNT && bp_op_count() == (int)(sizeof want / sizeof want[0]), "op count");
@@ -34,7 +34,7 @@ static void test_tables(void) {
         CHECK(bp_kv_kind_supported(BP_KIND_##NAME), #NAME ": supported");                              \
         nkv++;                                                                                         \
     } while (0);
-#include "ops/kv_kinds.def"
+#include "backend/kv_kinds.def"
 #undef BP_KV_KIND
     int n = 0;
     for (int i = 0; i < bp_kind_table_size(); i++) n += bp_kv_kind_supported(bp_kind_at(i)->kind);
@@ -52,14 +52,14 @@ static void test_claims_whole_table(void) {
     for (int i = 0; i < BP_BACKEND_CPU; i++) {
         const bp_backend_caps *c = bp_backend_caps_of((bp_backend_id)i);
         const bp_backend_dispatch *d = bp_backend_dispatch_of((bp_backend_id)i);
-        int nbad = bp_seam_check_op_claims(c, d, NULL, NULL, 0, stderr);
+        int nbad = bp_seam_check_claims(c, d, NULL, NULL, 0, stderr);
         CHECK(nbad == 0, "%s: %d (op, kind) pairs break the claim rule (listed above)", c->name, nbad);
         int claims = 0;
         for (int op = 0; op < BP_OP_COUNT; op++)
             for (int k = 0; k < bp_kind_table_size(); k++) {
                 bp_kind kind = bp_kind_at(k)->kind;
-                const char *kn = bp_seam_op_kernel(c, (bp_op)op, kind);
-                bool launch = d && d->has_op_launch && d->has_op_launch(op, kind);
+                const char *kn = (c)->kernel((bp_op)op, kind);
+                bool launch = d && d->has_launch((bp_op)op, kind);
                 if (d) CHECK(!!kn == launch, "%s %s %s: claim %d, launch %d", c->name, bp_op_name(op),
                              bp_kind_at(k)->name, !!kn, launch);
                 if (kn) CHECK(bp_op_kind_in_domain((bp_op)op, kind), "%s %s: claim in domain", c->name, kn);
@@ -70,56 +70,61 @@ static void test_claims_whole_table(void) {
 }
 
 static void test_guard_bites(void) {
-    bp_mock_ops_config cfg;
+    bp_mock_backend_config cfg;
     bp_op bop[16];
     bp_kind bk[16];
     const bp_kind kv[] = {BP_KIND_F16, BP_KIND_Q8_0, BP_KIND_Q5_1};
 
     memset(&cfg, 0, sizeof cfg);
-    bp_mock_ops_claim(&cfg, BP_OP_ATTENTION, kv, 3);
-    CHECK_OK(bp_mock_ops_install(&cfg, 0));
-    CHECK(bp_seam_check_op_claims(bp_mock_ops_caps(), bp_mock_ops_dispatch(), bop, bk, 16, NULL) == 0,
+    bp_mock_claim(&cfg, BP_OP_ATTENTION, kv, 3);
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 0));
+    CHECK(bp_seam_check_claims(bp_mock_backend_caps(), bp_mock_backend_dispatch(), bop, bk, 16, NULL) == 0,
           "a consistent mock op table passes");
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
 
     cfg.launch[BP_OP_ATTENTION][BP_KIND_Q5_1] = false; /* over-claim: attention on a Q5_1 cache */
-    CHECK_OK(bp_mock_ops_install(&cfg, 0));
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 0));
     FILE *f = tmpfile();
-    int n = bp_seam_check_op_claims(bp_mock_ops_caps(), bp_mock_ops_dispatch(), bop, bk, 16, f);
+    int n = bp_seam_check_claims(bp_mock_backend_caps(), bp_mock_backend_dispatch(), bop, bk, 16, f);
     CHECK(n == 1 && bop[0] == BP_OP_ATTENTION && bk[0] == BP_KIND_Q5_1, "over-claim reports exactly attention Q5_1 (n=%d)", n);
     char line[256] = "";
     rewind(f);
-    CHECK(fgets(line, sizeof line, f) && strstr(line, "mockops: attention Q5_1 claimed but has_op_launch is false"),
+    CHECK(fgets(line, sizeof line, f) && strstr(line, "mock: attention Q5_1 claimed but has_launch is false"),
           "report line: %s", line);
     fclose(f);
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
 
     memset(&cfg, 0, sizeof cfg);
-    bp_mock_ops_claim(&cfg, BP_OP_ATTENTION, kv, 3);
+    bp_mock_claim(&cfg, BP_OP_ATTENTION, kv, 3);
     cfg.launch[BP_OP_NORM][BP_KIND_F32] = true;         /* under-claim: a launch the caps hide */
     cfg.claim[BP_OP_ATTENTION][BP_KIND_Q4_K] = true;    /* out of domain: Q4_K is no KV kind */
     cfg.launch[BP_OP_ATTENTION][BP_KIND_Q4_K] = true;
-    CHECK_OK(bp_mock_ops_install(&cfg, 0));
-    n = bp_seam_check_op_claims(bp_mock_ops_caps(), bp_mock_ops_dispatch(), bop, bk, 16, NULL);
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 0));
+    n = bp_seam_check_claims(bp_mock_backend_caps(), bp_mock_backend_dispatch(), bop, bk, 16, NULL);
     CHECK(n == 2 && bop[0] == BP_OP_ATTENTION && bk[0] == BP_KIND_Q4_K && bop[1] == BP_OP_NORM && bk[1] == BP_KIND_F32,
           "out-of-domain attention Q4_K and unclaimed norm F32 (n=%d)", n);
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
 
     memset(&cfg, 0, sizeof cfg);
-    bp_mock_ops_claim(&cfg, BP_OP_ATTENTION, kv, 1);
+    bp_mock_claim(&cfg, BP_OP_ATTENTION, kv, 1);
     cfg.misname = true;
-    CHECK_OK(bp_mock_ops_install(&cfg, 0));
-    n = bp_seam_check_op_claims(bp_mock_ops_caps(), bp_mock_ops_dispatch(), bop, bk, 16, NULL);
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 0));
+    n = bp_seam_check_claims(bp_mock_backend_caps(), bp_mock_backend_dispatch(), bop, bk, 16, NULL);
     CHECK(n == 1 && bk[0] == BP_KIND_F16, "a kernel named \"F16 attention\" is caught (n=%d)", n);
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
 
     memset(&cfg, 0, sizeof cfg);
-    bp_mock_ops_claim(&cfg, BP_OP_SOFTMAX, (const bp_kind[]){BP_KIND_F32}, 1);
+    bp_mock_claim(&cfg, BP_OP_SOFTMAX, (const bp_kind[]){BP_KIND_F32}, 1);
     cfg.no_launch_entry = true;
-    CHECK_OK(bp_mock_ops_install(&cfg, 0));
-    n = bp_seam_check_op_claims(bp_mock_ops_caps(), bp_mock_ops_dispatch(), bop, bk, 16, NULL);
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 0));
+    n = bp_seam_check_claims(bp_mock_backend_caps(), bp_mock_backend_dispatch(), bop, bk, 16, NULL);
     CHECK(n == 1 && bop[0] == BP_OP_SOFTMAX, "a claim without an op_launch entry is caught (n=%d)", n);
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
     CHECK(bp_seam_slot_count() == BP_BACKEND_CPU, "uninstall restores the order");
 }
 
@@ -163,17 +168,18 @@ static unsigned long long stat_calls(const char *op, const char *backend) {
 }
 
 static void test_route_and_fallback(void) {
-    bp_mock_ops_config cfg;
+    bp_mock_backend_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    bp_mock_ops_claim(&cfg, BP_OP_ATTENTION, (const bp_kind[]){BP_KIND_Q8_0}, 1);
-    bp_mock_ops_claim(&cfg, BP_OP_ROPE, (const bp_kind[]){BP_KIND_F32}, 1);
-    CHECK_OK(bp_mock_ops_install(&cfg, 99));
-    int slot = bp_seam_slot_find("mockops");
+    bp_mock_claim(&cfg, BP_OP_ATTENTION, (const bp_kind[]){BP_KIND_Q8_0}, 1);
+    bp_mock_claim(&cfg, BP_OP_ROPE, (const bp_kind[]){BP_KIND_F32}, 1);
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 99));
+    int slot = bp_seam_slot_find("mock");
     CHECK(slot >= 0, "mock installed");
-    CHECK(bp_seam_op_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_Q8_0) == slot, "Q8_0 attention routes to the mock");
-    CHECK(bp_seam_op_route(BP_OP_ATTENTION, BP_KIND_F16, BP_KIND_F16) == -1, "F16 attention routes to the CPU");
-    CHECK(bp_seam_op_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_F16) == -1, "K Q8_0 / V F16 needs both claimed: CPU");
-    CHECK(bp_seam_op_route(BP_OP_NORM, BP_KIND_F32, BP_KIND_F32) == -1, "norm unclaimed: CPU");
+    CHECK(bp_test_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_Q8_0) == slot, "Q8_0 attention routes to the mock");
+    CHECK(bp_test_route(BP_OP_ATTENTION, BP_KIND_F16, BP_KIND_F16) == -1, "F16 attention routes to the CPU");
+    CHECK(bp_test_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_F16) == -1, "K Q8_0 / V F16 needs both claimed: CPU");
+    CHECK(bp_test_route(BP_OP_NORM, BP_KIND_F32, BP_KIND_F32) == -1, "norm unclaimed: CPU");
 
     setup s;
     make_setup(&s, BP_KIND_Q8_0, BP_KIND_Q8_0);
@@ -189,30 +195,30 @@ static void test_route_and_fallback(void) {
     logf_ = tmpfile();
     bp_seam_set_log(logf_);
     CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
-    CHECK(bp_mock_ops_runs() == 1, "the mock ran the attention");
-    CHECK(!strcmp(bp_op_last_path("attention"), "MockOps attention Q8_0"), "path: %s", bp_op_last_path("attention"));
+    CHECK(bp_mock_backend_ops() == 1, "the mock ran the attention");
+    CHECK(!strcmp(bp_op_last_path("attention"), "Mock attention Q8_0"), "path: %s", bp_op_last_path("attention"));
     CHECK(!memcmp(out, ref, sizeof out), "mock result is the reference");
 
     /* A failed launch: alloc on the mock device fails. */
-    bp_mock_fail_nth(bp_mock_ops_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
+    bp_mock_fail_nth(bp_mock_backend_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
     memset(out, 0, sizeof out);
     CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
-    CHECK(bp_mock_ops_runs() == 1, "the mock did not complete the second call");
+    CHECK(bp_mock_backend_ops() == 1, "the mock did not complete the second call");
     double e = bp_test_nmse(out, ref, sizeof out / sizeof out[0]);
     CHECK(e <= bp_test_tolerance(BP_KIND_Q8_0, "attention"), "fallback result NMSE %.3g vs the reference", e);
     CHECK(bp_fallback_total() == 1, "one fallback counted (%llu)", bp_fallback_total());
     bp_fallback_entry fe[4];
     int nf = bp_fallback_list(fe, 4);
-    CHECK(nf == 1 && !strcmp(fe[0].backend, "mockops") && !strcmp(fe[0].kind, "Q8_0") && !strcmp(fe[0].op, "attention") &&
+    CHECK(nf == 1 && !strcmp(fe[0].backend, "mock") && !strcmp(fe[0].kind, "Q8_0") && !strcmp(fe[0].op, "attention") &&
               !strcmp(fe[0].to, "CPU") && strstr(fe[0].cause, "injected alloc failure"),
           "fallback row names backend, kind, op, cause, CPU");
     CHECK(log_lines() == 1, "one log line");
-    CHECK(strstr(bp_op_last_path("attention"), "(fallback from MockOps: mock: injected alloc failure)") != NULL,
+    CHECK(strstr(bp_op_last_path("attention"), "(fallback from Mock: mock: injected alloc failure)") != NULL,
           "path names the fallback: %s", bp_op_last_path("attention"));
-    CHECK(stat_calls("attention", "mockops") == 1 && stat_calls("attention", "cpu") == 1, "stats: one call each");
+    CHECK(stat_calls("attention", "mock") == 1 && stat_calls("attention", "cpu") == 1, "stats: one call each");
 
     /* The same cause again: counted, not logged again. */
-    bp_mock_fail_nth(bp_mock_ops_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
+    bp_mock_fail_nth(bp_mock_backend_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
     CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
     CHECK(bp_fallback_total() == 2 && log_lines() == 1, "second fallback counted, logged once");
 
@@ -223,29 +229,29 @@ static void test_route_and_fallback(void) {
     int32_t rp[2] = {3, 1000};
     bp_rope_desc rd = {.n_heads = 1, .head_dim = 64, .n_rot = 64, .layout = BP_ROPE_NEOX, .freq_base = 10000, .freq_scale = 1};
     bp_ref_rope(&rd, want, 2, rp);
-    bp_mock_fail_nth(bp_mock_ops_device(), BP_MOCK_COPY, 2, BP_E_DEVICE); /* h2d ok, d2h fails */
+    bp_mock_fail_nth(bp_mock_backend_device(), BP_MOCK_COPY, 2, BP_E_DEVICE); /* h2d ok, d2h fails */
     CHECK_OK(bp_rope(&rd, x, 2, rp));
     CHECK(bp_test_nmse(x, want, 128) <= 1e-12, "rope after a failed read-back is right (x rotated once)");
     CHECK(bp_fallback_total() == 3, "rope fallback counted");
 
     /* Strict mode: the failed launch is the op's error, named; nothing runs on the CPU. */
     bp_set_strict(true);
-    bp_mock_fail_nth(bp_mock_ops_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
+    bp_mock_fail_nth(bp_mock_backend_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);
     for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) out[i] = 12345.0f;
     unsigned long long before = bp_fallback_total();
     bp_status st = bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out);
-    CHECK(st == BP_E_FALLBACK && strstr(bp_last_error(), "strict mode: attention (Q8_0) on MockOps failed") &&
+    CHECK(st == BP_E_FALLBACK && strstr(bp_last_error(), "strict mode: attention of Q8_0") && strstr(bp_last_error(), "on Mock failed") &&
               strstr(bp_last_error(), "injected alloc failure"),
           "strict: %s %s", bp_status_name(st), bp_last_error());
     CHECK(out[0] == 12345.0f && bp_fallback_total() == before, "strict: nothing ran in its place, nothing counted");
     bp_set_strict(false);
 
     /* A lost device: the backend is disabled, this and every later call fall back, counted. */
-    bp_mock_lose_device(bp_mock_ops_device(), BP_MOCK_ALLOC, 1);
+    bp_mock_lose_device(bp_mock_backend_device(), BP_MOCK_ALLOC, 1);
     CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
     CHECK(bp_test_nmse(out, ref, sizeof out / sizeof out[0]) <= bp_test_tolerance(BP_KIND_Q8_0, "attention"),
           "after a lost device the CPU result is right");
-    CHECK(bp_seam_op_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "the lost backend no longer routes");
+    CHECK(bp_test_route(BP_OP_ATTENTION, BP_KIND_Q8_0, BP_KIND_Q8_0) == -1, "the lost backend no longer routes");
     unsigned long long after_loss = bp_fallback_total();
     CHECK_OK(bp_attention(&s.d, s.q, 3, s.pos, s.cache, 0, out));
     CHECK(bp_fallback_total() == after_loss + 1 && strstr(bp_op_last_path("attention"), "device"),
@@ -254,16 +260,17 @@ static void test_route_and_fallback(void) {
     bp_seam_set_log(NULL);
     fclose(logf_);
     bp_kv_cache_free(s.cache);
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
 }
 
 /* A backend that claims the jobs op for one kind gets that kind's jobs in one call; the other
  * jobs of the same bp_matmul run on the CPU; every output is right. */
 static void test_jobs_split(void) {
-    bp_mock_ops_config cfg;
+    bp_mock_backend_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    bp_mock_ops_claim(&cfg, BP_OP_JOBS, (const bp_kind[]){BP_KIND_Q8_0}, 1);
-    CHECK_OK(bp_mock_ops_install(&cfg, 99));
+    bp_mock_claim(&cfg, BP_OP_JOBS, (const bp_kind[]){BP_KIND_Q8_0}, 1);
+    cfg.probe_result = true, cfg.reference = bp_op_reference;
+    CHECK_OK(bp_mock_backend_install(&cfg, 99));
     uint64_t rng = 21;
     const bp_kind kinds[3] = {BP_KIND_Q8_0, BP_KIND_Q4_K, BP_KIND_Q8_0};
     const int64_t rows[3] = {24, 16, 8}, cols = 256, t = 3;
@@ -280,7 +287,7 @@ static void test_jobs_split(void) {
         jobs[i] = (bp_matmul_job){w[i], y[i]};
     }
     CHECK_OK(bp_matmul(x, t, jobs, 3));
-    CHECK(bp_mock_ops_runs() == 1, "both Q8_0 jobs in one mock call (%d calls)", bp_mock_ops_runs());
+    CHECK(bp_mock_backend_ops() == 1, "both Q8_0 jobs in one mock call (%d calls)", bp_mock_backend_ops());
     for (int i = 0; i < 3; i++) {
         double e = bp_test_nmse(y[i], ref[i], (size_t)(t * rows[i]));
         /* the mock computes the reference exactly; the CPU's Q4_K job rounds x to 8 bits */
@@ -288,7 +295,7 @@ static void test_jobs_split(void) {
               bp_kind_lookup(kinds[i])->name, e);
     }
     for (int i = 0; i < 3; i++) bp_weight_free(w[i]), free(data[i]);
-    bp_mock_ops_uninstall();
+    bp_mock_backend_uninstall();
 }
 
 int main(void) {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "mock/mock_backend.h"
+#include "seam/mock_install.h"
 
 static int probe_calls;
 static bool probe_answer;

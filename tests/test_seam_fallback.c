@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "mock/mock_backend.h"
+#include "seam/mock_install.h"
 
 static FILE *logf_;
 static int log_lines(void) {
@@ -66,7 +66,7 @@ static void drop(mat *m) {
 /* The mock computes with the reference itself: its results are bit-identical to it. A fallback
  * result must be exactly what the CPU backend gives for the same op (it is the CPU backend that
  * ran; its threads split work by output, so it is deterministic), and within the verify
- * tolerance of the reference (the table, src/core/tolerance.def): the CPU's SIMD kernels may
+ * tolerance of the reference (the table, src/testing/tolerance.def): the CPU's SIMD kernels may
  * quantize activations to 8 bits (NMSE ~2e-5 here for Q8_0). */
 static void check_result(const mat *m, const float *y, int64_t t, bool exact, const char *what) {
     size_t n = (size_t)(t * m->rows);

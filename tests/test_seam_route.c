@@ -16,9 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tolerance.h"
+#include "testing/tolerance.h"
 #include "harness.h"
-#include "mock/mock_backend.h"
+#include "cpu/cpu.h"
+#include "seam/mock_install.h"
 
 static FILE *logf_;
 
@@ -205,8 +206,7 @@ static void test_per_position_cost(void) {
     for (int gemm = 0; gemm < 2; gemm++) {
         bp_mock_backend_config cfg = all_kinds();
         if (!gemm)
-            for (int k = 0; k < BP_MOCK_MAX_KIND; k++) cfg.gemm[k] = false;
-        cfg.gemm_entry = gemm;
+            for (int k = 0; k < BP_MOCK_MAX_KIND; k++) cfg.claim[BP_OP_GEMM][k] = cfg.launch[BP_OP_GEMM][k] = false;
         cfg.describe = true;
         cfg.cost = dev_cost;
         CHECK_OK(bp_mock_backend_install(&cfg, 0));

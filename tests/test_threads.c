@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tolerance.h"
+#include "testing/tolerance.h"
 #include "device/device.h"
 #include "harness.h"
-#include "mock/mock_backend.h"
+#include "seam/mock_install.h"
 #include "seam/seam_internal.h"
 
 enum { NTHREADS = 8, NK = 3, ROWS = 24, COLS = 256, T = 4 };

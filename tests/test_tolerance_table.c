@@ -1,11 +1,11 @@
-/* The tolerance table (src/core/tolerance.def) against the kind table: every weight kind has a
+/* The tolerance table (src/testing/tolerance.def) against the kind table: every weight kind has a
  * matvec and a GEMM bound (a kind added to kinds.def without one would make every test of it
  * fail on a missing row, never pass on "no bound"); the FLOAT class is exactly the kinds whose
  * weights are exact in f32; a missing op or a non-weight kind has no bound. And bp_nmse, the one
  * NMSE: its definition on small cases, NaN never passing a bound. */
 #include <math.h>
 
-#include "core/tolerance.h"
+#include "testing/tolerance.h"
 #include "harness.h"
 
 int main(void) {

@@ -1,5 +1,5 @@
 /* The Vulkan backend on a real driver (Mesa lavapipe in CI): every kind the Vulkan capability
- * table claims, matvec and GEMM, against the CPU reference bp_ref_gemm (NMSE within the tolerance table, src/core/tolerance.def), on odd
+ * table claims, matvec and GEMM, against the CPU reference bp_ref_gemm (NMSE within the tolerance table, src/testing/tolerance.def), on odd
  * shapes; weights split across several bindings; a shape over the binding limit declined with
  * an error; the claim <=> launch rule over the whole kind table. Without a Vulkan device it
  * says SKIP on stderr. */
@@ -81,7 +81,7 @@ static void check_split(uint64_t *rng) {
     CHECK_OK(bp_weight_create(BP_KIND_Q8_0, wd, bytes, 2, 256, &w));
     float x[256] = {0}, y[2];
     char err[256] = "";
-    bp_launch r = bp_dispatch_vulkan.matvec(w, x, y, err, sizeof err);
+    bp_launch r = (bp_launch)bp_test_launch_mm(&bp_dispatch_vulkan, w, x, 1, y, false, err, sizeof err);
     CHECK(r == BP_LAUNCH_ERROR && strstr(err, "maxStorageBufferRange"), "over-range row: launch %d, err '%s'", (int)r, err);
     bp_weight_free(w);
     free(wd);
@@ -97,8 +97,7 @@ int main(void) {
     fprintf(stderr, "Vulkan device: %s\n", bp_vk_ctx_of(bp_vk_device(NULL, 0))->name);
 
     /* The rule of the seam, over every kind of the table. */
-    bp_kind bad[64];
-    int nbad = bp_seam_check_claims(&bp_caps_vulkan, &bp_dispatch_vulkan, bad, 64, stderr);
+    int nbad = bp_seam_check_claims(&bp_caps_vulkan, &bp_dispatch_vulkan, NULL, NULL, 0, stderr);
     CHECK(nbad == 0, "Vulkan claim <=> launch: %d kinds violate it", nbad);
 
     uint64_t rng = 0x5eed1234abcdULL;
@@ -106,12 +105,12 @@ int main(void) {
     for (int i = 0; i < bp_kind_table_size(); i++) {
         const bp_kind_info *info = bp_kind_at(i);
         bp_kind k = info->kind;
-        bool claims = bp_caps_vulkan.matvec_kernel(k) != NULL;
-        CHECK(claims == bp_dispatch_vulkan.has_launch(k), "%s: claim %d but has_launch %d", info->name, claims,
-              bp_dispatch_vulkan.has_launch(k));
+        bool claims = bp_caps_vulkan.kernel(BP_OP_MATVEC, k) != NULL;
+        CHECK(claims == bp_dispatch_vulkan.has_launch(BP_OP_MATVEC, k), "%s: claim %d but has_launch %d", info->name, claims,
+              bp_dispatch_vulkan.has_launch(BP_OP_MATVEC, k));
         if (!claims) continue;
         claimed++;
-        CHECK(bp_caps_vulkan.has_gemm(k), "%s: a matvec but no GEMM claimed", info->name);
+        CHECK(bp_caps_vulkan.kernel(BP_OP_GEMM, k), "%s: a matvec but no GEMM claimed", info->name);
         int64_t qk = info->block_elems;
         /* Odd columns for the plain float kinds; three blocks otherwise. */
         int64_t cols = qk == 1 ? 67 : 3 * qk;
@@ -129,7 +128,7 @@ int main(void) {
     for (int i = 0; i < bp_kind_table_size(); i++) {
         if (bp_kind_at(i)->role != BP_ROLE_W) continue;
         weight_kinds++;
-        CHECK(bp_caps_vulkan.matvec_kernel(bp_kind_at(i)->kind) != NULL, "weight kind %s has no Vulkan kernel",
+        CHECK(bp_caps_vulkan.kernel(BP_OP_MATVEC, bp_kind_at(i)->kind) != NULL, "weight kind %s has no Vulkan kernel",
               bp_kind_at(i)->name);
     }
     CHECK(weight_kinds == 28, "the kind table has %d weight kinds, expected 28", weight_kinds);

@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "backplane.h"
-#include "core/testdata.h"
+#include "testing/testdata.h"
 #include "seam/seam.h"
 
 static double now(void) {

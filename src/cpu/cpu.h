@@ -3,7 +3,7 @@
 #ifndef BP_CPU_H
 #define BP_CPU_H
 
-#include "seam/seam.h"
+#include "backend/backend.h"
 
 /* y = W x on the CPU. Never returns "no kernel": every kind runs here. */
 bp_status bp_cpu_matvec(bp_weight *w, const float *x, float *y);
@@ -19,6 +19,12 @@ bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len);
 /* Whether BF16 batches (t >= 2, outside exact mode) run the vdpbf16ps kernels here: the CPU has
  * AVX512_BF16 and is an AMD one (on the Intel CPU measured the exact f32 kernels were faster). */
 bool bp_cpu_bf16_dot_used(void);
+
+/* The CPU's cost model (src/cpu/cpu_cost.c): per-thread rates times bp_cpu_threads(), or the
+ * test override. */
+void bp_cost_cpu(bp_cost_model *out);
+/* Tests: replace the CPU estimate (NULL restores it). */
+void bp_cost_test_set_cpu(const bp_cost_model *m);
 
 /* ---- instruction-set paths and threads (tests and `backplane bench` force these) ------- */
 

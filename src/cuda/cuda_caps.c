@@ -11,7 +11,7 @@
  * GEMM: tensor cores (wmma f16 in, f32 accumulate) for every quantized kind and F16, rerun on
  * the f32 kernel when a value overflows f16; a plain f32 tiled kernel for F32 and BF16 (f16
  * would not keep their range) and for every kind in exact mode. */
-#include "seam/seam.h"
+#include "backend/backend.h"
 
 static const struct {
     bp_kind kind;
@@ -32,15 +32,10 @@ static int cuda_claim_index(bp_kind k) {
     return -1;
 }
 
-static const char *cuda_matvec_kernel(bp_kind k) {
-    if (cuda_claim_index(k) < 0) return NULL;
-    const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
-    return ki ? ki->name : NULL;
-}
-
-static bool cuda_has_gemm(bp_kind k) {
+static const char *cuda_kernel(bp_op op, bp_kind k) {
     const int i = cuda_claim_index(k);
-    return i >= 0 && cuda_claims[i].gemm;
+    const bool claimed = i >= 0 && (op == BP_OP_MATVEC || ((op == BP_OP_GEMM || op == BP_OP_JOBS) && cuda_claims[i].gemm));
+    return bp_claim_answer(BP_BACKEND_CUDA, op, k, claimed);
 }
 
 const bp_backend_caps bp_caps_cuda = {
@@ -48,7 +43,6 @@ const bp_backend_caps bp_caps_cuda = {
     .name = "cuda",
     .display_name = "CUDA",
     .prefill_fallback_name = "CUDA per-position matvec",
-    .matvec_kernel = cuda_matvec_kernel,
-    .has_gemm = cuda_has_gemm,
+    .kernel = cuda_kernel,
     .unverified = "UNRUN ON HARDWARE", /* see the top of this file */
 };

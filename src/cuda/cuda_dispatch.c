@@ -1,5 +1,5 @@
-/* The CUDA backend's seam entry points (bp_dispatch_cuda): probe, the device-free launch table,
- * matvec and GEMM. UNRUN ON HARDWARE until tools/gpu_check.sh runs on a GPU.
+/* The CUDA backend's dispatch table (bp_dispatch_cuda): probe, the device-free launch table,
+ * and the launch of matvec, GEMM and matmul jobs (one upload of the jobs' shared input). UNRUN ON HARDWARE until tools/gpu_check.sh runs on a GPU.
  *
  * Without a GPU or driver the binary still starts (cudart is linked statically and dlopens
  * libcuda.so.1 at the first call); the probe then reports cudaGetDeviceCount's error code
@@ -19,7 +19,6 @@
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
 #include "kinds/kinds_internal.h"
-#include "seam/seam_internal.h"
 
 #ifndef BP_CUDA_MIN_CC
 #define BP_CUDA_MIN_CC 75 /* set by src/cuda/backend.cmake from the build's targets */
@@ -155,14 +154,6 @@ bp_status bp_cu_device(bp_device **dev, bp_stream **stream) {
     return s;
 }
 
-static bool cu_has_launch(bp_kind k) {
-    const bp_kind_traits *t = bp_kind_traits_of(k);
-    if (!t || t->info.role != BP_ROLE_W) return false;
-    char name[48];
-    snprintf(name, sizeof name, "matvec_%s", t->info.name);
-    return bp_cu_kernel_find(name) != NULL;
-}
-
 /* The device copy of a weight: rows padded to a 16-byte pitch (the kernels' vector loads). */
 typedef struct cu_weight {
     bp_device *dev;
@@ -242,38 +233,57 @@ static bp_status gemm_launches(const char *name, const void *wp, size_t pitch, i
     return BP_OK;
 }
 
-/* Y[t][rows] = X[t][cols] W^T; t == 1 runs the decode kernels. Called under cu_lock. */
-static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
+/* Every job's Y = X W^T for the same X[t][cols]; t == 1 runs the decode kernels. X is uploaded
+ * (and, for decode, quantized to q8) once for all the jobs; decode queues every job's kernel
+ * and read-back on the stream with one sync at the end (the stream is in order, so the jobs
+ * share the output scratch). A GEMM job syncs to read its f16-overflow flag. Called under
+ * cu_lock. */
+static bp_status run_jobs_locked(const bp_matmul_job *jobs, int n, const float *x, int64_t t) {
     bp_status s = open_locked();
     if (s) return s;
-    const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
-    if (w->rows > INT32_MAX || w->cols > INT32_MAX || t > INT32_MAX / 64 || t < 1)
-        return bp_fail(BP_E_SHAPE, "CUDA %s: %lld x %lld, t=%lld exceeds the kernels' int range", kt->info.name,
-                       (long long)w->rows, (long long)w->cols, (long long)t);
-    cu_weight *cw = NULL;
-    if ((s = upload_locked(w, &cw))) return s;
-    int rows = (int)w->rows, cols = (int)w->cols, tt = (int)t;
-    const bool quant = kt->info.block_elems > 1;
+    const int64_t cols64 = jobs[0].w->cols;
+    bool any_quant = false;
+    int64_t rows_max = 0;
+    for (int j = 0; j < n; j++) {
+        const bp_weight *w = jobs[j].w;
+        const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
+        if (w->rows > INT32_MAX || w->cols > INT32_MAX || t > INT32_MAX / 64 || t < 1)
+            return bp_fail(BP_E_SHAPE, "CUDA %s: %lld x %lld, t=%lld exceeds the kernels' int range", kt->info.name,
+                           (long long)w->rows, (long long)w->cols, (long long)t);
+        any_quant = any_quant || kt->info.block_elems > 1;
+        if (w->rows > rows_max) rows_max = w->rows;
+    }
+    int cols = (int)cols64, tt = (int)t;
     int nch = cols / 32;
-    size_t xbytes = (size_t)t * (size_t)cols * sizeof(float), ybytes = (size_t)t * (size_t)rows * sizeof(float);
+    size_t xbytes = (size_t)t * (size_t)cols * sizeof(float), ymax = (size_t)t * (size_t)rows_max * sizeof(float);
     void *xb, *yb, *xqb = NULL, *ovf = NULL;
-    if ((s = bp_dev_scratch(cu_dev, 0, xbytes, &xb)) || (s = bp_dev_scratch(cu_dev, 2, ybytes, &yb))) return s;
+    if ((s = bp_dev_scratch(cu_dev, 0, xbytes, &xb)) || (s = bp_dev_scratch(cu_dev, 2, ymax, &yb))) return s;
     if ((s = bp_dev_h2d_on(cu_dev, cu_stream, xb, 0, x, xbytes))) return s;
-    char name[48];
-    const void *wp = cw->buf;
-    size_t pitch = cw->pitch;
-    if (t == 1) {
-        if (quant) {
-            if ((s = bp_dev_scratch(cu_dev, 1, (size_t)nch * BP_CU_XQ_BYTES, &xqb))) return s;
-            bp_launch_dims qd = {{(uint32_t)((nch + 3) / 4), 1, 1}, {BP_CU_QUANT_THREADS, 1, 1}, 0};
-            void *qp[] = {&xb, &xqb, &nch};
-            if ((s = launch("quantize_q8", &qd, qp, 3))) return s;
+    if (t == 1 && any_quant) {
+        if ((s = bp_dev_scratch(cu_dev, 1, (size_t)nch * BP_CU_XQ_BYTES, &xqb))) return s;
+        bp_launch_dims qd = {{(uint32_t)((nch + 3) / 4), 1, 1}, {BP_CU_QUANT_THREADS, 1, 1}, 0};
+        void *qp[] = {&xb, &xqb, &nch};
+        if ((s = launch("quantize_q8", &qd, qp, 3))) return s;
+    }
+    for (int j = 0; j < n; j++) {
+        bp_weight *w = jobs[j].w;
+        float *y = jobs[j].y;
+        const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
+        cu_weight *cw = NULL;
+        if ((s = upload_locked(w, &cw))) return s;
+        int rows = (int)w->rows;
+        size_t ybytes = (size_t)t * (size_t)rows * sizeof(float);
+        char name[48];
+        const void *wp = cw->buf;
+        size_t pitch = cw->pitch;
+        if (t == 1) {
+            bp_launch_dims md = {{(uint32_t)((rows + BP_CU_MV_ROWS - 1) / BP_CU_MV_ROWS), 1, 1}, {BP_CU_MV_THREADS, 1, 1}, 0};
+            void *mp[] = {&wp, &pitch, &rows, &cols, &xb, &xqb, &yb};
+            snprintf(name, sizeof name, "matvec_%s", kt->info.name);
+            if ((s = launch(name, &md, mp, 7))) return s;
+            if ((s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes))) return s;
+            continue;
         }
-        bp_launch_dims md = {{(uint32_t)((rows + BP_CU_MV_ROWS - 1) / BP_CU_MV_ROWS), 1, 1}, {BP_CU_MV_THREADS, 1, 1}, 0};
-        void *mp[] = {&wp, &pitch, &rows, &cols, &xb, &xqb, &yb};
-        snprintf(name, sizeof name, "matvec_%s", kt->info.name);
-        if ((s = launch(name, &md, mp, 7))) return s;
-    } else {
         const bool exact = bp_exact_mode();
         unsigned flag = 0;
         if ((s = bp_dev_scratch(cu_dev, 3, sizeof(unsigned), &ovf)) ||
@@ -285,24 +295,43 @@ static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
         if ((s = bp_dev_d2h_on(cu_dev, cu_stream, &flag, ovf, 0, sizeof flag)) ||
             (s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes)) || (s = bp_dev_stream_sync(cu_dev, cu_stream)))
             return s;
-        if (exact || !flag) return BP_OK;
+        if (exact || !flag) continue;
         /* f16 overflowed somewhere: the exact kernel gives the right numbers. */
         snprintf(name, sizeof name, "gemm_exact_%s", kt->info.name);
         if ((s = gemm_launches(name, wp, pitch, rows, cols, xb, tt, yb, ovf))) return s;
+        if ((s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes)) || (s = bp_dev_stream_sync(cu_dev, cu_stream)))
+            return s;
     }
-    if ((s = bp_dev_d2h_on(cu_dev, cu_stream, y, yb, 0, ybytes))) return s;
     return bp_dev_stream_sync(cu_dev, cu_stream);
 }
 
-static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
-    if (!cu_has_launch(w->kind)) return BP_LAUNCH_NO_KERNEL;
+static bool cu_has_launch(bp_op op, bp_kind k) {
+    const bp_kind_traits *t = bp_kind_traits_of(k);
+    if (!t || t->info.role != BP_ROLE_W) return false;
+    char name[48];
+    if (op == BP_OP_MATVEC) snprintf(name, sizeof name, "matvec_%s", t->info.name);
+    else if (op == BP_OP_GEMM || op == BP_OP_JOBS) snprintf(name, sizeof name, "gemm_%s", t->info.name);
+    else return false;
+    return bp_cu_kernel_find(name) != NULL && (op == BP_OP_MATVEC || cu_has_launch(BP_OP_MATVEC, k));
+}
+
+static bp_launch cu_launch(const bp_op_call *c, char *err, size_t err_len) {
+    bp_kind kinds[16];
+    const int nk = bp_op_call_kinds(c, kinds, 16);
+    for (int i = 0; i < nk; i++)
+        if (!cu_has_launch(c->op, kinds[i])) return BP_LAUNCH_NO_KERNEL;
+    const bp_matmul_job one = {c->op == BP_OP_JOBS ? NULL : c->u.mm.w, c->op == BP_OP_JOBS ? NULL : c->u.mm.y};
+    const bp_matmul_job *jobs = c->op == BP_OP_JOBS ? c->u.jobs.jobs : &one;
+    const int n = c->op == BP_OP_JOBS ? c->u.jobs.n_jobs : 1;
+    const float *x = c->op == BP_OP_JOBS ? c->u.jobs.x : c->u.mm.x;
+    const int64_t t = c->op == BP_OP_JOBS ? c->u.jobs.t : c->u.mm.t;
     pthread_mutex_lock(&cu_lock);
     if (cu_lost[0]) {
         snprintf(err, err_len, "%s", cu_lost);
         pthread_mutex_unlock(&cu_lock);
         return BP_LAUNCH_LOST;
     }
-    bp_status s = run_locked(w, x, t, y);
+    bp_status s = n > 0 ? run_jobs_locked(jobs, n, x, t) : BP_OK;
     if (s && cu_dev) bp_dev_graph_abort(cu_dev, cu_stream); /* never leave the stream capturing */
     if (s == BP_E_DEVICE_LOST)
         snprintf(cu_lost, sizeof cu_lost, "CUDA context lost after a sticky error: %.240s", bp_last_error());
@@ -310,14 +339,6 @@ static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *er
     if (s == BP_OK) return BP_LAUNCH_OK;
     snprintf(err, err_len, "%s", s == BP_E_DEVICE_LOST ? cu_lost : bp_last_error());
     return bp_launch_of_status(s);
-}
-
-static bp_launch cu_matvec(bp_weight *w, const float *x, float *y, char *err, size_t err_len) {
-    return run(w, x, 1, y, err, err_len);
-}
-
-static bp_launch cu_gemm(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
-    return run(w, x, t, y, err, err_len);
 }
 
 /* An accelerator; its cost model (src/seam/cost.c) with the memory bandwidth the device's
@@ -335,7 +356,7 @@ static bool cu_describe(bp_device_desc *out) {
     }
     out->cls = BP_DEVICE_ACCELERATOR;
     snprintf(out->name, sizeof out->name, "%.64s (sm_%d%d, %d SMs)", p.name, p.major, p.minor, p.multiProcessorCount);
-    bp_cost_default("cuda", BP_DEVICE_ACCELERATOR, p.integrated != 0, &out->cost);
+    bp_cost_default(BP_BACKEND_CUDA, BP_DEVICE_ACCELERATOR, p.integrated != 0, &out->cost);
     int khz = 0, bits = 0;
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, ord) == cudaSuccess &&
         cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, ord) == cudaSuccess && khz > 0 && bits > 0)
@@ -349,7 +370,6 @@ const bp_backend_dispatch bp_dispatch_cuda = {
     .probe = bp_cu_probe,
     .has_launch = cu_has_launch,
     .wants = NULL,
-    .matvec = cu_matvec,
-    .gemm = cu_gemm,
+    .launch = cu_launch,
     .describe = cu_describe,
 };

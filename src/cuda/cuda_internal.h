@@ -9,7 +9,7 @@
 
 #include "cuda/cuda_kernels.h"
 #include "device/device.h"
-#include "seam/seam.h"
+#include "backend/backend.h"
 
 /* The device interface over cudart (cuda_device.c). */
 extern const bp_device_methods bp_cu_device_methods;

@@ -147,9 +147,18 @@ size_t bp_context_buffer_bytes(const bp_context *c) {
     return c ? c->buf_bytes + (size_t)c->logits_cap * (size_t)c->m->hp.n_vocab * sizeof(float) : 0;
 }
 
+bp_status bp_context_kind_record(const bp_context *c, bp_kind k, bool prefill, bp_run_record *out) {
+    if (!c || !out) return bp_fail(BP_E_INVAL, "bp_context_kind_record: NULL argument");
+    if ((unsigned)k >= BP_MODEL_MAX_KIND || !c->kind_rec[prefill][k].backend[0])
+        return bp_fail(BP_E_NOT_FOUND, "bp_context_kind_record: no matmul of kind %d has run in this context", (int)k);
+    *out = c->kind_rec[prefill][k];
+    return BP_OK;
+}
+
 const char *bp_context_kind_path(const bp_context *c, bp_kind k, bool prefill) {
-    if (!c || (unsigned)k >= BP_MODEL_MAX_KIND) return "";
-    return prefill ? c->path_prefill[k] : c->path_decode[k];
+    static _Thread_local char label[sizeof c->kind_rec[0][0].kernel + 260];
+    if (!c || (unsigned)k >= BP_MODEL_MAX_KIND || !c->kind_rec[prefill][k].backend[0]) return "";
+    return bp_run_record_label(&c->kind_rec[prefill][k], label, sizeof label);
 }
 
 bp_status bp_context_truncate(bp_context *c, int64_t n) {

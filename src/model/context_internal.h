@@ -4,7 +4,7 @@
 
 #include "model/model_internal.h"
 
-enum { BP_MODEL_MAX_KIND = 64, BP_MODEL_PATH_LEN = 200 };
+enum { BP_MODEL_MAX_KIND = 64 };
 
 struct bp_context {
     bp_model *m;
@@ -18,9 +18,8 @@ struct bp_context {
     float *logits;        /* n_out x n_vocab of the last eval */
     int64_t n_out, logits_cap;
     size_t buf_bytes;
-    /* what last ran each weight kind's matmuls, decode (t = 1) and prefill (t > 1) */
-    char path_decode[BP_MODEL_MAX_KIND][BP_MODEL_PATH_LEN];
-    char path_prefill[BP_MODEL_MAX_KIND][BP_MODEL_PATH_LEN];
+    /* what last ran each weight kind's matmuls: [0] decode (t = 1), [1] prefill (t > 1) */
+    bp_run_record kind_rec[2][BP_MODEL_MAX_KIND];
 };
 
 /* One forward step over tokens[0..t) at positions c->pos..; writes the logits of the last n_out

@@ -45,20 +45,14 @@ static bp_status embed(bp_context *c, const int32_t *tokens, int64_t t) {
     return BP_OK;
 }
 
-/* One matmul submission; records, per weight kind, what ran it (the jobs op names the kernel
- * of the submission's first job; a kind that never leads one is named by the one it rode in). */
+/* One matmul submission; keeps, per weight kind, the record of what ran its last job (the seam
+ * writes each job's record into its weight where the job ran). */
 static bp_status mm(bp_context *c, const float *x, int64_t t, bp_matmul_job *jobs, int n) {
     bp_status s = bp_matmul(x, t, jobs, n);
     if (s) return s;
-    const char *label = bp_op_last_path("jobs");
     for (int i = 0; i < n; i++) {
         unsigned k = (unsigned)jobs[i].w->kind;
-        if (k >= BP_MODEL_MAX_KIND) continue;
-        char *slot = t == 1 ? c->path_decode[k] : c->path_prefill[k];
-        if (i == 0) snprintf(slot, BP_MODEL_PATH_LEN, "%s", label);
-        else if (!slot[0] || strstr(slot, "(in a submission led by"))
-            snprintf(slot, BP_MODEL_PATH_LEN, "(in a submission led by %s) %s",
-                     bp_kind_lookup((uint32_t)jobs[0].w->kind)->name, label);
+        if (k < BP_MODEL_MAX_KIND) bp_weight_last_record(jobs[i].w, &c->kind_rec[t > 1][k]);
     }
     return BP_OK;
 }

@@ -36,12 +36,25 @@ if(BP_OPENCL_BUILT)
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/opencl
     COMMAND ${CMAKE_COMMAND} -DOUT=${BP_CL_EMBED} -DSOURCES=${BP_CL_PARTS_ARG}
             -P ${CMAKE_SOURCE_DIR}/src/opencl/embed_cl.cmake
+    BYPRODUCTS ${BP_CL_EMBED}.txt
     DEPENDS ${BP_CL_PARTS} ${CMAKE_SOURCE_DIR}/src/opencl/embed_cl.cmake
     COMMENT "Embedding the OpenCL program source"
     VERBATIM)
-  target_sources(backplane PRIVATE ${BP_CL_EMBED}
+  # The kernel names the program defines (after preprocessing), for the launch table.
+  set(BP_CL_NAMES ${CMAKE_BINARY_DIR}/opencl/cl_kernel_names.h)
+  add_custom_command(
+    OUTPUT ${BP_CL_NAMES}
+    COMMAND ${CMAKE_COMMAND} -DTEXT=${BP_CL_EMBED}.txt -DCC=${CMAKE_C_COMPILER} -DOUT=${BP_CL_NAMES}
+            -P ${CMAKE_SOURCE_DIR}/src/opencl/cl_kernel_names.cmake
+    DEPENDS ${BP_CL_EMBED} ${CMAKE_SOURCE_DIR}/src/opencl/cl_kernel_names.cmake
+    COMMENT "Listing the OpenCL program's kernels"
+    VERBATIM)
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/opencl/cl_dispatch.c TARGET_DIRECTORY backplane
+    PROPERTIES OBJECT_DEPENDS ${BP_CL_NAMES})
+  target_sources(backplane PRIVATE ${BP_CL_EMBED} ${BP_CL_NAMES}
     ${CMAKE_SOURCE_DIR}/src/opencl/cl_device.c ${CMAKE_SOURCE_DIR}/src/opencl/cl_dispatch.c)
   target_include_directories(backplane SYSTEM PUBLIC ${BP_OPENCL_INCLUDE})
+  target_include_directories(backplane PRIVATE ${CMAKE_BINARY_DIR}/opencl)
   target_compile_definitions(backplane PUBLIC BP_HAVE_OPENCL=1)
   target_link_libraries(backplane PUBLIC ${BP_OPENCL_LIBRARY})
 endif()

@@ -1,4 +1,6 @@
-/* The OpenCL half of the seam (src/seam/seam.h): probe, launch table, matvec and GEMM.
+/* The OpenCL half of the backend interface (src/backend/backend.h): probe, launch table (from the
+ * program's own kernel names), and the launch of matvec, GEMM and matmul jobs (one upload of
+ * the jobs' shared input).
  *
  * A weight is uploaded once, on first use, and cached in bp_weight.backend_state; activations
  * and results go through two scratch buffers of the op cache, reused across calls. Kernels
@@ -16,8 +18,8 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
+#include "cl_kernel_names.h"
 #include "opencl/cl_internal.h"
-#include "seam/seam_internal.h"
 
 enum { CL_SLOT_X = 0, CL_SLOT_Y = 1 };
 #define CL_MV_LS 64  /* BP_CL_MV_LS of cl_kernels.cl */
@@ -65,15 +67,23 @@ static bool cl_probe(char *why, size_t why_len) {
     return d != NULL;
 }
 
-/* Device-free: the kind is claimed (caps and cl_kernels.cl expand the same X-macro lists of
- * cuda_kind_math.h) and the embedded program really instantiates those lists. */
-static bool cl_has_launch(bp_kind k) {
-    static const char *const inst[] = {"BP_CU_QUANT_KINDS(BP_CL_QUANT)", "BP_CU_FLOAT_KINDS(BP_CL_FLOAT)"};
-    if (!bp_caps_opencl.matvec_kernel(k)) return false;
+/* Device-free: does the program define the kernel called name? Asked of the names generated
+ * at build time from the preprocessed program text (cl_kernel_names.cmake), never of the
+ * capability claims, so the guard catches a claim the program does not back. */
+static bool program_has(const char *name) {
+    for (int i = 0; i < BP_CL_KERNEL_COUNT; i++)
+        if (!strcmp(bp_cl_kernel_names[i], name)) return true;
+    return false;
+}
+
+/* matvec, gemm and jobs need both of the kind's kernels: t = 1 runs the matvec, more the GEMM. */
+static bool cl_has_launch(bp_op op, bp_kind k) {
     const bp_kind_traits *t = bp_kind_traits_of(k);
-    if (!t || t->info.role != BP_ROLE_W) return false;
-    const bool quant = t->info.block_elems > 1;
-    return strstr(bp_cl_program_source, inst[quant ? 0 : 1]) != NULL;
+    if (!t || t->info.role != BP_ROLE_W || (op != BP_OP_MATVEC && op != BP_OP_GEMM && op != BP_OP_JOBS)) return false;
+    char mv[48], gm[48];
+    snprintf(mv, sizeof mv, "matvec_%s", t->info.name);
+    snprintf(gm, sizeof gm, "gemm_%s", t->info.name);
+    return program_has(mv) && program_has(gm);
 }
 
 /* The device copy of a weight. */
@@ -115,14 +125,10 @@ static bp_status upload_locked(bp_weight *w, cl_weight **out) {
     return BP_OK;
 }
 
-/* Y[t][rows] = X[t][cols] W^T; t == 1 runs the matvec kernel. Called under cl_run_lock. */
-static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
-    char why[256];
-    if (!bp_cl_device(why, sizeof why)) return bp_fail(BP_E_UNSUPPORTED, "%s", why);
+/* Refuse what the kernels cannot index (int) or what the row layout contradicts. */
+static bp_status check_shape(const bp_weight *w, int64_t t) {
     const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
     const char *kn = kt->info.name;
-    /* The kernels index with int and launch rows (matvec) or ceil(rows/16) x ceil(t/16)
-     * work-groups: refuse what would overflow either, and anything the row layout contradicts. */
     size_t row_bytes = 0;
     if (w->rows < 1 || w->cols < 1 || t < 1 || w->rows > INT32_MAX / CL_MV_LS || w->cols > INT32_MAX / 4 ||
         t > INT32_MAX / 4 || (double)t * (double)w->cols > (double)INT32_MAX ||
@@ -133,54 +139,71 @@ static bp_status run_locked(bp_weight *w, const float *x, int64_t t, float *y) {
         (kt->info.block_elems > 1 && w->cols % 32 != 0) || kt->info.block_bytes > 224)
         return bp_fail(BP_E_SHAPE, "OpenCL %s: %lld columns do not make whole blocks of %u (row %zu bytes)", kn,
                        (long long)w->cols, kt->info.block_elems, w->row_bytes);
-    cl_weight *cw = NULL;
-    bp_status s = upload_locked(w, &cw);
-    if (s) return s;
-    const size_t xbytes = (size_t)t * (size_t)w->cols * sizeof(float);
-    const size_t ybytes = (size_t)t * (size_t)w->rows * sizeof(float);
-    void *xb, *yb;
-    if ((s = bp_dev_scratch(cl_dev, CL_SLOT_X, xbytes, &xb)) || (s = bp_dev_scratch(cl_dev, CL_SLOT_Y, ybytes, &yb)))
-        return s;
-    if ((s = bp_dev_h2d(cl_dev, xb, 0, x, xbytes))) return s;
-    char name[48];
-    snprintf(name, sizeof name, "%s_%s", t == 1 ? "matvec" : "gemm", kn);
-    bp_kernel *k;
-    if ((s = bp_dev_kernel(cl_dev, name, &k))) return s;
-    const int rows = (int)w->rows, cols = (int)w->cols, tt = (int)t;
-    const int64_t rb = (int64_t)w->row_bytes;
-    if (t == 1) {
-        const bp_launch_dims d = {{(uint32_t)((rows + CL_MV_ROWS - 1) / CL_MV_ROWS), 1, 1}, {CL_MV_LS, 1, 1}, 0};
-        const bp_kernel_arg a[] = {bp_arg_buf(cw->buf, 0), bp_arg_i64(rb), bp_arg_i32(rows), bp_arg_i32(cols),
-                                   bp_arg_buf(xb, 0),      bp_arg_buf(yb, 0)};
-        s = bp_dev_launch(cl_dev, NULL, k, &d, a, 6);
-    } else {
-        const bp_launch_dims d = {
-            {(uint32_t)((rows + CL_TILE - 1) / CL_TILE), (uint32_t)((tt + CL_TILE - 1) / CL_TILE), 1},
-            {CL_TILE, CL_TILE, 1}, 0};
-        const bp_kernel_arg a[] = {bp_arg_buf(cw->buf, 0), bp_arg_i64(rb), bp_arg_i32(rows), bp_arg_i32(cols),
-                                   bp_arg_buf(xb, 0),      bp_arg_i32(tt), bp_arg_buf(yb, 0)};
-        s = bp_dev_launch(cl_dev, NULL, k, &d, a, 7);
-    }
-    if (s) return s;
-    return bp_dev_d2h(cl_dev, y, yb, 0, ybytes); /* blocking, in order after the kernel */
+    return BP_OK;
 }
 
-static bp_launch run(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
-    if (!cl_has_launch(w->kind)) return BP_LAUNCH_NO_KERNEL;
+/* Every job's Y = X W^T from one X[t][cols]: X uploaded once, each job's kernel and blocking
+ * read-back in order on the one queue (t == 1 runs the matvec kernels). Under cl_run_lock. */
+static bp_status run_jobs_locked(const bp_matmul_job *jobs, int n, const float *x, int64_t t) {
+    char why[256];
+    if (!bp_cl_device(why, sizeof why)) return bp_fail(BP_E_UNSUPPORTED, "%s", why);
+    bp_status s;
+    int64_t rows_max = 0;
+    for (int j = 0; j < n; j++) {
+        if ((s = check_shape(jobs[j].w, t))) return s;
+        if (jobs[j].w->rows > rows_max) rows_max = jobs[j].w->rows;
+    }
+    const int cols = (int)jobs[0].w->cols, tt = (int)t;
+    const size_t xbytes = (size_t)t * (size_t)cols * sizeof(float);
+    void *xb, *yb;
+    if ((s = bp_dev_scratch(cl_dev, CL_SLOT_X, xbytes, &xb)) ||
+        (s = bp_dev_scratch(cl_dev, CL_SLOT_Y, (size_t)t * (size_t)rows_max * sizeof(float), &yb)))
+        return s;
+    if ((s = bp_dev_h2d(cl_dev, xb, 0, x, xbytes))) return s;
+    for (int j = 0; j < n; j++) {
+        bp_weight *w = jobs[j].w;
+        cl_weight *cw = NULL;
+        if ((s = upload_locked(w, &cw))) return s;
+        char name[48];
+        snprintf(name, sizeof name, "%s_%s", t == 1 ? "matvec" : "gemm", bp_kind_traits_of(w->kind)->info.name);
+        bp_kernel *k;
+        if ((s = bp_dev_kernel(cl_dev, name, &k))) return s;
+        const int rows = (int)w->rows;
+        const int64_t rb = (int64_t)w->row_bytes;
+        if (t == 1) {
+            const bp_launch_dims d = {{(uint32_t)((rows + CL_MV_ROWS - 1) / CL_MV_ROWS), 1, 1}, {CL_MV_LS, 1, 1}, 0};
+            const bp_kernel_arg a[] = {bp_arg_buf(cw->buf, 0), bp_arg_i64(rb), bp_arg_i32(rows), bp_arg_i32(cols),
+                                       bp_arg_buf(xb, 0),      bp_arg_buf(yb, 0)};
+            s = bp_dev_launch(cl_dev, NULL, k, &d, a, 6);
+        } else {
+            const bp_launch_dims d = {
+                {(uint32_t)((rows + CL_TILE - 1) / CL_TILE), (uint32_t)((tt + CL_TILE - 1) / CL_TILE), 1},
+                {CL_TILE, CL_TILE, 1}, 0};
+            const bp_kernel_arg a[] = {bp_arg_buf(cw->buf, 0), bp_arg_i64(rb), bp_arg_i32(rows), bp_arg_i32(cols),
+                                       bp_arg_buf(xb, 0),      bp_arg_i32(tt), bp_arg_buf(yb, 0)};
+            s = bp_dev_launch(cl_dev, NULL, k, &d, a, 7);
+        }
+        if (s) return s;
+        /* blocking, in order after the kernel: the next job may reuse the output scratch */
+        if ((s = bp_dev_d2h(cl_dev, jobs[j].y, yb, 0, (size_t)t * (size_t)rows * sizeof(float)))) return s;
+    }
+    return BP_OK;
+}
+
+static bp_launch cl_launch(const bp_op_call *c, char *err, size_t err_len) {
+    bp_kind kinds[16];
+    const int nk = bp_op_call_kinds(c, kinds, 16);
+    for (int i = 0; i < nk; i++)
+        if (!cl_has_launch(c->op, kinds[i])) return BP_LAUNCH_NO_KERNEL;
+    bp_matmul_job one = {NULL, NULL};
+    if (c->op != BP_OP_JOBS) one.w = c->u.mm.w, one.y = c->u.mm.y;
     pthread_mutex_lock(&cl_run_lock);
-    bp_status s = run_locked(w, x, t, y);
+    bp_status s = c->op == BP_OP_JOBS ? run_jobs_locked(c->u.jobs.jobs, c->u.jobs.n_jobs, c->u.jobs.x, c->u.jobs.t)
+                                      : run_jobs_locked(&one, 1, c->u.mm.x, c->op == BP_OP_GEMM ? c->u.mm.t : 1);
     pthread_mutex_unlock(&cl_run_lock);
     if (s == BP_OK) return BP_LAUNCH_OK;
     snprintf(err, err_len, "%s", bp_last_error());
     return bp_launch_of_status(s);
-}
-
-static bp_launch cl_matvec(bp_weight *w, const float *x, float *y, char *err, size_t err_len) {
-    return run(w, x, 1, y, err, err_len);
-}
-
-static bp_launch cl_gemm(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
-    return run(w, x, t, y, err, err_len);
 }
 
 /* The device's class (PoCL's CPU device is a CPU implementation: not enabled unless forced)
@@ -190,7 +213,7 @@ static bool cl_describe(bp_device_desc *out) {
     const bool cpu = (cl_ctx.type & CL_DEVICE_TYPE_CPU) != 0;
     out->cls = cpu ? BP_DEVICE_CPU_IMPL : BP_DEVICE_ACCELERATOR;
     snprintf(out->name, sizeof out->name, "%.95s", cl_ctx.name);
-    bp_cost_default("opencl", out->cls, cl_ctx.unified, &out->cost);
+    bp_cost_default(BP_BACKEND_OPENCL, out->cls, cl_ctx.unified, &out->cost);
     return true;
 }
 
@@ -198,7 +221,6 @@ const bp_backend_dispatch bp_dispatch_opencl = {
     .probe = cl_probe,
     .has_launch = cl_has_launch,
     .wants = NULL,
-    .matvec = cl_matvec,
-    .gemm = cl_gemm,
+    .launch = cl_launch,
     .describe = cl_describe,
 };

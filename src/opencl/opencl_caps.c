@@ -1,12 +1,13 @@
 /* OpenCL capabilities: compiled on every build, no SDK needed.
  *
- * Claims exactly the kinds cl_kernels.cl instantiates a matvec and a GEMM for: the same two
- * X-macro lists of src/cuda/cuda_kind_math.h (BP_CU_QUANT_KINDS, BP_CU_FLOAT_KINDS) expand
- * both here and in the kernel source, so a claim cannot name a kernel that is not there. The
- * dispatch's has_launch checks the embedded program text really holds both kernels, and
- * tests/test_opencl_kernels.c runs every claim against the CPU reference on PoCL. */
+ * Claims matvec, gemm and matmul jobs for the kinds cl_kernels.cl is written to instantiate a
+ * matvec and a GEMM for: the two X-macro lists of src/cuda/cuda_kind_math.h (BP_CU_QUANT_KINDS,
+ * BP_CU_FLOAT_KINDS). The dispatch's has_launch does not read these lists: it asks the table of
+ * kernel names generated at build time from the program text itself (cl_kernel_names.h, by
+ * embed_cl.cmake), so the guard catches a claim the program does not back. tests/
+ * test_opencl_kernels.c runs every claim against the CPU reference on PoCL. */
 #include "cuda/cuda_kind_math.h"
-#include "seam/seam.h"
+#include "backend/backend.h"
 
 static bool opencl_claims(bp_kind k) {
     switch (k) {
@@ -22,20 +23,16 @@ static bool opencl_claims(bp_kind k) {
     }
 }
 
-static const char *opencl_matvec_kernel(bp_kind k) {
-    if (!opencl_claims(k)) return NULL;
-    const bp_kind_info *info = bp_kind_lookup((uint32_t)k);
-    return info ? info->name : NULL;
+static const char *opencl_kernel(bp_op op, bp_kind k) {
+    return bp_claim_answer(BP_BACKEND_OPENCL, op, k,
+                           opencl_claims(k) && (op == BP_OP_MATVEC || op == BP_OP_GEMM || op == BP_OP_JOBS));
 }
-
-static bool opencl_has_gemm(bp_kind k) { return opencl_claims(k); }
 
 const bp_backend_caps bp_caps_opencl = {
     .id = BP_BACKEND_OPENCL,
     .name = "opencl",
     .display_name = "OpenCL",
     .prefill_fallback_name = "OpenCL per-position matvec",
-    .matvec_kernel = opencl_matvec_kernel,
-    .has_gemm = opencl_has_gemm,
+    .kernel = opencl_kernel,
     .unverified = NULL,
 };

@@ -44,8 +44,7 @@ bp_status bp_activate(bp_activation a, const float *x, int64_t n, float *y) {
     if (s || n == 0) return s;
     bp_op_call c = {.op = BP_OP_ACT, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
     c.u.act.a = a, c.u.act.x = x, c.u.act.n = n, c.u.act.y = y;
-    c.bytes = 8.0 * (double)n;
-    c.flops = 8.0 * (double)n;
+    c.shape = (bp_op_shape){1, n, 1};
     return bp_op_run(&c);
 }
 
@@ -54,7 +53,6 @@ bp_status bp_glu(bp_activation a, const float *gate, const float *up, int64_t n,
     if (s || n == 0) return s;
     bp_op_call c = {.op = BP_OP_GLU, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
     c.u.act.a = a, c.u.act.x = gate, c.u.act.up = up, c.u.act.n = n, c.u.act.y = y;
-    c.bytes = 12.0 * (double)n;
-    c.flops = 9.0 * (double)n;
+    c.shape = (bp_op_shape){1, n, 1};
     return bp_op_run(&c);
 }

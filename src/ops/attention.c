@@ -49,20 +49,13 @@ bp_status bp_attention(const bp_attn_desc *d, const float *q, int64_t t, const i
     bp_op_call c = {.op = BP_OP_ATTENTION, .kind = cd->kind_k, .kind2 = cd->kind_v};
     c.u.attn.d = d, c.u.attn.q = q, c.u.attn.t = t, c.u.attn.positions = positions;
     c.u.attn.cache = cache, c.u.attn.layer = layer, c.u.attn.out = out;
-    /* Work: keys each query sees; KV bytes: each kv head's visible range read once per call
-     * (what a streaming kernel reads), bounded by the layer. */
+    /* Shape: heads x (head dim x the keys the queries see, on average), t queries. */
     double keys = 0;
-    int64_t lo = len, hi = 0;
     for (int64_t i = 0; i < t; i++) {
         int64_t j0, j1;
         bp_attn_key_range(d, positions[i], len, &j0, &j1);
         keys += (double)(j1 - j0);
-        if (j0 < lo) lo = j0;
-        if (j1 > hi) hi = j1;
     }
-    double span = hi > lo ? (double)(hi - lo) : 0;
-    c.bytes = span * (double)cd->n_kv_heads * (double)(cache->row_k + cache->row_v) +
-              4.0 * (double)t * d->n_heads * (cd->head_dim_k + cd->head_dim_v);
-    c.flops = 2.0 * keys * d->n_heads * (cd->head_dim_k + cd->head_dim_v);
+    c.shape = (bp_op_shape){d->n_heads, (int64_t)(cd->head_dim_k * (keys / (double)t)) + 1, t};
     return bp_op_run(&c);
 }

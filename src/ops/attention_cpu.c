@@ -258,7 +258,7 @@ bp_status bp_attention_cpu(const bp_op_call *c, char *label, size_t label_len) {
 
     bool held = bp_pool_acquire();
     int nth = held ? bp_pool_size() : 1;
-    if (c->flops < 2e5 || p.n_items < 2) nth = 1;
+    if (bp_op_work_of(c->op, c->kind, &c->shape).flops < 2e5 || p.n_items < 2) nth = 1;
     if (nth > p.n_items) nth = (int)p.n_items;
     bp_status s = BP_OK;
     size_t sb = (scratch_bytes(&p) + 63) & ~(size_t)63;

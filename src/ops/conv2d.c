@@ -76,8 +76,7 @@ bp_status bp_conv2d_check(const char *who, const bp_weight *w, const bp_conv2d_p
 static bp_op_call conv_call(bp_weight *w, const bp_conv2d_params *p, const float *x, float *y, int64_t oh, int64_t ow) {
     bp_op_call c = {.op = bp_conv2d_op_of(p), .kind = w->kind, .kind2 = w->kind};
     c.u.conv.w = w, c.u.conv.p = p, c.u.conv.x = x, c.u.conv.y = y;
-    c.bytes = (double)w->row_bytes * (double)w->rows + 4.0 * (double)(p->h * p->w * p->cin) + 4.0 * (double)(oh * ow * p->cout);
-    c.flops = 2.0 * (double)(oh * ow) * (double)p->cout * (double)(p->k * p->k * p->cin);
+    c.shape = (bp_op_shape){w->rows, w->cols, oh * ow};
     return c;
 }
 

@@ -3,7 +3,7 @@
 #ifndef BP_OPS_CONV2D_INTERNAL_H
 #define BP_OPS_CONV2D_INTERNAL_H
 
-#include "ops/op_call.h"
+#include "backend/op_call.h"
 #include "seam/seam.h"
 
 /* The ops.def row a conv2d call is claimed and counted under: conv2d, conv2d_gn or

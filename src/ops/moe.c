@@ -252,8 +252,8 @@ bp_status bp_moe_check_run(const char *who, const bp_moe *m, const float *x, int
     return BP_OK;
 }
 
-/* The op call for a checked run, with the bytes it moves (each used expert's three matrices
- * once, x and y) and its FLOPs (3 matmuls of h x inter per route) for the stats. */
+/* The op call for a checked run, with its shape: the used experts' three matrices as rows
+ * (3 x inter each) of h columns, the routes per used expert as the batch. */
 static bp_status moe_call(bp_moe *m, const float *x, int64_t t, int64_t top_k, const int32_t *ids,
                           const float *route_w, float *y, bp_op_call *c) {
     memset(c, 0, sizeof *c);
@@ -264,17 +264,16 @@ static bp_status moe_call(bp_moe *m, const float *x, int64_t t, int64_t top_k, c
     c->u.moe.ids = ids, c->u.moe.route_w = route_w, c->u.moe.y = y;
     uint8_t *seen = bp_calloc((size_t)m->n_expert, 1);
     if (!seen) return bp_fail(BP_E_NOMEM, "MoE: no memory for %lld expert flags", (long long)m->n_expert);
-    double per = 0;
+    int64_t used = 0;
     for (int64_t r = 0; r < t * top_k; r++) {
         int32_t e = ids[r];
         if (seen[e]) continue;
         seen[e] = 1;
-        per += (double)(m->gate[e]->row_bytes + m->up[e]->row_bytes) * (double)m->inter +
-               (double)m->down[e]->row_bytes * (double)m->h;
+        used++;
     }
     bp_free(seen);
-    c->bytes = per + 8.0 * (double)(t * m->h);
-    c->flops = 6.0 * (double)(t * top_k) * (double)m->h * (double)m->inter;
+    if (used < 1) used = 1;
+    c->shape = (bp_op_shape){3 * m->inter * used, m->h, (t * top_k + used - 1) / used};
     return BP_OK;
 }
 
@@ -307,13 +306,10 @@ const char *bp_conv_moe_cpu_label(bp_op op, bp_kind k, char *buf, size_t len) {
         snprintf(buf, len, "CPU %s, blockwise: normalized rows gathered into tiles, one CPU GEMM per tile", bp_op_name(op));
         return buf;
     }
-    int i = bp_moe_offload() ? bp_seam_route(k) : -1;
     if (!bp_moe_offload())
         snprintf(buf, len, "CPU MoE grouped by expert, expert matmuls on the CPU kernels (MoE offload off)");
-    else if (i >= 0)
-        snprintf(buf, len, "CPU MoE grouped by expert, expert matmuls through the weight seam: %s %s matvec/gemm",
-                 bp_seam_slot_at(i)->caps->display_name, kn);
     else
-        snprintf(buf, len, "CPU MoE grouped by expert, expert matmuls on the CPU kernels");
+        snprintf(buf, len, "CPU MoE grouped by expert, %s expert matmuls through the seam's gemm (routed per expert "
+                 "shape; the run's record names what ran)", kn);
     return buf;
 }

@@ -35,14 +35,18 @@ static bp_status gemm(bp_weight *w, bp_moe_matmul how, const float *x, int64_t n
 /* Whether expert e's gate and up run on the CPU kernels here (offload off, or no backend in the
  * seam takes their kinds): then they go to the CPU as jobs sharing one input (one quantization
  * of it, one pool submission for both), else each through bp_gemm to the backend. */
-static bool cpu_gate_up(const bp_moe *m, bp_moe_matmul how, int64_t e) {
-    return how == BP_MOE_MATMUL_CPU || (bp_seam_route(m->gate[e]->kind) < 0 && bp_seam_route(m->up[e]->kind) < 0);
+static bool cpu_gate_up(const bp_moe *m, bp_moe_matmul how, int64_t e, int64_t n) {
+    if (how == BP_MOE_MATMUL_CPU) return true;
+    const bp_weight *g = m->gate[e], *u = m->up[e];
+    const bp_op_shape sg = {g->rows, g->cols, n}, su = {u->rows, u->cols, n};
+    return bp_seam_route(BP_OP_GEMM, g->kind, g->kind, &sg, NULL, NULL, 0) < 0 &&
+           bp_seam_route(BP_OP_GEMM, u->kind, u->kind, &su, NULL, NULL, 0) < 0;
 }
 
 /* G = X gate_e^T, U = X up_e^T for n rows of X. */
 static bp_status gate_up(bp_moe *m, bp_moe_matmul how, int64_t e, const float *X, int64_t n, float *G, float *U,
                          char *label, size_t label_len) {
-    if (cpu_gate_up(m, how, e)) {
+    if (cpu_gate_up(m, how, e, n)) {
         bp_matmul_job jobs[2] = {{m->gate[e], G}, {m->up[e], U}};
         return bp_cpu_jobs(X, n, jobs, 2, label, label_len);
     }
@@ -99,7 +103,7 @@ bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, in
     bp_status s = BP_OK;
     if (t == 1 && top_k <= 64) {
         bool all_cpu = true;
-        for (int64_t j = 0; j < top_k; j++) all_cpu &= cpu_gate_up(m, how, ids[j]);
+        for (int64_t j = 0; j < top_k; j++) all_cpu &= cpu_gate_up(m, how, ids[j], 1);
         if (all_cpu) {
             int64_t used = 0;
             float *buf = bp_aligned_alloc(64, sizeof(float) * (size_t)(top_k * (h + 3 * inter)));

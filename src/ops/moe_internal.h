@@ -3,7 +3,7 @@
 #ifndef BP_OPS_MOE_INTERNAL_H
 #define BP_OPS_MOE_INTERNAL_H
 
-#include "ops/op_call.h"
+#include "backend/op_call.h"
 #include "seam/seam.h"
 
 struct bp_moe {
@@ -12,7 +12,7 @@ struct bp_moe {
      * layout the first and second half of one buffer), down ([h][inter]). Each is a bp_weight,
      * so every backend caches its own copy or repacked layout inside it, as for any matmul. */
     bp_weight **gate, **up, **down;
-    char last_path[160];
+    char last_path[600];
 };
 
 /* Record what ran the last call on m (read back by bp_moe_last_path), under a lock: several

@@ -75,8 +75,7 @@ bp_status bp_norm(const bp_norm_desc *d, const float *x, int64_t t, float *y) {
         return bp_fail(BP_E_SHAPE, "%s: [%lld][%lld] overflows", nm, (long long)t, (long long)d->n);
     bp_op_call c = {.op = BP_OP_NORM, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
     c.u.norm.d = d, c.u.norm.x = x, c.u.norm.t = t, c.u.norm.y = y;
-    c.bytes = 8.0 * (double)t * (double)d->n;
-    c.flops = (d->type == BP_NORM_RMS ? 4.0 : 7.0) * (double)t * (double)d->n;
+    c.shape = (bp_op_shape){1, d->n, t};
     return bp_op_run(&c);
 }
 

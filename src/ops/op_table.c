@@ -1,112 +1,28 @@
-/* ops.def and kv_kinds.def expanded: names, domains, the run path every op takes (seam walk,
- * stats, last path), and the per-op switch to the CPU implementation and the reference. */
+/* The op layer's side of the seam: every op call goes through the one walk (bp_seam_run) with
+ * the CPU's implementation last, and the reference of every op (the oracle tests compare with). */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "kinds_internal.h"
 #include "ops/conv2d_internal.h"
 #include "ops/moe_internal.h"
 #include "ops/ops_internal.h"
-#include "seam/op_dispatch.h"
-
-static const char *const names[BP_OP_COUNT] = {
-#define BP_OP(ENUM, name, domain, doc) #name,
-#include "ops/ops.def"
-#undef BP_OP
-};
-
-static const bp_op_domain domains[BP_OP_COUNT] = {
-#define BP_OP(ENUM, name, domain, doc) BP_OP_DOMAIN_##domain,
-#include "ops/ops.def"
-#undef BP_OP
-};
-
-int bp_op_count(void) { return BP_OP_COUNT; }
-const char *bp_op_name(int op) { return (unsigned)op < BP_OP_COUNT ? names[op] : NULL; }
-bp_op_domain bp_op_domain_of(bp_op op) { return (unsigned)op < BP_OP_COUNT ? domains[op] : BP_OP_DOMAIN_F32; }
-
-bool bp_kv_kind_in_table(bp_kind k) {
-    switch (k) {
-#define BP_KV_KIND(NAME) case BP_KIND_##NAME:
-#include "ops/kv_kinds.def"
-#undef BP_KV_KIND
-        return true;
-    default: return false;
-    }
-}
 
 bool bp_kv_kind_supported(bp_kind k) { return bp_kv_kind_in_table(k); }
 
-bool bp_op_kind_in_domain(bp_op op, bp_kind k) {
-    if ((unsigned)op >= BP_OP_COUNT) return false;
-    switch (domains[op]) {
-    case BP_OP_DOMAIN_W: {
-        const bp_kind_traits *kt = bp_kind_traits_of(k);
-        return kt && kt->info.role == BP_ROLE_W;
-    }
-    case BP_OP_DOMAIN_KV: return bp_kv_kind_in_table(k);
-    case BP_OP_DOMAIN_F32: return k == BP_KIND_F32;
-    }
-    return false;
-}
+bp_status bp_op_run(bp_op_call *c) { return bp_seam_run(c, bp_op_cpu, NULL); }
 
-/* ---- last path, per thread ------------------------------------------------------------------ */
-
-static _Thread_local char last_path[BP_OP_COUNT][160];
-
-const char *bp_op_last_path(const char *op) {
-    for (int i = 0; op && i < BP_OP_COUNT; i++)
-        if (!strcmp(op, names[i])) return last_path[i];
-    return "";
-}
-
-bp_status bp_op_run(bp_op_call *c) {
-    double t0 = bp_ops_now();
-    const char *on = "cpu";
-    char path[sizeof last_path[0]];
-    bp_status s = c->cpu_only ? bp_op_cpu(c, path, sizeof path) : bp_seam_op_run(c, bp_op_cpu, path, sizeof path, &on);
-    if (s) return s;
-    bp_stats_add(c->op, on, bp_ops_now() - t0, c->bytes, c->flops);
-    memcpy(last_path[c->op], path, sizeof path);
-    return BP_OK;
-}
-
-/* One backend only (bp_conv2d_on, bp_moe_run_on; `verify`): "cpu" runs the CPU's op without the
- * walk; a backends.def name (or a test's mock) must be compiled, enabled and claim the call's
- * kinds, and a launch error is returned, never covered by another backend. */
-bp_status bp_op_run_on(bp_op_call *c, const char *backend) {
-    if (!backend) return bp_op_run(c);
-    if (!strcmp(backend, "cpu")) {
-        bool was = c->cpu_only;
-        c->cpu_only = true;
-        bp_status s = bp_op_run(c);
-        c->cpu_only = was;
-        return s;
-    }
-    const char *op = names[c->op];
-    int i = bp_seam_slot_find(backend);
-    if (i < 0) return bp_fail(BP_E_NOT_FOUND, "%s: no backend called '%s'", op, backend);
-    const bp_seam_slot *sl = bp_seam_slot_at(i);
-    const char *why = NULL;
-    if (!sl->dispatch) return bp_fail(BP_E_UNSUPPORTED, "%s: %s is not built into this binary", op, backend);
-    if (!bp_seam_slot_enabled(i, &why)) return bp_fail(BP_E_UNSUPPORTED, "%s: %s is disabled: %s", op, backend, why);
-    const char *kn = bp_seam_op_kernel(sl->caps, c->op, c->kind);
-    if (!kn || !sl->dispatch->op_launch || (c->kind2 != c->kind && !bp_seam_op_kernel(sl->caps, c->op, c->kind2)))
-        return bp_fail(BP_E_UNSUPPORTED, "%s has no %s kernel for these kinds", backend, op);
-    char err[200] = "";
-    double t0 = bp_ops_now();
-    bp_launch r = sl->dispatch->op_launch(c, err, sizeof err);
-    if (r == BP_LAUNCH_NO_KERNEL) return bp_fail(BP_E_UNSUPPORTED, "%s declined the %s call", backend, kn);
-    if (r != BP_LAUNCH_OK) /* an error, or the device lost */
-        return bp_fail(BP_E_DEVICE, "%s %s failed: %s", backend, kn, err[0] ? err : "unspecified error");
-    bp_stats_add(c->op, sl->caps->name, bp_ops_now() - t0, c->bytes, c->flops);
-    snprintf(last_path[c->op], sizeof last_path[c->op], "%s %s", sl->caps->display_name, kn);
-    return BP_OK;
-}
+/* One backend only (bp_conv2d_on, bp_moe_run_on; `verify`). */
+bp_status bp_op_run_on(bp_op_call *c, const char *backend) { return bp_seam_run_on(c, backend, bp_op_cpu, NULL); }
 
 bp_status bp_op_reference(const bp_op_call *c) {
     switch (c->op) {
+    case BP_OP_MATVEC:
+    case BP_OP_GEMM: {
+        const bp_weight *w = c->u.mm.w;
+        return bp_ref_gemm(w->kind, w->data, w->row_bytes * (size_t)w->rows, w->rows, w->cols, c->u.mm.x, c->u.mm.t,
+                           c->u.mm.y);
+    }
     case BP_OP_JOBS:
         for (int i = 0; i < c->u.jobs.n_jobs; i++) {
             const bp_weight *w = c->u.jobs.jobs[i].w;

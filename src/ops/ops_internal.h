@@ -4,14 +4,14 @@
 #ifndef BP_OPS_INTERNAL_H
 #define BP_OPS_INTERNAL_H
 
-#include "ops/op_call.h"
+#include "seam/seam_internal.h"
 
-/* Validate nothing (the public entry points did), run c through the seam (claimed backends,
- * then the CPU), record stats and the last path. */
+/* Validate nothing (the public entry points did), run c through the seam's one walk
+ * (bp_seam_run: claimed backends, then the CPU's bp_op_cpu), which records what ran. */
 bp_status bp_op_run(bp_op_call *c);
-/* c on one backend only: "cpu" (no walk), or a seam slot's name; NULL is bp_op_run. A backend
- * that is missing, disabled or does not claim the call is an error; a launch error is returned
- * (BP_E_DEVICE), never covered by another backend. */
+/* c on one backend only (bp_seam_run_on): "cpu" (no walk), or a seam slot's name; NULL is
+ * bp_op_run. A backend that is missing, disabled or does not claim the call is an error; a
+ * launch error is returned (BP_E_DEVICE), never covered by another backend. */
 bp_status bp_op_run_on(bp_op_call *c, const char *backend);
 /* The CPU's implementation of every op: a fast path when there is one, else the reference. */
 bp_status bp_op_cpu(const bp_op_call *c, char *label, size_t label_len);
@@ -55,15 +55,11 @@ bp_status bp_attention_cpu(const bp_op_call *c, char *label, size_t label_len);
 /* Norm, RoPE, activations, softmax (ops_cpu_rows.c). */
 bp_status bp_ops_cpu_rows(const bp_op_call *c, char *label, size_t label_len);
 
-/* What a call of op on kind k runs here (op_route.c): "MockOps attention Q8_0", "CPU avx512
- * attention (...)". Writes buf, returns it. */
-const char *bp_op_route_label(bp_op op, bp_kind k, char *buf, size_t len);
+/* What a call of op on kind k at shape s runs here (op_route.c): "Mock attention Q8_0", "CPU
+ * avx512 attention (...)". Writes buf, returns it; *rec (may be NULL) gets the route's record. */
+const char *bp_op_route_label(bp_op op, bp_kind k, const bp_op_shape *s, char *buf, size_t len, bp_run_record *rec);
 /* The CPU's route label for conv2d* and moe (src/ops/moe.c): MoE names where its expert matmuls
  * go (the weight seam's choice with offload on, the CPU kernels off). */
 const char *bp_conv_moe_cpu_label(bp_op op, bp_kind k, char *buf, size_t len);
-
-/* ---- stats (src/ops/op_stats.c) ------------------------------------------------------------- */
-void bp_stats_add(bp_op op, const char *backend, double seconds, double bytes, double flops);
-double bp_ops_now(void); /* monotonic seconds */
 
 #endif

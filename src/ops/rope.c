@@ -44,8 +44,6 @@ bp_status bp_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *pos
                                          (int)d->n_heads, (int)d->head_dim);
     bp_op_call c = {.op = BP_OP_ROPE, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
     c.u.rope.d = d, c.u.rope.x = x, c.u.rope.t = t, c.u.rope.positions = positions;
-    double n = (double)t * d->n_heads * d->head_dim;
-    c.bytes = 8.0 * n + 4.0 * (double)t;
-    c.flops = 6.0 * (double)t * d->n_heads * (d->n_rot / 2);
+    c.shape = (bp_op_shape){1, (int64_t)d->n_heads * d->head_dim, t};
     return bp_op_run(&c);
 }

@@ -43,7 +43,6 @@ bp_status bp_softmax(const float *x, int64_t t, int64_t n, float scale, float so
     bp_op_call c = {.op = BP_OP_SOFTMAX, .kind = BP_KIND_F32, .kind2 = BP_KIND_F32};
     c.u.softmax.x = x, c.u.softmax.t = t, c.u.softmax.n = n, c.u.softmax.scale = scale;
     c.u.softmax.softcap = softcap, c.u.softmax.mask = mask, c.u.softmax.y = y;
-    c.bytes = (mask ? 12.0 : 8.0) * (double)t * (double)n;
-    c.flops = 6.0 * (double)t * (double)n;
+    c.shape = (bp_op_shape){1, n, t};
     return bp_op_run(&c);
 }

@@ -11,31 +11,40 @@
 
 /* Ungated: every row's capabilities, on every build. */
 static const bp_backend_caps *const all_caps[] = {
-#define BP_BACKEND(ENUM, name, display) &bp_caps_##name,
-#include "seam/backends.def"
+#define BP_BACKEND(ENUM, name, display, ...) &bp_caps_##name,
+#include "backend/backends.def"
 #undef BP_BACKEND
 };
 
 /* Gated: a row's dispatch table, or NULL when the backend is not compiled in. */
 static const bp_backend_dispatch *const all_dispatch[] = {
-#define BP_BACKEND(ENUM, name, display) BP_DISPATCH_OF(ENUM, name),
-#include "seam/backends.def"
+#define BP_BACKEND(ENUM, name, display, ...) BP_DISPATCH_OF(ENUM, name),
+#include "backend/backends.def"
 #undef BP_BACKEND
 };
 
 static const char *const names[] = {
-#define BP_BACKEND(ENUM, name, display) #name,
-#include "seam/backends.def"
+#define BP_BACKEND(ENUM, name, display, ...) #name,
+#include "backend/backends.def"
 #undef BP_BACKEND
     "cpu",
 };
 
 static const char *const displays[] = {
-#define BP_BACKEND(ENUM, name, display) display,
-#include "seam/backends.def"
+#define BP_BACKEND(ENUM, name, display, ...) display,
+#include "backend/backends.def"
 #undef BP_BACKEND
     "CPU",
 };
+
+/* "cuda, metal, vulkan, opencl, cpu", for errors that list the names. */
+static const char names_list[] =
+#define BP_BACKEND(ENUM, name, display, ...) #name ", "
+#include "backend/backends.def"
+#undef BP_BACKEND
+    "cpu";
+
+const char *bp_backend_names_list(void) { return names_list; }
 
 _Static_assert(sizeof all_caps / sizeof all_caps[0] == BP_BACKEND_CPU, "one caps row per enum value");
 _Static_assert(sizeof names / sizeof names[0] == BP_BACKEND_COUNT, "one name per enum value");
@@ -106,7 +115,7 @@ bp_status bp_backend_by_name(const char *name, bp_backend_id *id) {
             *id = (bp_backend_id)i;
             return BP_OK;
         }
-    return bp_fail(BP_E_NOT_FOUND, "no backend called '%s' (cuda, metal, vulkan, opencl, cpu)", name);
+    return bp_fail(BP_E_NOT_FOUND, "no backend called '%s' (%s)", name, names_list);
 }
 
 /* ---- env grammar and the enable decision --------------------------------------------------- */
@@ -254,74 +263,40 @@ void bp_seam_slot_mark_lost(int i, const char *cause) {
     pthread_mutex_unlock(&decide_lock);
 }
 
-static bool min_work_ok(long long min_work, int64_t rows, int64_t cols, int64_t t) {
-    /* double: the product of three int64 can overflow; the threshold is coarse anyway. */
-    return (double)rows * (double)cols * (double)t >= (double)min_work;
-}
+/* ---- the claim <=> launch guard ------------------------------------------------------------ */
 
-bool bp_seam_slot_wants_kind(int i, bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len) {
-    char scratch[256];
-    if (!why || !why_len) why = scratch, why_len = sizeof scratch;
-    why[0] = '\0';
-    bp_seam_slot *s = bp_seam_slot_at(i);
-    if (!s || !s->dispatch) return false;
-    if (t < 1) t = 1;
-    if (s->min_work >= 0) {
-        if (min_work_ok(s->min_work, rows, cols, t)) return true;
-        snprintf(why, why_len, "%s_MIN_WORK=%lld: %lld x %lld x %lld is below it", s->env_name, s->min_work,
-                 (long long)rows, (long long)cols, (long long)t);
-        return false;
-    }
-    const bp_device_desc *d = bp_seam_slot_desc(i);
-    /* Forced on although it is a CPU implementation: the user asked to run there (it can never
-     * beat the native CPU backend, so a cost comparison would decline every shape). */
-    if (d && d->cls == BP_DEVICE_CPU_IMPL) return true;
-    if (d && (d->cost.mem_gbps > 0 || d->cost.gflops > 0)) {
-        bp_cost_model cpu;
-        bp_cost_cpu(&cpu);
-        /* Without a GEMM for the kind a prefill is t matvecs: t calls, t overheads. */
-        const bool per_position = t > 1 && !(s->caps->has_gemm(k) && s->dispatch->gemm);
-        double dev_us = per_position ? (double)t * bp_cost_us(&d->cost, k, rows, cols, 1) : bp_cost_us(&d->cost, k, rows, cols, t);
-        double cpu_us = bp_cost_us(&cpu, k, rows, cols, t);
-        if (dev_us < cpu_us) return true;
-        snprintf(why, why_len, "declines %lld x %lld x %lld: modelled %.3g us on the device vs %.3g us on the CPU",
-                 (long long)rows, (long long)cols, (long long)t, dev_us, cpu_us);
-        return false;
-    }
-    if (s->dispatch->wants && !s->dispatch->wants(rows, cols, t)) {
-        snprintf(why, why_len, "declines %lld x %lld x %lld (its own threshold)", (long long)rows, (long long)cols,
-                 (long long)t);
-        return false;
-    }
-    return true;
-}
-
-bool bp_seam_slot_wants(int i, int64_t n_out, int64_t n_in, int64_t t) {
-    return bp_seam_slot_wants_kind(i, BP_KIND_Q8_0, n_out, n_in, t, NULL, 0);
-}
-
-/* ---- the claim <=> launch rule ------------------------------------------------------------- */
-
-int bp_seam_check_claims(const bp_backend_caps *caps, const bp_backend_dispatch *d, bp_kind *bad, int max_bad,
-                         FILE *report) {
+int bp_seam_check_claims(const bp_backend_caps *caps, const bp_backend_dispatch *d, bp_op *bad_op, bp_kind *bad_kind,
+                         int max_bad, FILE *report) {
     int nbad = 0;
-    for (int i = 0; i < bp_kind_table_size(); i++) {
-        const bp_kind_info *ki = bp_kind_at(i);
-        const char *kn = caps->matvec_kernel(ki->kind);
-        bool gemm = caps->has_gemm(ki->kind);
-        const char *why = NULL;
-        if (d && !!kn != d->has_launch(ki->kind))
-            why = kn ? "claims a matvec but has_launch is false" : "has a launch but claims no matvec";
-        else if (kn && strcmp(kn, ki->name))
-            why = "claims a matvec kernel whose name is not the kind's name";
-        else if (gemm && !kn)
-            why = "claims a GEMM without a matvec";
-        else if (gemm && d && !d->gemm)
-            why = "claims a GEMM but its dispatch table has no gemm entry";
-        if (!why) continue;
-        if (report) fprintf(report, "%s: %s %s%s%s%s\n", caps->name, ki->name, why, kn ? " (\"" : "", kn ? kn : "", kn ? "\")" : "");
-        if (nbad < max_bad && bad) bad[nbad] = ki->kind;
-        nbad++;
+    for (int op = 0; op < BP_OP_COUNT; op++) {
+        for (int i = 0; i < bp_kind_table_size(); i++) {
+            const bp_kind_info *ki = bp_kind_at(i);
+            const char *kn = caps->kernel ? caps->kernel((bp_op)op, ki->kind) : NULL;
+            const bool launch = d && d->has_launch && d->has_launch((bp_op)op, ki->kind);
+            char want[64];
+            bp_claim_name((bp_op)op, ki->kind, want, sizeof want);
+            const char *why = NULL;
+            if (d && !!kn != launch)
+                why = kn ? "claimed but has_launch is false" : "launchable but not claimed";
+            else if (kn && !bp_op_kind_in_domain((bp_op)op, ki->kind))
+                why = "claimed for a kind outside the op's domain (ops.def)";
+            else if (kn && strcmp(kn, want))
+                why = op <= BP_OP_GEMM ? "claimed with a kernel name that is not the kind's name"
+                                       : "claimed with a kernel name that is not \"<op> <KIND>\"";
+            else if (kn && op == BP_OP_GEMM && !caps->kernel(BP_OP_MATVEC, ki->kind))
+                why = "claims a gemm without a matvec";
+            else if (kn && d && !d->launch)
+                why = "claimed but the dispatch table has no launch entry";
+            if (!why) continue;
+            if (report)
+                fprintf(report, "%s: %s %s %s%s%s%s\n", caps->name, bp_op_name_of((bp_op)op), ki->name, why,
+                        kn ? " (\"" : "", kn ? kn : "", kn ? "\")" : "");
+            if (nbad < max_bad) {
+                if (bad_op) bad_op[nbad] = (bp_op)op;
+                if (bad_kind) bad_kind[nbad] = ki->kind;
+            }
+            nbad++;
+        }
     }
     return nbad;
 }

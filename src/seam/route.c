@@ -1,12 +1,13 @@
-/* Routes (issue 17): the one rule that decides where an op runs, shared by the dispatch walk
- * (dispatch.c), `backplane probe --rows/--cols/--batch` and the public bp_route(), so a report
- * can never name a backend the op will not run on. Plus the process-wide backend preference
- * (bp_set_backend_preference, BACKPLANE_BACKEND) and the public backend list.
+/* Routes: THE rule that decides where a call runs, for every op of the op table, shared by the
+ * walk (walk.c), `backplane probe`, the public bp_route()/bp_route_op() and the op layer's jobs
+ * split, so a report can never name a backend the call will not run on. Plus the process-wide
+ * backend preference (bp_set_backend_preference, BACKPLANE_BACKEND) and the public backend list.
  *
- * For one op of kind k on a rows x cols weight with batch t, a slot takes it when it is
- * compiled in, claims k, is enabled (env, else probe; a CPU implementation only when forced),
- * and wants the shape (BACKPLANE_<B>_MIN_WORK, else the cost model of src/seam/cost.c). Slots
- * are asked in bp_seam_order(): the preferred backend first, then the table's order. */
+ * A slot takes a call when it is compiled in, claims every kind the call carries, is enabled
+ * (env, else probe; a CPU implementation only when forced), and wants its shape
+ * (BACKPLANE_<B>_MIN_WORK, else the cost model of src/backend/cost.c, else the backend's own
+ * wants), the backend forced by the preference taking every shape. Slots are asked in
+ * bp_seam_order(): the preferred backend first, then the table's order. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -49,8 +50,8 @@ static void read_env_locked(void) {
     const char *v = getenv("BACKPLANE_BACKEND");
     if (!v || !*v) return;
     if (strcmp(v, "cpu") && bp_seam_slot_find(v) < 0) {
-        bp_seam_logf("[BACKPLANE_BACKEND=%s: no such backend (cuda, metal, vulkan, opencl, cpu); using the default "
-                     "order]\n", v);
+        bp_seam_logf("[BACKPLANE_BACKEND=%s: no such backend (%s); using the default order]\n", v,
+                     bp_backend_names_list());
         return;
     }
     snprintf(pref_name, sizeof pref_name, "%s", v);
@@ -66,8 +67,8 @@ bp_status bp_set_backend_preference(const char *name, bp_backend_pref mode) {
     pthread_mutex_unlock(&pref_lock);
     int i = name ? bp_seam_slot_find(name) : -1;
     if (name && strcmp(name, "cpu") && i < 0)
-        return bp_fail(BP_E_NOT_FOUND, "bp_set_backend_preference: no backend called '%s' (cuda, metal, vulkan, opencl, cpu)",
-                       name);
+        return bp_fail(BP_E_NOT_FOUND, "bp_set_backend_preference: no backend called '%s' (%s)", name,
+                       bp_backend_names_list());
     if (i >= 0 && mode == BP_FORCE) {
         const char *reason = "";
         if (!bp_seam_slot_at(i)->dispatch)
@@ -138,16 +139,74 @@ static void put(char *why, size_t len, const char *fmt, ...) {
     va_end(ap);
 }
 
-bp_seam_take bp_seam_slot_takes(int i, bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len) {
+static const char *kind_name(bp_kind k) {
+    const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
+    return ki ? ki->name : "?";
+}
+
+static bool claims(const bp_seam_slot *s, bp_op op, bp_kind k) {
+    return s->caps->kernel && s->caps->kernel(op, k);
+}
+
+bool bp_seam_slot_per_position(int i, bp_kind k) {
+    const bp_seam_slot *s = bp_seam_slot_at(i);
+    return s && !claims(s, BP_OP_GEMM, k) && claims(s, BP_OP_MATVEC, k);
+}
+
+/* Does slot i want one part of kind k at shape sh? (MIN_WORK, a forced CPU implementation,
+ * the cost model, the backend's wants; see bp_seam_takes_shape.) */
+static bool wants(int i, bp_op op, bp_kind k, const bp_op_shape *sh, char *why, size_t why_len) {
+    const bp_seam_slot *s = bp_seam_slot_at(i);
+    bp_op_shape one = *sh;
+    if (one.t < 1) one.t = 1;
+    const bp_op_work w = bp_op_work_of(op, k, &one);
+    if (s->min_work >= 0) {
+        if (w.units >= (double)s->min_work) return true;
+        put(why, why_len, "%s_MIN_WORK=%lld: %lld x %lld x %lld is below it", s->env_name, s->min_work,
+            (long long)one.rows, (long long)one.cols, (long long)one.t);
+        return false;
+    }
+    const bp_device_desc *d = bp_seam_slot_desc(i);
+    /* Forced on although it is a CPU implementation: the user asked to run there (it can never
+     * beat the native CPU backend, so a cost comparison would decline every shape). */
+    if (d && d->cls == BP_DEVICE_CPU_IMPL) return true;
+    if (d && (d->cost.mem_gbps > 0 || d->cost.gflops > 0)) {
+        bp_cost_model cpu;
+        bp_cost_cpu(&cpu);
+        /* Without a gemm for the kind a prefill is t matvecs: t calls, t overheads. */
+        double dev_us;
+        if (op == BP_OP_GEMM && one.t > 1 && bp_seam_slot_per_position(i, k)) {
+            bp_op_shape m1 = {one.rows, one.cols, 1};
+            const bp_op_work w1 = bp_op_work_of(BP_OP_MATVEC, k, &m1);
+            dev_us = (double)one.t * bp_cost_us(&d->cost, &w1);
+        } else
+            dev_us = bp_cost_us(&d->cost, &w);
+        const double cpu_us = bp_cost_us(&cpu, &w);
+        if (dev_us < cpu_us) return true;
+        put(why, why_len, "declines %lld x %lld x %lld: modelled %.3g us on the device vs %.3g us on the CPU",
+            (long long)one.rows, (long long)one.cols, (long long)one.t, dev_us, cpu_us);
+        return false;
+    }
+    if (s->dispatch->wants && !s->dispatch->wants(op, k, &one)) {
+        put(why, why_len, "declines %lld x %lld x %lld (its own threshold)", (long long)one.rows, (long long)one.cols,
+            (long long)one.t);
+        return false;
+    }
+    return true;
+}
+
+bp_seam_take bp_seam_takes_shape(int i, bp_op op, const bp_kind *kinds, const bp_op_shape *shapes, int n, bp_kind k2,
+                                 char *why, size_t why_len) {
     const bp_seam_slot *s = bp_seam_slot_at(i);
     put(why, why_len, "%s", "");
     if (!s || !s->dispatch) {
         put(why, why_len, "not compiled into this binary");
         return BP_TAKE_NOT_COMPILED;
     }
-    if (!s->caps->matvec_kernel(k)) {
-        const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
-        put(why, why_len, "no %s kernel", ki ? ki->name : "?");
+    for (int j = 0; j <= n; j++) {
+        const bp_kind k = j < n ? kinds[j] : k2;
+        if (claims(s, op, k) || (op == BP_OP_GEMM && claims(s, BP_OP_MATVEC, k))) continue;
+        put(why, why_len, "no %s %s kernel", bp_op_name_of(op), kind_name(k));
         return BP_TAKE_NO_CLAIM;
     }
     const char *reason = "";
@@ -157,9 +216,10 @@ bp_seam_take bp_seam_slot_takes(int i, bp_kind k, int64_t rows, int64_t cols, in
         put(why, why_len, "disabled: %s", reason);
         return BP_TAKE_DISABLED;
     }
-    /* A forced preference runs every op of a claimed kind there: no threshold. */
-    if (!(forced_slot(i) && !lost) && !bp_seam_slot_wants_kind(i, k, rows, cols, t ? t : 1, why, why_len))
-        return BP_TAKE_DECLINED;
+    /* A forced preference runs every call it claims there: no threshold. */
+    if (!(forced_slot(i) && !lost))
+        for (int j = 0; j < n; j++)
+            if (!wants(i, op, kinds[j], &shapes[j], why, why_len)) return BP_TAKE_DECLINED;
     if (lost) {
         put(why, why_len, "%s", reason);
         return BP_TAKE_LOST;
@@ -167,22 +227,58 @@ bp_seam_take bp_seam_slot_takes(int i, bp_kind k, int64_t rows, int64_t cols, in
     return BP_TAKE_YES;
 }
 
-int bp_seam_route_shape(bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len) {
+bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len) {
+    enum { CHUNK = 16 };
+    const int n = bp_op_call_parts(c);
+    bp_kind kinds[CHUNK];
+    bp_op_shape shapes[CHUNK];
+    bp_kind k2 = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE ? c->kind2 : BP_KIND_F32;
+    bp_seam_take take = BP_TAKE_YES;
+    /* Parts in chunks: every part must be taken, the first refusal is the answer. */
+    for (int j0 = 0; j0 < n && take == BP_TAKE_YES; j0 += CHUNK) {
+        int m = n - j0 < CHUNK ? n - j0 : CHUNK;
+        for (int j = 0; j < m; j++) {
+            kinds[j] = c->op == BP_OP_JOBS ? c->u.jobs.jobs[j0 + j].w->kind
+                     : c->op <= BP_OP_GEMM ? c->u.mm.w->kind : c->kind;
+            shapes[j] = bp_op_call_shape(c, j0 + j);
+        }
+        take = bp_seam_takes_shape(i, c->op, kinds, shapes, m,
+                                   c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE ? k2 : kinds[0], why, why_len);
+    }
+    return take;
+}
+
+int bp_seam_route(bp_op op, bp_kind k, bp_kind k2, const bp_op_shape *s, bp_run_record *pred, char *why,
+                  size_t why_len) {
     int order[BP_BACKEND_COUNT + 1];
     int n = bp_seam_order(order, BP_BACKEND_COUNT + 1);
     size_t used = 0;
     if (why && why_len) why[0] = '\0';
-    for (int j = 0; j < n; j++) {
+    int hit = -1;
+    for (int j = 0; j < n && hit < 0; j++) {
         char one[400];
-        bp_seam_take tk = bp_seam_slot_takes(order[j], k, rows, cols, t, one, sizeof one);
-        if (tk == BP_TAKE_YES) return order[j];
+        bp_seam_take tk = bp_seam_takes_shape(order[j], op, &k, s, 1, k2, one, sizeof one);
+        if (tk == BP_TAKE_YES) {
+            hit = order[j];
+            break;
+        }
         if (why && used + 1 < why_len) {
             int m = snprintf(why + used, why_len - used, "%s%s: %s", used ? "; " : "", bp_seam_slot_at(order[j])->caps->name,
                              one);
             used = m < 0 ? used : used + (size_t)m < why_len ? used + (size_t)m : why_len - 1;
         }
     }
-    return -1;
+    if (pred) {
+        /* A stand-in call carrying only what a record reads: op, kinds, shape. */
+        bp_weight w = {.kind = k, .rows = s->rows, .cols = s->cols};
+        bp_matmul_job job = {&w, NULL};
+        bp_op_call c = {.op = op, .kind = k, .kind2 = k2, .shape = *s};
+        if (op <= BP_OP_GEMM) c.u.mm.w = &w, c.u.mm.t = s->t;
+        if (op == BP_OP_JOBS) c.u.jobs.jobs = &job, c.u.jobs.n_jobs = 1, c.u.jobs.t = s->t;
+        const bool mm = op <= BP_OP_JOBS;
+        bp_seam_record_fill(pred, &c, hit, hit < 0 && mm ? bp_cpu_kernel_name(k, s->t < 1 ? 1 : s->t) : "");
+    }
+    return hit;
 }
 
 /* ---- public queries ---------------------------------------------------------------------- */
@@ -223,24 +319,14 @@ bp_status bp_route(bp_kind k, int64_t rows, int64_t cols, int64_t batch, bp_rout
     if (rows <= 0 || cols <= 0 || batch <= 0)
         return bp_fail(BP_E_SHAPE, "bp_route: %lld x %lld, batch %lld: all must be positive", (long long)rows,
                        (long long)cols, (long long)batch);
-    const int64_t t = batch == 1 ? 0 : batch;
-    int i = bp_seam_route_shape(k, rows, cols, t, out->why, sizeof out->why);
-    if (i < 0) {
-        snprintf(out->backend, sizeof out->backend, "cpu");
-        snprintf(out->display, sizeof out->display, "CPU");
-        snprintf(out->path, sizeof out->path, "%s", bp_cpu_kernel_name(k, batch));
-        return BP_OK;
-    }
-    const bp_seam_slot *s = bp_seam_slot_at(i);
-    snprintf(out->backend, sizeof out->backend, "%s", s->caps->name);
-    snprintf(out->display, sizeof out->display, "%s", s->caps->display_name);
-    const char *kn = s->caps->matvec_kernel(k);
-    if (!t) snprintf(out->path, sizeof out->path, "%s %s matvec", s->caps->display_name, kn);
-    else if (s->caps->has_gemm(k) && s->dispatch->gemm)
-        snprintf(out->path, sizeof out->path, "%s %s gemm", s->caps->display_name, kn);
-    else {
-        out->per_position = true;
-        snprintf(out->path, sizeof out->path, "%s", s->caps->prefill_fallback_name);
-    }
+    /* A batch of one is bp_matvec's call, more bp_gemm's (and a decode step's jobs). */
+    const bp_op op = batch == 1 ? BP_OP_MATVEC : BP_OP_GEMM;
+    const bp_op_shape sh = {rows, cols, batch};
+    bp_run_record r;
+    bp_seam_route(op, k, k, &sh, &r, out->why, sizeof out->why);
+    snprintf(out->backend, sizeof out->backend, "%s", r.backend);
+    snprintf(out->display, sizeof out->display, "%s", r.display);
+    bp_run_record_label(&r, out->path, sizeof out->path);
+    out->per_position = r.per_position;
     return BP_OK;
 }

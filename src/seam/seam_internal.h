@@ -1,6 +1,6 @@
-/* The seam's internals, for the CLI (probe, verify) and the tests: the dispatch order as slots,
- * the env grammar as a pure function, the claim <=> launch check, fallback statistics, and the
- * hooks that insert a mock backend into the order. */
+/* The seam's internals, for the op layer, the CLI (probe, verify) and the tests: the dispatch
+ * order as slots, the one rule, the one walk, the env grammar as a pure function, the claim <=>
+ * launch guard, fallback statistics, and the hooks that insert a mock backend into the order. */
 #ifndef BP_SEAM_INTERNAL_H
 #define BP_SEAM_INTERNAL_H
 
@@ -34,13 +34,6 @@ bp_seam_slot *bp_seam_slot_at(int i);
 int bp_seam_slot_find(const char *name);
 /* Compiled and enabled in this process (decided once per slot; reason may be NULL). */
 bool bp_seam_slot_enabled(int i, const char **reason);
-/* Would the slot take an op of kind k on a rows x cols weight with batch t (>= 1)? In order:
- * BACKPLANE_<ENUM>_MIN_WORK when set (rows*cols*t >= it); a forced CPU implementation takes
- * every shape; the device's cost model against the CPU's (src/seam/cost.c); dispatch->wants;
- * else yes. why (may be NULL) gets the sentence behind a no. */
-bool bp_seam_slot_wants_kind(int i, bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len);
-/* The same for callers without a weight kind (costed as 8 bits per weight). */
-bool bp_seam_slot_wants(int i, int64_t n_out, int64_t n_in, int64_t t);
 /* The slot's device description (describe() asked once; NULL when the backend has no
  * describe member or no device). */
 const bp_device_desc *bp_seam_slot_desc(int i);
@@ -48,17 +41,12 @@ const bp_device_desc *bp_seam_slot_desc(int i);
  * wins). */
 void bp_seam_slot_mark_lost(int i, const char *cause);
 
-/* The first slot a decode (prefill false) or prefill op of kind k goes to, ignoring shape
- * thresholds: compiled, enabled, claiming k. -1: the CPU. Kept for callers without a shape;
- * `backplane probe` and the walk use bp_seam_route_shape. */
-int bp_seam_route(bp_kind k);
-
-/* ---- routes (src/seam/route.c): the one rule the walk and `probe` share ------------------ */
-/* The slots an op may try, in order: the preferred backend first (bp_set_backend_preference,
+/* ---- the rule (src/seam/route.c): the one the walk, `probe`, bp_route and the model share -- */
+/* The slots a call may try, in order: the preferred backend first (bp_set_backend_preference,
  * BACKPLANE_BACKEND), then the rest of the table; none when the CPU is preferred; only the
  * forced one when one is forced. Returns the count written to order (at most max). */
 int bp_seam_order(int *order, int max);
-/* Why slot i does or does not take the op (t == 0: a matvec). */
+/* Why slot i does or does not take a call. */
 typedef enum bp_seam_take {
     BP_TAKE_YES = 0,
     BP_TAKE_NOT_COMPILED,
@@ -67,10 +55,28 @@ typedef enum bp_seam_take {
     BP_TAKE_DECLINED, /* wants / MIN_WORK / cost model */
     BP_TAKE_LOST,     /* disabled after a device loss: the walk counts a fallback */
 } bp_seam_take;
-bp_seam_take bp_seam_slot_takes(int i, bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len);
-/* The slot an op of kind k, rows x cols, batch t (0: matvec) goes to first; -1: the CPU. why
- * (may be NULL) collects one clause per slot passed over ("vulkan: disabled: ..."). */
-int bp_seam_route_shape(bp_kind k, int64_t rows, int64_t cols, int64_t t, char *why, size_t why_len);
+/* THE rule. Slot i takes a call of op whose parts (jobs: one per job; every other op: one) have
+ * kinds[j] and shapes[j], j < n, and which also carries kind k2 (attention's V kind, MoE's down
+ * kind; else kinds[0]) when it is compiled in, claims (op, k) for every kind (a gemm: or a
+ * matvec, run per position), is enabled (env, else probe; a CPU implementation only when
+ * forced), and -- unless it is the backend forced by bp_set_backend_preference -- wants every
+ * part's shape: BACKPLANE_<B>_MIN_WORK when set (rows x cols x t >= it), else a forced CPU
+ * implementation takes every shape, else the device's cost model against the CPU's
+ * (src/backend/cost.c), else dispatch->wants, else yes. A slot lost to a device error answers
+ * LOST where it would have taken the call. why (may be NULL) gets the sentence behind a no. */
+bp_seam_take bp_seam_takes_shape(int i, bp_op op, const bp_kind *kinds, const bp_op_shape *shapes, int n, bp_kind k2,
+                                 char *why, size_t why_len);
+/* The rule over a real call (its kinds and shapes from src/backend/op_table.c). */
+bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len);
+/* Whether slot i runs a gemm of k only as per-position matvecs (claims matvec, no gemm). */
+bool bp_seam_slot_per_position(int i, bp_kind k);
+/* The slot a call of op on kinds k (and k2: attention's V kind, MoE's down kind; = k otherwise)
+ * at shape s goes to first: -1 for the CPU. Fills pred (may be NULL) with what would run there:
+ * backend, kernel, per_position; for the CPU the backend, and the kernel for matvec, gemm and
+ * jobs (the op layer names its other CPU kernels). why (may be NULL) collects one clause per
+ * slot passed over ("vulkan: disabled: ..."). */
+int bp_seam_route(bp_op op, bp_kind k, bp_kind k2, const bp_op_shape *s, bp_run_record *pred, char *why,
+                  size_t why_len);
 /* Whether a forced preference is in effect (that backend then takes every shape). */
 bool bp_seam_pref_forced(void);
 /* Tests: forget the preference and read BACKPLANE_BACKEND again at the next op. */
@@ -78,18 +84,33 @@ void bp_seam_test_reset_preference(void);
 /* One line to the seam's log (bp_seam_set_log; stderr by default). */
 void bp_seam_logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- cost model (src/seam/cost.c) --------------------------------------------------------- */
-/* Modelled microseconds of one op (t >= 1) of kind k on a device with model m; the link term
- * only where m->link_gbps > 0. */
-double bp_cost_us(const bp_cost_model *m, bp_kind k, int64_t rows, int64_t cols, int64_t t);
-/* The CPU backend's own estimate: per-thread rates times bp_cpu_threads() (or the test
- * override). */
-void bp_cost_cpu(bp_cost_model *out);
-/* The default model for a backend's device ("vulkan", "opencl", "cuda") of class cls; integrated
- * (shares the host's memory) or not. Fills out; false when the table has no row. */
-bool bp_cost_default(const char *backend, bp_device_class cls, bool integrated, bp_cost_model *out);
-/* Tests: replace the CPU estimate (NULL restores it). */
-void bp_cost_test_set_cpu(const bp_cost_model *m);
+/* ---- the walk (src/seam/walk.c): one for every op ----------------------------------------- */
+/* The CPU's implementation of a call: runs c, writes the kernel that ran to kernel ("CPU avx2
+ * Q4_K", "CPU avx512 attention ..."). The seam's own for matvec/gemm; the op layer's for the
+ * rest. */
+typedef bp_status (*bp_seam_cpu_fn)(const bp_op_call *c, char *kernel, size_t kernel_len);
+/* Run c: each slot of bp_seam_order() that bp_seam_takes it, until one launches it; the CPU
+ * last (cpu). A launch error is logged once per cause, counted, names what ran instead, and in
+ * strict mode is the call's error (BP_E_FALLBACK) with nothing run in its place; a lost device
+ * disables its slot. c->cpu_only runs the CPU alone. On success the record of what ran is
+ * written where readers find it -- the weights' (matvec, gemm, each job), this thread's last
+ * record of the op, the tally -- and to rec (may be NULL). */
+bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *rec);
+/* c on one backend only: "cpu" (cpu, no walk), or a slot's name, which must be compiled,
+ * enabled and claim every kind of the call; its launch error is the call's error (BP_E_DEVICE,
+ * BP_E_DEVICE_LOST), never covered by another backend. Records as bp_seam_run. */
+bp_status bp_seam_run_on(const bp_op_call *c, const char *backend, bp_seam_cpu_fn cpu, bp_run_record *rec);
+/* Record a call that ran outside the walk (the CPU reference for a non-finite input, a forced
+ * "cpu-ref"): written to the same places as bp_seam_run writes. */
+void bp_seam_note_run(const bp_op_call *c, const bp_run_record *rec, double seconds);
+/* A record of slot i running c (its display name, kernel, per-position), or of the CPU (i < 0)
+ * running the kernel named cpu_kernel. */
+void bp_seam_record_fill(bp_run_record *r, const bp_op_call *c, int i, const char *cpu_kernel);
+/* Monotonic seconds. */
+double bp_seam_now(void);
+/* The per-thread last records and the tally (src/seam/records.c). */
+void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, double seconds);
+void bp_seam_set_weight_record(bp_weight *w, const bp_run_record *r);
 
 /* ---- env grammar ----------------------------------------------------------------------- */
 typedef enum bp_env_decision {
@@ -104,19 +125,21 @@ bp_env_decision bp_seam_env_parse(const char *value, const char *own_name);
 bool bp_seam_decide(const char *env_name, const char *own_name, bool (*probe)(char *, size_t),
                     char *reason, size_t reason_len);
 
-/* ---- the rule of the seam -------------------------------------------------------------- */
-/* For every kind in the kind table: claims matvec <=> has_launch (when d is not NULL), a
- * claimed kernel name equals the kind's name, a claimed GEMM implies a claimed matvec and (when
- * d is not NULL) a gemm entry point. Writes up to max_bad offending kinds to bad (each kind at
- * most once), one line per violation to report (NULL: silent); returns the number of kinds. */
-int bp_seam_check_claims(const bp_backend_caps *caps, const bp_backend_dispatch *d, bp_kind *bad,
+/* ---- the guard ------------------------------------------------------------------------- */
+/* For every op and every kind of the kind table: claims (op, k) <=> has_launch(op, k) (when d
+ * is not NULL), a claim only for a kind in the op's domain, a claim with the name
+ * bp_claim_name gives, a gemm claim only beside a matvec claim, and (when d is not NULL) a
+ * launch entry point for any claim. Writes up to max_bad offending pairs to bad_op/bad_kind
+ * (either may be NULL), one line per violation to report ("mock: attention Q5_1 claimed but
+ * has_launch is false"; NULL: silent); returns the number of violations. */
+int bp_seam_check_claims(const bp_backend_caps *caps, const bp_backend_dispatch *d, bp_op *bad_op, bp_kind *bad_kind,
                          int max_bad, FILE *report);
 
 /* ---- fallbacks ------------------------------------------------------------------------- */
 typedef struct bp_fallback_entry {
     char backend[24];  /* "vulkan" */
     char kind[16];     /* "Q4_K" */
-    char op[16];       /* "matvec" | "gemm" */
+    char op[16];       /* an ops.def name: "matvec", "gemm", "attention", ... */
     char cause[200];
     char to[48];       /* what ran instead: "CPU", "OpenCL" */
     unsigned long long count;

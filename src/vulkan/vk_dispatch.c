@@ -1,4 +1,6 @@
-/* The Vulkan half of the seam (src/seam/seam.h): probe, launch table, matvec and GEMM.
+/* The Vulkan half of the backend interface (src/backend/backend.h): probe, launch table, and
+ * the launch of matvec, gemm and matmul jobs (one input upload and one submission for all the
+ * jobs of a call).
  *
  * A weight is uploaded once, on first use, into device buffers of at most maxStorageBufferRange
  * bytes each (split by rows: lavapipe's 128 MiB is less than one vocabulary-sized F16 matrix),
@@ -12,12 +14,11 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
-#include "seam/seam.h"
-#include "seam/seam_internal.h"
+#include "backend/backend.h"
 #include "vulkan/vk_internal.h"
 #include "vulkan/vk_spirv.h"
 
-enum { VK_SLOT_X = 0, VK_SLOT_Y = 1 };
+enum { VK_SLOT_X = 0, VK_SLOT_Y = 1, VK_MAX_JOBS = 16 };
 #define VK_GEMM_TM 32 /* tile sizes of shaders/gemm.comp */
 #define VK_GEMM_TN 32
 
@@ -29,7 +30,7 @@ static char vk_why[256];
 static bp_vk_ctx vk_ctx;
 static bp_device *vk_dev;
 static size_t vk_test_range;
-/* Serialises matvec/gemm: they share the scratch buffers. */
+/* Serialises launches: they share the scratch buffers. */
 static pthread_mutex_t vk_run_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The IQ grids, uploaded once per device; bound as the fourth argument of every kernel. */
 static void *vk_iq_buf;
@@ -104,7 +105,8 @@ static const bp_vk_spirv *spirv_of(bp_kind k) {
     return NULL;
 }
 
-static bool vk_has_launch(bp_kind k) {
+/* Both shaders of k are embedded and really SPIR-V. */
+static bool vk_has_kernels(bp_kind k) {
     const bp_vk_spirv *sp = spirv_of(k);
     return sp && sp->code[BP_VK_OP_MATVEC] && sp->bytes[BP_VK_OP_MATVEC] >= 20 &&
            sp->code[BP_VK_OP_GEMM] && sp->bytes[BP_VK_OP_GEMM] >= 20 &&
@@ -195,26 +197,74 @@ static bp_status check_shape(const bp_weight *w, int64_t t) {
     return BP_OK;
 }
 
-static bp_status run(bp_weight *w, const float *x, int64_t t, float *y, bool gemm) {
-    char why[256];
-    bp_device *dev = bp_vk_device(why, sizeof why);
-    if (!dev) return bp_fail(BP_E_UNSUPPORTED, "Vulkan unavailable: %s", why);
-    bp_status st = check_shape(w, t);
-    if (st) return st;
-    const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
+/* The weight's device copy, uploaded on first use (under vk_run_lock). */
+static bp_status weight_of(bp_device *dev, bp_weight *w, vk_weight **out) {
     vk_weight *vw = w->backend_state[BP_BACKEND_VULKAN];
+    bp_status st;
     if (!vw) {
         if ((st = weight_upload(dev, w, &vw))) return st;
         w->backend_state[BP_BACKEND_VULKAN] = vw;
         w->backend_free[BP_BACKEND_VULKAN] = weight_free;
     }
-    char kname[48];
-    snprintf(kname, sizeof kname, "%s_%s", gemm ? "gemm" : "matvec", tr->info.name);
-    bp_kernel *k;
-    if ((st = bp_dev_kernel(dev, kname, &k))) return st;
+    *out = vw;
+    return BP_OK;
+}
+
+/* Record W's kernels over the tn inputs already in xb (batch offset t0 of the call) and the
+ * copy of their outputs into y: no wait, the caller syncs once. */
+static bp_status record_part(bp_device *dev, bp_weight *w, vk_weight *vw, bp_kernel *k, void *xb, void *yb, int64_t t0,
+                             int64_t tn, float *y, bool gemm) {
+    const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
+    uint32_t nsub_per_blk = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
+    bp_status st;
+    for (int i = 0; i < vw->n; i++) {
+        const vk_chunk *ch = &vw->chunk[i];
+        bp_vk_push pc = {
+            .rows = (uint32_t)ch->rows, .cols = (uint32_t)w->cols, .row_bytes = (uint32_t)w->row_bytes,
+            .nsub = (uint32_t)(w->cols / tr->info.block_elems) * nsub_per_blk, .t = (uint32_t)tn,
+            .y_row0 = (uint32_t)ch->row0, .y_stride = (uint32_t)w->rows,
+        };
+        bp_launch_dims d = {{0, 0, 1}, {64, 1, 1}, 0};
+        if (gemm) {
+            d.grid[0] = (uint32_t)((ch->rows + VK_GEMM_TM - 1) / VK_GEMM_TM);
+            d.grid[1] = (uint32_t)((tn + VK_GEMM_TN - 1) / VK_GEMM_TN);
+        } else { /* one workgroup per row, folded into 2-D past 65535 rows */
+            d.grid[0] = (uint32_t)(ch->rows < 65535 ? ch->rows : 65535);
+            d.grid[1] = (uint32_t)((ch->rows + 65534) / 65535);
+        }
+        bp_kernel_arg args[5] = {bp_arg_buf(ch->buf, 0), bp_arg_buf(xb, 0), bp_arg_buf(yb, 0),
+                                 bp_arg_buf(vk_iq_buf, 0), bp_arg_bytes(&pc, sizeof pc)};
+        if ((st = bp_dev_launch(dev, NULL, k, &d, args, 5))) return st;
+    }
+    return bp_dev_d2h_on(dev, NULL, y + (size_t)t0 * (size_t)w->rows, yb, 0, (size_t)tn * (size_t)w->rows * 4);
+}
+
+/* Y_j = X W_j^T for every job j, t inputs (jobs of one weight: a matvec or gemm call). The input
+ * is uploaded once per batch chunk and every job's kernels and read-backs queue behind it on
+ * the default stream: one submission, one wait per chunk (every command starts with a full
+ * barrier, so the jobs may share the output scratch). */
+static bp_status run_jobs(const bp_matmul_job *jobs, int n, const float *x, int64_t t, bool gemm) {
+    char why[256];
+    bp_device *dev = bp_vk_device(why, sizeof why);
+    if (!dev) return bp_fail(BP_E_UNSUPPORTED, "Vulkan unavailable: %s", why);
+    bp_status st;
+    int64_t widest = 0, rows_max = 0;
+    for (int j = 0; j < n; j++) {
+        if ((st = check_shape(jobs[j].w, t))) return st;
+        int64_t m = jobs[j].w->cols > jobs[j].w->rows ? jobs[j].w->cols : jobs[j].w->rows;
+        if (m > widest) widest = m;
+        if (jobs[j].w->rows > rows_max) rows_max = jobs[j].w->rows;
+    }
+    vk_weight *vw[VK_MAX_JOBS];
+    bp_kernel *k[VK_MAX_JOBS];
+    for (int j = 0; j < n; j++) {
+        char kname[48];
+        snprintf(kname, sizeof kname, "%s_%s", gemm ? "gemm" : "matvec", bp_kind_traits_of(jobs[j].w->kind)->info.name);
+        if ((st = weight_of(dev, jobs[j].w, &vw[j])) || (st = bp_dev_kernel(dev, kname, &k[j]))) return st;
+    }
     /* Batches of inputs whose x and y each fit one binding. */
     size_t range = bp_vk_max_range();
-    int64_t tb = (int64_t)(range / ((size_t)(w->cols > w->rows ? w->cols : w->rows) * 4));
+    int64_t tb = (int64_t)(range / ((size_t)widest * 4));
     if (tb > (int64_t)VK_GEMM_TN * 65535) tb = (int64_t)VK_GEMM_TN * 65535;
     if (tb > t) tb = t;
     if (!vk_iq_buf) {
@@ -226,51 +276,42 @@ static bp_status run(bp_weight *w, const float *x, int64_t t, float *y, bool gem
         }
         vk_iq_buf = b;
     }
+    const int64_t cols = jobs[0].w->cols;
     void *xb, *yb;
-    if ((st = bp_dev_scratch(dev, VK_SLOT_X, (size_t)tb * (size_t)w->cols * 4, &xb))) return st;
-    if ((st = bp_dev_scratch(dev, VK_SLOT_Y, (size_t)tb * (size_t)w->rows * 4, &yb))) return st;
-    uint32_t nsub_per_blk = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
+    if ((st = bp_dev_scratch(dev, VK_SLOT_X, (size_t)tb * (size_t)cols * 4, &xb))) return st;
+    if ((st = bp_dev_scratch(dev, VK_SLOT_Y, (size_t)tb * (size_t)rows_max * 4, &yb))) return st;
     for (int64_t t0 = 0; t0 < t; t0 += tb) {
         int64_t tn = t - t0 < tb ? t - t0 : tb;
-        /* Upload, kernels and download queue on the default stream: one submission, one wait. */
-        if ((st = bp_dev_h2d_on(dev, NULL, xb, 0, x + (size_t)t0 * (size_t)w->cols, (size_t)tn * (size_t)w->cols * 4))) return st;
-        for (int i = 0; i < vw->n; i++) {
-            const vk_chunk *ch = &vw->chunk[i];
-            bp_vk_push pc = {
-                .rows = (uint32_t)ch->rows, .cols = (uint32_t)w->cols, .row_bytes = (uint32_t)w->row_bytes,
-                .nsub = (uint32_t)(w->cols / tr->info.block_elems) * nsub_per_blk, .t = (uint32_t)tn,
-                .y_row0 = (uint32_t)ch->row0, .y_stride = (uint32_t)w->rows,
-            };
-            bp_launch_dims d = {{0, 0, 1}, {64, 1, 1}, 0};
-            if (gemm) {
-                d.grid[0] = (uint32_t)((ch->rows + VK_GEMM_TM - 1) / VK_GEMM_TM);
-                d.grid[1] = (uint32_t)((tn + VK_GEMM_TN - 1) / VK_GEMM_TN);
-            } else { /* one workgroup per row, folded into 2-D past 65535 rows */
-                d.grid[0] = (uint32_t)(ch->rows < 65535 ? ch->rows : 65535);
-                d.grid[1] = (uint32_t)((ch->rows + 65534) / 65535);
-            }
-            bp_kernel_arg args[5] = {bp_arg_buf(ch->buf, 0), bp_arg_buf(xb, 0), bp_arg_buf(yb, 0),
-                                     bp_arg_buf(vk_iq_buf, 0), bp_arg_bytes(&pc, sizeof pc)};
-            if ((st = bp_dev_launch(dev, NULL, k, &d, args, 5))) return st;
-        }
-        if ((st = bp_dev_d2h_on(dev, NULL, y + (size_t)t0 * (size_t)w->rows, yb, 0, (size_t)tn * (size_t)w->rows * 4))) return st;
+        if ((st = bp_dev_h2d_on(dev, NULL, xb, 0, x + (size_t)t0 * (size_t)cols, (size_t)tn * (size_t)cols * 4))) return st;
+        for (int j = 0; j < n; j++)
+            if ((st = record_part(dev, jobs[j].w, vw[j], k[j], xb, yb, t0, tn, jobs[j].y, gemm))) return st;
         if ((st = bp_dev_stream_sync(dev, NULL))) return st;
     }
     return BP_OK;
 }
 
-static bp_launch vk_matvec(bp_weight *w, const float *x, float *y, char *err, size_t err_len) {
-    if (!vk_has_launch(w->kind)) return BP_LAUNCH_NO_KERNEL;
-    pthread_mutex_lock(&vk_run_lock);
-    bp_status st = run(w, x, 1, y, false);
-    pthread_mutex_unlock(&vk_run_lock);
-    return st ? launch_error(st, err, err_len) : BP_LAUNCH_OK;
+static bool vk_has_launch(bp_op op, bp_kind k) {
+    return (op == BP_OP_MATVEC || op == BP_OP_GEMM || op == BP_OP_JOBS) && vk_has_kernels(k);
 }
 
-static bp_launch vk_gemm(bp_weight *w, const float *x, int64_t t, float *y, char *err, size_t err_len) {
-    if (!vk_has_launch(w->kind)) return BP_LAUNCH_NO_KERNEL;
+static bp_launch vk_launch(const bp_op_call *c, char *err, size_t err_len) {
+    bp_kind kinds[16];
+    const int nk = bp_op_call_kinds(c, kinds, 16);
+    for (int i = 0; i < nk; i++)
+        if (!vk_has_launch(c->op, kinds[i])) return BP_LAUNCH_NO_KERNEL;
+    bp_status st;
     pthread_mutex_lock(&vk_run_lock);
-    bp_status st = run(w, x, t, y, t > 1);
+    if (c->op == BP_OP_JOBS) {
+        /* A job group larger than the kernel handle array runs in several passes. */
+        st = BP_OK;
+        for (int j0 = 0; j0 < c->u.jobs.n_jobs && !st; j0 += VK_MAX_JOBS) {
+            int n = c->u.jobs.n_jobs - j0 < VK_MAX_JOBS ? c->u.jobs.n_jobs - j0 : VK_MAX_JOBS;
+            st = run_jobs(c->u.jobs.jobs + j0, n, c->u.jobs.x, c->u.jobs.t, c->u.jobs.t > 1);
+        }
+    } else {
+        const bp_matmul_job one = {c->u.mm.w, c->u.mm.y};
+        st = run_jobs(&one, 1, c->u.mm.x, c->u.mm.t, c->op == BP_OP_GEMM && c->u.mm.t > 1);
+    }
     pthread_mutex_unlock(&vk_run_lock);
     return st ? launch_error(st, err, err_len) : BP_LAUNCH_OK;
 }
@@ -282,7 +323,7 @@ static bool vk_describe(bp_device_desc *out) {
     const VkPhysicalDeviceType ty = vk_ctx.props.deviceType;
     out->cls = ty == VK_PHYSICAL_DEVICE_TYPE_CPU ? BP_DEVICE_CPU_IMPL : BP_DEVICE_ACCELERATOR;
     snprintf(out->name, sizeof out->name, "%.95s", vk_ctx.name);
-    bp_cost_default("vulkan", out->cls, ty == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, &out->cost);
+    bp_cost_default(BP_BACKEND_VULKAN, out->cls, ty == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, &out->cost);
     return true;
 }
 
@@ -290,7 +331,6 @@ const bp_backend_dispatch bp_dispatch_vulkan = {
     .probe = vk_probe,
     .has_launch = vk_has_launch,
     .wants = NULL,
-    .matvec = vk_matvec,
-    .gemm = vk_gemm,
+    .launch = vk_launch,
     .describe = vk_describe,
 };

@@ -1,7 +1,8 @@
-/* Vulkan capabilities: compiled on every build, no SDK needed. Claims exactly the kinds listed
- * in vk_kinds.def, which is also the list backend.cmake compiles shaders for (a matvec and a
- * GEMM each); the seam's claim <=> launch test checks the SPIR-V really is embedded. */
-#include "seam/seam.h"
+/* Vulkan capabilities: compiled on every build, no SDK needed. Claims matvec, gemm and matmul
+ * jobs for exactly the kinds listed in vk_kinds.def, which is also the list backend.cmake
+ * compiles shaders for (a matvec and a GEMM each); the guard's claim <=> launch test checks the
+ * SPIR-V really is embedded. */
+#include "backend/backend.h"
 
 static bool vulkan_claims(bp_kind k) {
     switch (k) {
@@ -14,20 +15,16 @@ static bool vulkan_claims(bp_kind k) {
     }
 }
 
-static const char *vulkan_matvec_kernel(bp_kind k) {
-    if (!vulkan_claims(k)) return NULL;
-    const bp_kind_info *info = bp_kind_lookup((uint32_t)k);
-    return info ? info->name : NULL;
+static const char *vulkan_kernel(bp_op op, bp_kind k) {
+    return bp_claim_answer(BP_BACKEND_VULKAN, op, k,
+                           vulkan_claims(k) && (op == BP_OP_MATVEC || op == BP_OP_GEMM || op == BP_OP_JOBS));
 }
-
-static bool vulkan_has_gemm(bp_kind k) { return vulkan_claims(k); }
 
 const bp_backend_caps bp_caps_vulkan = {
     .id = BP_BACKEND_VULKAN,
     .name = "vulkan",
     .display_name = "Vulkan",
     .prefill_fallback_name = "Vulkan per-position matvec",
-    .matvec_kernel = vulkan_matvec_kernel,
-    .has_gemm = vulkan_has_gemm,
+    .kernel = vulkan_kernel,
     .unverified = NULL,
 };

@@ -18,7 +18,7 @@
 
 #include "cli.h"
 #include "cli_common.h"
-#include "core/testdata.h"
+#include "testing/testdata.h"
 #include "cpu/cpu.h"
 #include "seam/seam_internal.h"
 
@@ -73,8 +73,11 @@ typedef struct row {
 /* Smallest n (multiple of 256, up to 32768) whose n x n Q4_K op of batch t the device model
  * wins over the CPU model; 0 when none. */
 static int64_t crossover(const bp_cost_model *dev, const bp_cost_model *cpu, int64_t t) {
-    for (int64_t n = 256; n <= 32768; n += 256)
-        if (bp_cost_us(dev, BP_KIND_Q4_K, n, n, t) < bp_cost_us(cpu, BP_KIND_Q4_K, n, n, t)) return n;
+    for (int64_t n = 256; n <= 32768; n += 256) {
+        const bp_op_shape s = {n, n, t};
+        const bp_op_work w = bp_op_work_of(t > 1 ? BP_OP_GEMM : BP_OP_MATVEC, BP_KIND_Q4_K, &s);
+        if (bp_cost_us(dev, &w) < bp_cost_us(cpu, &w)) return n;
+    }
     return 0;
 }
 

@@ -250,7 +250,7 @@ static int bench_attention(const bopts *o, double bw) {
         }
     else {
 #define BP_KV_KIND(NAME) kinds[nk++] = BP_KIND_##NAME;
-#include "ops/kv_kinds.def"
+#include "backend/kv_kinds.def"
 #undef BP_KV_KIND
     }
     int total = nk * o->nctx * o->ngqa * o->ndim * o->nts, n = 0, failed = 0;

@@ -17,7 +17,7 @@
 #include "bench_ops.h"
 #include "cli.h"
 #include "cli_common.h"
-#include "core/testdata.h"
+#include "testing/testdata.h"
 #include "cpu/cpu.h"
 
 enum { MAX_LIST = 64 };

@@ -3,9 +3,9 @@
  * 1) and prefill (GEMM, batch T) really take on this machine for a R x C weight; with --all,
  * what every backend would run for each kind if it were present.
  *
- * The route comes from bp_route -> bp_seam_route_shape -> bp_seam_slot_takes, the rule the
- * dispatch walk itself applies to every op (enabled, claims, BACKPLANE_<B>_MIN_WORK, the cost
- * model, the preference), so this report cannot say "Vulkan" while the op runs on the CPU.
+ * The route is a record from bp_route_op -> bp_seam_route -> bp_seam_takes_shape, the rule the
+ * walk itself applies to every call (enabled, claims, BACKPLANE_<B>_MIN_WORK, the cost model,
+ * the preference), so this report cannot say "Vulkan" while the op runs on the CPU.
  * Default shape: 4096 x 4096 (`backplane bench`'s), prefill batch 512. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +18,8 @@
 #include "seam/seam_internal.h"
 
 typedef struct path {
-    const char *backend; /* display name: "Vulkan", "CPU" */
-    const char *kernel;  /* kernel name: "Q4_K", or the CPU's kernel name */
-    char label[128];     /* "Vulkan Q4_K matvec", "Vulkan per-position matvec", "CPU avx2 Q4_K" */
+    bp_run_record rec;   /* what the route says will run: backend, kernel */
+    char label[300];     /* "Vulkan Q4_K matvec", "Vulkan per-position matvec", "CPU avx2 Q4_K" */
     bool per_position;
     char why[768];       /* why the backends before it passed */
     char choice[320];    /* CPU decode: how its kernel was chosen between two (bp_cpu_decode_choice), or "" */
@@ -32,35 +31,23 @@ typedef struct path {
 enum { PROBE_PREFILL_BATCH = 512, PROBE_ROWS = 4096, PROBE_COLS = 4096 };
 
 static void route(bp_kind k, int64_t rows, int64_t cols, int64_t batch, path *p) {
-    bp_route_info r;
     memset(p, 0, sizeof *p);
-    if (bp_route(k, rows, cols, batch, &r) != BP_OK) {
-        p->backend = "CPU";
-        p->kernel = bp_cpu_kernel_name(k, batch);
-        snprintf(p->label, sizeof p->label, "%s", p->kernel);
+    if (bp_route_op(batch == 1 ? "matvec" : "gemm", k, rows, cols, batch, &p->rec, p->why, sizeof p->why) != BP_OK) {
+        snprintf(p->rec.display, sizeof p->rec.display, "CPU");
+        snprintf(p->rec.kernel, sizeof p->rec.kernel, "%s", bp_cpu_kernel_name(k, batch));
         snprintf(p->why, sizeof p->why, "%s", bp_last_error());
-        return;
     }
-    snprintf(p->label, sizeof p->label, "%s", r.path);
-    snprintf(p->why, sizeof p->why, "%s", r.why);
-    p->per_position = r.per_position;
-    if (!strcmp(r.backend, "cpu")) {
-        p->backend = "CPU";
-        p->kernel = bp_cpu_kernel_name(k, batch);
-        if (batch == 1 && !bp_cpu_decode_choice(k, p->choice, sizeof p->choice)) p->choice[0] = 0;
-        return;
-    }
-    int i = bp_seam_slot_find(r.backend);
-    const bp_seam_slot *s = bp_seam_slot_at(i);
-    p->backend = s->caps->display_name;
-    p->kernel = s->caps->matvec_kernel(k);
+    bp_run_record_label(&p->rec, p->label, sizeof p->label);
+    p->per_position = p->rec.per_position;
+    if (!strcmp(p->rec.backend, "cpu") && batch == 1 && !bp_cpu_decode_choice(k, p->choice, sizeof p->choice))
+        p->choice[0] = 0;
 }
 
 static void json_path(const path *p) {
     printf("{\"backend\": ");
-    bp_cli_json_str(stdout, p->backend);
+    bp_cli_json_str(stdout, p->rec.display);
     printf(", \"kernel\": ");
-    bp_cli_json_str(stdout, p->kernel);
+    bp_cli_json_str(stdout, p->rec.kernel);
     printf(", \"path\": ");
     bp_cli_json_str(stdout, p->label);
     printf(", \"per_position\": %s, \"why\": ", p->per_position ? "true" : "false");
@@ -181,12 +168,12 @@ int bp_cmd_probe(int argc, char **argv) {
                 printf(", \"all\": {");
                 for (int i = 0; i < n; i++) {
                     const bp_seam_slot *s = bp_seam_slot_at(i);
-                    const char *kn = s->caps->matvec_kernel(ki->kind);
+                    const char *kn = s->caps->kernel(BP_OP_MATVEC, ki->kind);
+                    const bool gemm = s->caps->kernel(BP_OP_GEMM, ki->kind) != NULL;
                     printf("%s\"%s\": {\"matvec\": ", i ? ", " : "", s->caps->name);
                     bp_cli_json_str(stdout, kn);
-                    printf(", \"gemm\": %s, \"prefill\": ", s->caps->has_gemm(ki->kind) ? "true" : "false");
-                    bp_cli_json_str(stdout, !kn ? NULL : s->caps->has_gemm(ki->kind) ? "gemm"
-                                                                                     : s->caps->prefill_fallback_name);
+                    printf(", \"gemm\": %s, \"prefill\": ", gemm ? "true" : "false");
+                    bp_cli_json_str(stdout, !kn ? NULL : gemm ? "gemm" : s->caps->prefill_fallback_name);
                     printf(", \"unverified\": ");
                     bp_cli_json_str(stdout, kn ? s->caps->unverified : NULL);
                     printf("}");
@@ -202,10 +189,10 @@ int bp_cmd_probe(int argc, char **argv) {
                 bool any = false;
                 for (int i = 0; i < n; i++) {
                     const bp_seam_slot *s = bp_seam_slot_at(i);
-                    const char *kn = s->caps->matvec_kernel(ki->kind);
+                    const char *kn = s->caps->kernel(BP_OP_MATVEC, ki->kind);
                     if (!kn) continue;
                     printf("%s%s %s%s%s%s", any ? "; " : "", s->caps->display_name, kn,
-                           s->caps->has_gemm(ki->kind) ? " +gemm" : " (prefill per-position)",
+                           s->caps->kernel(BP_OP_GEMM, ki->kind) ? " +gemm" : " (prefill per-position)",
                            s->caps->unverified ? " " : "", s->caps->unverified ? s->caps->unverified : "");
                     any = true;
                 }
@@ -216,7 +203,7 @@ int bp_cmd_probe(int argc, char **argv) {
         first = false;
     }
     if (json) printf("\n  ],\n");
-    bp_probe_ops(json, all); /* op routes (probe_ops.c) */
+    bp_probe_ops(json, all, rows, cols); /* op routes (probe_ops.c) */
     if (json) printf("}\n");
     return 0;
 }

@@ -6,7 +6,7 @@
  * Each case runs on the named backend only (bp_matvec_on / bp_gemm_on): a forced backend never
  * falls back, so a PASS is the backend's own kernel, never the CPU covering for it.
  *
- * Thresholds: the tolerance table, src/core/tolerance.def (read through bp_tolerance_nmse):
+ * Thresholds: the tolerance table, src/testing/tolerance.def (read through bp_tolerance_nmse):
  * 5e-4 NMSE for quantized kinds (kernels may quantize the activations to 8 bits,
  * as llama.cpp's do: about 1e-5 on these shapes, so 5e-4 leaves room without hiding a wrong
  * block layout, which gives NMSE near 1 or above). F32/F16/BF16 weights are exact values in
@@ -24,8 +24,8 @@
 
 #include "cli.h"
 #include "cli_common.h"
-#include "core/testdata.h"
-#include "core/tolerance.h"
+#include "testing/testdata.h"
+#include "testing/tolerance.h"
 #include "verify_ops.h"
 #include "seam/seam_internal.h"
 
@@ -274,7 +274,7 @@ int bp_cmd_verify(int argc, char **argv) {
         for (int k = 0; k < bp_kind_table_size(); k++) {
             const bp_kind_info *ki = bp_kind_at(k);
             if (ki->role != BP_ROLE_W || (only_kind && strcmp(only_kind, ki->name))) continue;
-            if ((!s || s->caps->matvec_kernel(ki->kind)) &&
+            if ((!s || s->caps->kernel(BP_OP_MATVEC, ki->kind)) &&
                 (srows ? run_shape(&tl, name, ki, srows, scols, sbatch) : run_kind(&tl, name, ki)))
                 return 1;
             if (srows) continue; /* one shape asked for: matvec and GEMM only */

@@ -13,10 +13,10 @@
 
 #include "cli.h"
 #include "cli_common.h"
-#include "core/tolerance.h"
+#include "testing/tolerance.h"
 #include "ops/conv2d_internal.h"
 #include "ops/moe_internal.h"
-#include "seam/op_dispatch.h"
+#include "seam/seam_internal.h"
 
 static void row(bp_verify_rows *out, const char *backend, const char *kind, const char *op, int64_t rows, int64_t cols,
                 int64_t batch, double e, double thr, const char *path, const char *err) {
@@ -46,7 +46,7 @@ static void row(bp_verify_rows *out, const char *backend, const char *kind, cons
 }
 
 static bool claims(const bp_backend_caps *caps, bp_op op, bp_kind k) {
-    return !caps || bp_seam_op_kernel(caps, op, k);
+    return !caps || caps->kernel(op, k);
 }
 
 static bp_status weights(const bp_kind_info *ki, int64_t rows, int64_t cols, uint8_t **data, size_t *bytes) {
@@ -93,7 +93,7 @@ static void conv_cases(bp_verify_rows *out, const char *backend, const bp_backen
             s = bp_conv2d_on(w, "cpu-ref", &p, x, ref);
         }
         if (!s) s = bp_conv2d_on(w, backend, &p, x, got);
-        double thr = bp_tolerance_nmse(ki->kind, bp_op_name(op)); /* src/core/tolerance.def */
+        double thr = bp_tolerance_nmse(ki->kind, bp_op_name(op)); /* src/testing/tolerance.def */
         row(out, backend, ki->name, bp_op_name(op), cout, cols, oh * ow, s ? NAN : bp_verify_nmse(got, ref, ny), thr,
             bp_op_last_path(bp_op_name(op)), s ? bp_last_error() : NULL);
         bp_weight_free(w);
@@ -138,7 +138,7 @@ static void moe_cases(bp_verify_rows *out, const char *backend, const bp_backend
         for (int64_t i = 0; i < t * K; i++) ids[i] = (int32_t)((i * 3 + t) % E), rw[i] = 0.5f + 0.5f * bp_verify_randf();
         bp_status st = bp_moe_run_on(m, "cpu-ref", x, t, K, ids, rw, ref);
         if (!st) st = bp_moe_run_on(m, backend, x, t, K, ids, rw, got);
-        double thr = bp_tolerance_nmse(ki->kind, "moe"); /* src/core/tolerance.def */
+        double thr = bp_tolerance_nmse(ki->kind, "moe"); /* src/testing/tolerance.def */
         row(out, backend, ki->name, "moe", h, inter, t, st ? NAN : bp_verify_nmse(got, ref, (size_t)(t * h)), thr,
             bp_moe_last_path(m), st ? bp_last_error() : NULL);
     }

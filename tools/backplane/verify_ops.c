@@ -1,7 +1,7 @@
 /* `backplane verify` for ops: each (op, kind, backend) on a few shapes against the CPU reference
  * (bp_op_reference, double accumulation). The CPU runs its fast path (bp_op_cpu); a backend that
  * claims the pair runs its own op_launch, forced: no fallback can cover for it. Thresholds: the
- * tolerance table (src/core/tolerance.def): as for matvec, 5e-4 NMSE for jobs on quantized weight
+ * tolerance table (src/testing/tolerance.def): as for matvec, 5e-4 NMSE for jobs on quantized weight
  * kinds (8-bit activations), 1e-6 otherwise (the fast paths compute in f32 over the same
  * dequantized values). */
 #include "verify_ops.h"
@@ -12,27 +12,27 @@
 #include <string.h>
 
 #include "cli_common.h"
-#include "core/testdata.h"
-#include "core/tolerance.h"
+#include "testing/testdata.h"
+#include "testing/tolerance.h"
 #include "ops/ops_internal.h"
-#include "seam/op_dispatch.h"
+#include "seam/seam_internal.h"
 
 static uint64_t rng = 0x13198A2E03707344ull;
-static float randf(void) { return bp_rng_float(&rng); } /* the one generator (src/core/testdata.c) */
+static float randf(void) { return bp_rng_float(&rng); } /* the one generator (src/testing/testdata.c) */
 static float *rnd(size_t n, float amp) {
     float *v = malloc((n ? n : 1) * sizeof *v);
     for (size_t i = 0; v && i < n; i++) v[i] = randf() * amp;
     return v;
 }
 
-/* The one NMSE (src/core/tolerance.c); a non-finite output never passes. */
+/* The one NMSE (src/testing/tolerance.c); a non-finite output never passes. */
 static double nmse(const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(a[i])) return INFINITY;
     return bp_nmse(a, b, n);
 }
 
-/* The bound for op on kind k: THE tolerance table (src/core/tolerance.def). */
+/* The bound for op on kind k: THE tolerance table (src/testing/tolerance.def). */
 static double tol(bp_kind k, const char *op) { return bp_tolerance_nmse(k, op); }
 
 typedef struct vctx {
@@ -78,7 +78,7 @@ static void check(vctx *v, bp_op_call *c, int slot, const char *kind, const char
     size_t n;
     float *out = out_of(c, &n);
     float *ref = malloc(n * sizeof *ref);
-    char label[256] = "", err[200] = "";
+    char label[400] = "";
     const char *backend = slot < 0 ? "cpu" : bp_seam_slot_at(slot)->caps->name;
     if (c->op == BP_OP_ROPE) memcpy(out, in_copy, n * sizeof *out);
     bp_status s = bp_op_reference(c);
@@ -87,10 +87,10 @@ static void check(vctx *v, bp_op_call *c, int slot, const char *kind, const char
     else for (size_t i = 0; i < n; i++) out[i] = NAN;
     if (!s && slot < 0) s = bp_op_cpu(c, label, sizeof label);
     else if (!s) {
-        const bp_seam_slot *sl = bp_seam_slot_at(slot);
-        bp_launch r = sl->dispatch->op_launch(c, err, sizeof err);
-        snprintf(label, sizeof label, "%s %s", sl->caps->display_name, bp_seam_op_kernel(sl->caps, c->op, c->kind));
-        if (r != BP_LAUNCH_OK) s = BP_E_DEVICE, snprintf(label, sizeof label, "launch failed: %s", err[0] ? err : "no kernel");
+        /* The seam's one forced run: that backend only, its launch error the result. */
+        bp_run_record rec;
+        if (bp_seam_run_on(c, backend, bp_op_cpu, &rec) == BP_OK) bp_run_record_label(&rec, label, sizeof label);
+        else s = BP_E_DEVICE, snprintf(label, sizeof label, "launch failed: %s", bp_last_error());
     }
     emit(v, bp_op_name(c->op), kind, shape, backend, s ? INFINITY : nmse(out, ref, n), thr, s && !label[0] ? bp_last_error() : label);
     free(ref);
@@ -103,8 +103,8 @@ static void each_backend(vctx *v, bp_op_call *c, const char *only, const char *k
     for (int i = 0; i < bp_seam_slot_count(); i++) {
         const bp_seam_slot *sl = bp_seam_slot_at(i);
         if (only && strcmp(only, sl->caps->name)) continue;
-        if (!sl->dispatch || !sl->dispatch->op_launch || !bp_seam_slot_enabled(i, NULL)) continue;
-        if (!bp_seam_op_kernel(sl->caps, c->op, c->kind) || !bp_seam_op_kernel(sl->caps, c->op, c->kind2)) continue;
+        if (!sl->dispatch || !sl->dispatch->launch || !bp_seam_slot_enabled(i, NULL)) continue;
+        if (!sl->caps->kernel(c->op, c->kind) || !sl->caps->kernel(c->op, c->kind2)) continue;
         check(v, c, i, kind, shape, thr, in_copy);
     }
 }
@@ -182,7 +182,7 @@ int bp_verify_ops(bool json, const char *only_backend, const char *only_kind, in
      * attention over every KV kind and the F32 row ops. */
 #define BP_KV_KIND(NAME) \
     if (!only_kind || !strcmp(only_kind, #NAME)) verify_attention(&v, BP_KIND_##NAME, only_backend);
-#include "ops/kv_kinds.def"
+#include "backend/kv_kinds.def"
 #undef BP_KV_KIND
     if (!only_kind || !strcmp(only_kind, "F32")) verify_rows(&v, only_backend);
     if (json) printf("\n  ],\n");

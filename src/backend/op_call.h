@@ -1,18 +1,22 @@
-/* One op call as the seam sees it: the op (a row of ops.def), the kind its claim is keyed on,
- * and the op's arguments, already validated by the op layer. A backend's op launch entry point
- * (bp_backend_dispatch.op_launch) receives this and either runs it, says it has no kernel, or
- * fails (a named, counted fallback); the CPU runs every op. */
-#ifndef BP_OPS_OP_CALL_H
-#define BP_OPS_OP_CALL_H
+/* One op call as the seam sees it: the op (a row of ops.def), the kinds its claim is keyed on,
+ * and the op's arguments, already validated by the caller (the weight API in src/seam, the op
+ * layer in src/ops). A backend's launch entry point (bp_backend_dispatch.launch) receives this
+ * and either runs it, says it has no kernel, or fails (a named, counted fallback); the CPU runs
+ * every op. */
+#ifndef BP_BACKEND_OP_CALL_H
+#define BP_BACKEND_OP_CALL_H
 
 #include "backplane.h"
 
 typedef enum bp_op {
 #define BP_OP(ENUM, name, domain, doc) BP_OP_##ENUM,
-#include "ops/ops.def"
+#include "backend/ops.def"
 #undef BP_OP
     BP_OP_COUNT
 } bp_op;
+
+/* "matvec", ..., "moe"; NULL out of range. */
+const char *bp_op_name_of(bp_op op);
 
 /* The kinds an op is claimed for (the DOMAIN column of ops.def). */
 typedef enum bp_op_domain {
@@ -33,6 +37,8 @@ typedef struct bp_op_call {
                       kind (attention), F32 (activation ops) */
     bp_kind kind2; /* attention: the V cache kind (a backend must claim both); else = kind */
     union {
+        /* matvec (t = 1) and gemm: y[t][rows] = x[t][cols] W^T */
+        struct { bp_weight *w; const float *x; int64_t t; float *y; } mm;
         struct { const float *x; int64_t t; const bp_matmul_job *jobs; int n_jobs; } jobs;
         struct {
             const bp_attn_desc *d;
@@ -60,10 +66,26 @@ typedef struct bp_op_call {
             float *y;
         } moe;
     } u;
+    /* The size the rule and the cost model see (bp_op_shape below): set by the op layer for
+     * every op but matvec, gemm and jobs, whose shapes come from their weights. */
+    struct bp_op_shape_s { int64_t rows, cols, t; } shape;
     /* Run on the CPU without walking the backends (MoE with offload off). */
     bool cpu_only;
-    /* For the stats: bytes read + written and FLOPs of this call (set by the op layer). */
-    double bytes, flops;
 } bp_op_call;
+
+/* The size of a call, all the rule (src/seam/route.c) and the cost model (src/backend/cost.c)
+ * look at, so a route asked by shape and the walk over a real call decide alike. Weight ops:
+ * the weight's rows x cols and the batch t (conv2d: cout x k*k*cin, t = output pixels; MoE:
+ * the experts' rows x h, t = routes). Activation ops: rows 1, cols the row length, t rows.
+ * Attention: rows = heads, cols = head dim x keys, t = queries. */
+typedef struct bp_op_shape_s bp_op_shape;
+
+/* The kinds call c carries, each of which a backend must claim to take it (jobs: every job's
+ * weight kind; attention: K and V; MoE: gate/up and down). Writes up to max, returns the count. */
+int bp_op_call_kinds(const bp_op_call *c, bp_kind *kinds, int max);
+/* The call's shape (jobs: job i's; i is ignored by the other ops). */
+bp_op_shape bp_op_call_shape(const bp_op_call *c, int i);
+/* Jobs in the call: n_jobs for jobs, 1 for every other op. */
+int bp_op_call_parts(const bp_op_call *c);
 
 #endif

@@ -1,5 +1,5 @@
 /* Deterministic test data (see testdata.h). */
-#include "core/testdata.h"
+#include "testing/testdata.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* The tolerance table (src/core/tolerance.def) and the one NMSE every test and `backplane
+/* The tolerance table (src/testing/tolerance.def) and the one NMSE every test and `backplane
  * verify` compare with. */
 #ifndef BP_CORE_TOLERANCE_H
 #define BP_CORE_TOLERANCE_H

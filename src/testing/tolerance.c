@@ -1,5 +1,5 @@
 /* The tolerance table lookup and NMSE (see tolerance.def for the numbers and why). */
-#include "core/tolerance.h"
+#include "testing/tolerance.h"
 
 #include <math.h>
 #include <string.h>
@@ -11,7 +11,7 @@ typedef struct row {
 
 static const row rows[] = {
 #define BP_TOLERANCE(op, cls, nmse) {#op, #cls, nmse},
-#include "core/tolerance.def"
+#include "testing/tolerance.def"
 #undef BP_TOLERANCE
 };
 
