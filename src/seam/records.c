@@ -165,13 +165,12 @@ static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *
 void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, double seconds) {
     if ((unsigned)c->op >= BP_OP_COUNT) return;
     const int n = bp_op_call_parts(c);
-    if (c->op > BP_OP_JOBS || n <= 1) {
+    if (c->op != BP_OP_JOBS) {
         const bp_op_shape sh = bp_op_call_shape(c, 0);
         const bp_op_work w = bp_op_work_of(c->op, r->kind, &sh);
         last_op[c->op] = *r;
         tally_add(r, seconds, &w);
         if (c->op <= BP_OP_GEMM) bp_seam_set_weight_record(c->u.mm.w, r);
-        if (c->op == BP_OP_JOBS && n == 1) bp_seam_set_weight_record(c->u.jobs.jobs[0].w, r);
         return;
     }
     /* Jobs: one record per job (its own kind and kernel), the call's time shared by the jobs'

@@ -9,5 +9,8 @@
 
 /* Print "backplane: <what>: <bp_last_error()>" to stderr and return exit status 1. */
 int bp_cli_error(const char *what, bp_status s);
+/* BACKPLANE_TEST_MOCK=all (test_mock.c): the mock backend first in the order, taking every op.
+ * 0, or the exit status for a bad value. */
+int bp_cli_test_mock(void);
 
 #endif

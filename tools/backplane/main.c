@@ -56,6 +56,8 @@ int main(int argc, char **argv) {
             char *help_argv[] = {argv[1], (char *)"--help", NULL};
             return commands[i].run(2, help_argv);
         }
+        int rc = bp_cli_test_mock();
+        if (rc) return rc;
         return commands[i].run(argc - 1, argv + 1);
     }
     fprintf(stderr, "backplane: unknown command '%s'\n", argv[1]);

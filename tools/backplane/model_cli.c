@@ -95,6 +95,41 @@ static int kind_rows(const bp_model *m, kind_row *rows, int cap) {
     return n;
 }
 
+/* Per op that ran (matmul jobs are in the per-kind lines), what ran it, from the tally's
+ * records: "  attention  Mock attention F16 (24 calls); CPU ... (2 calls)". */
+static void print_ops(FILE *f) {
+    enum { MAX = 512 };
+    static bp_run_tally rows[MAX];
+    int n = bp_run_tally_get(rows, MAX);
+    if (n > MAX) n = MAX;
+    fprintf(f, "paths per op:\n");
+    for (int op = 0; op < bp_op_count(); op++) {
+        const char *name = bp_op_name(op);
+        if (!strcmp(name, "jobs") || !strcmp(name, "matvec") || !strcmp(name, "gemm")) continue;
+        char line[2048] = "";
+        size_t used = 0;
+        for (int i = 0; i < n; i++) {
+            if (rows[i].record.op != op) continue;
+            /* one part per distinct label: kinds and batches of the same kernel merge */
+            char label[512], other[512];
+            bp_run_record_label(&rows[i].record, label, sizeof label);
+            bool seen = false;
+            unsigned long long calls = 0;
+            for (int j = 0; j < n; j++) {
+                if (rows[j].record.op != op || strcmp(bp_run_record_label(&rows[j].record, other, sizeof other), label))
+                    continue;
+                seen = seen || j < i;
+                calls += rows[j].calls;
+            }
+            if (seen || used + 1 >= sizeof line) continue;
+            int m = snprintf(line + used, sizeof line - used, "%s%s (%llu call%s)", used ? "; " : "", label, calls,
+                             calls == 1 ? "" : "s");
+            if (m > 0) used = used + (size_t)m < sizeof line ? used + (size_t)m : sizeof line - 1;
+        }
+        if (used) fprintf(f, "  %-10s %s\n", name, line);
+    }
+}
+
 void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FILE *f, bool json, int64_t n_prompt,
                          double t_prompt, int64_t n_gen, double t_gen, const char *stop, const char *text) {
     const double MiB = 1 << 20;
@@ -143,6 +178,6 @@ void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FIL
                 rows[i].count, rows[i].bytes / MiB, *d ? d : "(not run)");
         if (*p) fprintf(f, "  %-6s %3s %15s  prefill: %s\n", "", "", "", p);
     }
-    fprintf(f, "attention: %s\n", bp_op_last_path("attention"));
+    print_ops(f);
     fprintf(f, "fallbacks: %llu%s\n", fallbacks, fallbacks ? " (--fallbacks for where and why)" : "");
 }
