@@ -135,7 +135,7 @@ bp_status bp_matvec(bp_weight *w, const float *x, float *y);
 /* Y = X W^T for t inputs: X is t x cols, Y is t x rows, both row-major. */
 bp_status bp_gemm(bp_weight *w, const float *x, int64_t t, float *y);
 /* As bp_matvec / bp_gemm, but on the named backend only: "cpu-ref" (the reference kernel),
- * "cpu", or a backend name from src/seam/backends.def ("vulkan", "cuda", ...). NULL means the
+ * "cpu", or a backend name from src/backend/backends.def ("vulkan", "cuda", ...). NULL means the
  * seam's own choice. A backend that is not built, not enabled, or has no kernel for the kind is
  * an error (BP_E_UNSUPPORTED) naming why: a forced backend never silently becomes another. */
 bp_status bp_matvec_on(bp_weight *w, const char *backend, const float *x, float *y);
@@ -182,7 +182,7 @@ void bp_fallback_report(FILE *out);
 void bp_device_memory(uint64_t *live_bytes, uint64_t *live_allocations);
 
 /* ---- backends: what is here, where an op will run, preference, strict mode -------------- */
-/* Backends in dispatch order (src/seam/backends.def), the CPU last. Asking may run a backend's
+/* Backends in dispatch order (src/backend/backends.def), the CPU last. Asking may run a backend's
  * device probe (once per process). The strings stay valid until the process ends. */
 typedef struct bp_backend_info {
     const char *name;        /* "cuda", "metal", "vulkan", "opencl", "cpu" */

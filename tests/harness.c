@@ -164,3 +164,38 @@ int bp_test_route(int op, bp_kind k, bp_kind k2) {
     const bp_op_shape s = {64, 64, 1};
     return bp_seam_route((bp_op)op, k, k2, &s, NULL, NULL, 0);
 }
+
+void bp_test_jobs_on(const char *backend, uint64_t *rng) {
+    static const bp_kind kinds[3] = {BP_KIND_Q4_K, BP_KIND_Q8_0, BP_KIND_Q6_K};
+    static const int64_t rows[3] = {9, 33, 70};
+    enum { COLS = 512, T = 3 };
+    uint8_t *wd[3];
+    size_t bytes[3];
+    bp_weight *w[3] = {0};
+    float x[T * COLS], *y[3], *ref[3];
+    for (int i = 0; i < T * COLS; i++) x[i] = bp_test_randf(rng);
+    for (int j = 0; j < 3; j++) {
+        wd[j] = bp_test_make_weight(kinds[j], rows[j], COLS, rng, &bytes[j]);
+        CHECK_OK(bp_weight_create(kinds[j], wd[j], bytes[j], rows[j], COLS, &w[j]));
+        y[j] = malloc(sizeof(float) * T * (size_t)rows[j]);
+        ref[j] = malloc(sizeof(float) * T * (size_t)rows[j]);
+        CHECK_OK(bp_ref_gemm(kinds[j], wd[j], bytes[j], rows[j], COLS, x, T, ref[j]));
+    }
+    for (int t = 1; t <= T; t += T - 1) {
+        bp_matmul_job jobs[3] = {{w[0], y[0]}, {w[1], y[1]}, {w[2], y[2]}};
+        CHECK_OK(bp_matmul(x, t, jobs, 3));
+        for (int j = 0; j < 3; j++) {
+            const bp_kind_info *ki = bp_kind_lookup(kinds[j]);
+            bp_run_record r;
+            CHECK_OK(bp_weight_last_record(w[j], &r));
+            char want[32];
+            snprintf(want, sizeof want, "jobs %s", ki->name);
+            CHECK(!strcmp(r.backend, backend) && !strcmp(r.kernel, want) && !r.fallback_from[0],
+                  "%s jobs t=%d: %s ran on %s (%s)", backend, t, ki->name, r.backend, r.kernel);
+            double e = bp_test_nmse(y[j], ref[j], (size_t)(t * rows[j]));
+            CHECK(e <= bp_test_tolerance(kinds[j], t == 1 ? "matvec" : "gemm"), "%s jobs t=%d %s: NMSE %.3g", backend, t,
+                  ki->name, e);
+        }
+    }
+    for (int j = 0; j < 3; j++) bp_weight_free(w[j]), free(wd[j]), free(y[j]), free(ref[j]);
+}

@@ -36,6 +36,10 @@ bool bp_test_dispatch_case(const struct bp_backend_dispatch *d, bp_kind k, int64
 /* BP_TEST_QUICK=1 (set by `make valgrind` and `make tsan`, where every instruction is 20-100x
  * slower): tests run reduced sizes and fewer rounds, covering the same code paths. */
 bool bp_test_quick(void);
+/* With backend enabled (the caller forced it on): three jobs of different kinds sharing one input
+ * through bp_matmul at t = 1 and t = 3 -- each against the reference, each weight's record naming
+ * backend and its jobs kernel ("jobs Q4_K"): the backend took them as one jobs call. */
+void bp_test_jobs_on(const char *backend, uint64_t *rng);
 /* The slot a call of op on kinds k, k2 goes to (bp_seam_route at a 64 x 64 decode shape: the
  * mocks of these tests have no cost model, so the shape does not decide); -1: the CPU. */
 int bp_test_route(int op, bp_kind k, bp_kind k2);

@@ -213,6 +213,27 @@ static void mixed_jobs(uint64_t *rng) {
 
 /* Every op at every shape under one rule; want_mock / want_cpu: whether some call must (1),
  * must not (0) or may (-1) land there, so each rule is seen to decide. */
+/* Three jobs on the mock: one launch, one upload of their shared input (then each weight up and
+ * each result down): 7 device copies, not the 9 of a call per job. */
+static void one_upload(uint64_t *rng) {
+    bp_weight *w[3];
+    uint8_t *wd[3];
+    float x[256], y[3][96];
+    for (int i = 0; i < 256; i++) x[i] = bp_test_randf(rng);
+    for (int j = 0; j < 3; j++) {
+        size_t b;
+        wd[j] = bp_test_make_weight(BP_KIND_Q8_0, 96, 256, rng, &b);
+        CHECK_OK(bp_weight_create(BP_KIND_Q8_0, wd[j], b, 96, 256, &w[j]));
+    }
+    bp_matmul_job jobs[3] = {{w[0], y[0]}, {w[1], y[1]}, {w[2], y[2]}};
+    const int copies = bp_mock_calls(bp_mock_backend_device(), BP_MOCK_COPY), tries = bp_mock_backend_attempts();
+    CHECK_OK(bp_matmul(x, 1, jobs, 3));
+    CHECK(bp_mock_backend_attempts() - tries == 1, "three jobs, %d launches", bp_mock_backend_attempts() - tries);
+    CHECK(bp_mock_calls(bp_mock_backend_device(), BP_MOCK_COPY) - copies == 7, "three jobs, %d device copies",
+          bp_mock_calls(bp_mock_backend_device(), BP_MOCK_COPY) - copies);
+    for (int j = 0; j < 3; j++) bp_weight_free(w[j]), free(wd[j]);
+}
+
 static void all_ops(const char *how, uint64_t *rng, int want_mock, int want_cpu) {
     on_mock = on_cpu = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -255,6 +276,7 @@ int main(void) {
     cfg.min_work = 0;
     CHECK_OK(bp_mock_backend_install(&cfg, 0));
     all_ops("no threshold", &rng, 1, 0);
+    one_upload(&rng);
     bp_mock_backend_uninstall();
     fprintf(stderr, "%d (op, shape, rule) routes compared with the records of their runs\n", checked);
     CHECK(checked >= 5 * 3 * 11, "every op at every shape under every rule (%d)", checked);

@@ -3,7 +3,7 @@
  *    so and names the env switch); BACKPLANE_MOCK=1 forces it, and forced it takes every shape;
  *  - the cost model routes small shapes to the CPU and large ones to the device: the expected
  *    side of the crossover is computed here from the kind's row size (bp_kind_row_bytes) and the
- *    fake rates, not from src/seam/cost.c;
+ *    fake rates, not from src/backend/cost.c;
  *  - bp_route (what `backplane probe --rows/--cols/--batch` prints) and the real dispatch agree
  *    on every kind for several shapes, also under BACKPLANE_MOCK_MIN_WORK;
  *  - strict mode: a launch error is returned as BP_E_FALLBACK naming op, kind, shape, backend

@@ -55,6 +55,7 @@ static void check_public_api(uint64_t *rng) {
           bp_test_nmse(got, ref, 9));
     CHECK(strstr(bp_weight_last_path(w), "Vulkan") != NULL, "bp_matvec_on path '%s'", bp_weight_last_path(w));
     CHECK_OK(bp_gemm_on(w, "vulkan", x, 2, got));
+    bp_test_jobs_on("vulkan", rng);
     CHECK(bp_test_nmse(got, ref, 18) <= bp_test_tolerance(BP_KIND_Q4_K, "gemm"), "bp_gemm_on vulkan: NMSE %g",
           bp_test_nmse(got, ref, 18));
     /* The seam's choice, forced on: Vulkan precedes the CPU (no CUDA/Metal device here). */

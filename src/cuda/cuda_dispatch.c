@@ -341,7 +341,7 @@ static bp_launch cu_launch(const bp_op_call *c, char *err, size_t err_len) {
     return bp_launch_of_status(s);
 }
 
-/* An accelerator; its cost model (src/seam/cost.c) with the memory bandwidth the device's
+/* An accelerator; its cost model (src/backend/cost.c) with the memory bandwidth the device's
  * attributes give (clock x bus width x 2 for DDR, x 0.8 achievable), where cudart reports them. */
 static bool cu_describe(bp_device_desc *out) {
     pthread_mutex_lock(&cu_lock);

@@ -172,7 +172,7 @@ bp_status bp_context_truncate(bp_context *c, int64_t n) {
     return BP_OK;
 }
 
-/* The KV kinds a context offers: every kind the op layer's cache stores (src/ops/kv_kinds.def),
+/* The KV kinds a context offers: every kind the op layer's cache stores (src/backend/kv_kinds.def),
  * with the bound tests/test_model_kv.c holds the logits to against the F16 cache's (NMSE at the
  * worst of 32 positions). Measured worst on Gemma 3 270M (its outlier-heavy K/V are the hard
  * case; the tiny models stay 3-10x lower): F32 4.6e-3, BF16 6.1e-3, Q8_0 1.4e-2, Q5_1 1.5e-2,

@@ -207,7 +207,7 @@ static bp_launch cl_launch(const bp_op_call *c, char *err, size_t err_len) {
 }
 
 /* The device's class (PoCL's CPU device is a CPU implementation: not enabled unless forced)
- * and its cost model (src/seam/cost.c). */
+ * and its cost model (src/backend/cost.c). */
 static bool cl_describe(bp_device_desc *out) {
     if (!bp_cl_device(NULL, 0)) return false;
     const bool cpu = (cl_ctx.type & CL_DEVICE_TYPE_CPU) != 0;

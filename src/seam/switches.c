@@ -31,7 +31,7 @@ bool bp_exact_mode(void) { return switch_get(&exact_mode, "BACKPLANE_EXACT"); }
 
 void bp_set_exact_mode(bool on) { atomic_store(&exact_mode, on ? 1 : 0); }
 
-/* Strict mode (issue 17): every fallback becomes an error (src/seam/dispatch.c). */
+/* Strict mode (issue 17): every fallback becomes an error (src/seam/walk.c). */
 static atomic_int strict_mode = -1;
 
 bool bp_strict_mode(void) { return switch_get(&strict_mode, "BACKPLANE_STRICT"); }

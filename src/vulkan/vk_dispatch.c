@@ -317,7 +317,7 @@ static bp_launch vk_launch(const bp_op_call *c, char *err, size_t err_len) {
 }
 
 /* The device's class (lavapipe/llvmpipe is VK_PHYSICAL_DEVICE_TYPE_CPU: not enabled unless
- * forced) and its cost model (src/seam/cost.c). */
+ * forced) and its cost model (src/backend/cost.c). */
 static bool vk_describe(bp_device_desc *out) {
     if (!bp_vk_device(NULL, 0)) return false;
     const VkPhysicalDeviceType ty = vk_ctx.props.deviceType;

@@ -172,7 +172,7 @@ int bp_bench_crossover(int argc, char **argv) {
     if (json) printf("\n]}\n");
     else
         printf("\nA square Q4_K weight at least that size goes to the backend (model: the constants the seam uses "
-               "now, src/seam/cost.c). Measured with Q4_K 8192 x 8192 decode, 2048 x 2048 t=64 GEMM, 8 x 256 Q8_0 for "
+               "now, src/backend/cost.c). Measured with Q4_K 8192 x 8192 decode, 2048 x 2048 t=64 GEMM, 8 x 256 Q8_0 for "
                "the overhead; the weight stays hot in large caches, so the CPU's GB/s can read above DRAM's.\n");
     free(rows);
     return 0;

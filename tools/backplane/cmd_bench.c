@@ -87,7 +87,7 @@ static int usage(FILE *f, int rc) {
             "  --fallbacks  print how many ops fell back, from where and why\n"
             "  --strict     a fallback is an error (BACKPLANE_STRICT=1 does the same)\n"
             "  --crossover  instead: per backend, the measured per-call overhead, GB/s and GFLOP/s, the\n"
-            "               cost model's figures (src/seam/cost.c), and the shape where it beats the CPU\n"
+            "               cost model's figures (src/backend/cost.c), and the shape where it beats the CPU\n"
             "BACKPLANE_CPU_ISA=scalar|avx2|avx512 forces the CPU kernels' instruction set.\n");
     return rc;
 }
