@@ -74,7 +74,7 @@ static void check_claims(void) {
         snprintf(name, sizeof name, "gemm_%s", ki->name);
         const bool has = bp_cu_kernel_find(name) != NULL;
         CHECK(has == (bp_caps_cuda.kernel(BP_OP_MATVEC, ki->kind) && bp_caps_cuda.kernel(BP_OP_GEMM, ki->kind)),
-              "%s: GEMM claim %d but registry kernel %s %s", ki->name, (int)bp_caps_cuda.kernel(BP_OP_GEMM, ki->kind), name,
+              "%s: GEMM claim %d but registry kernel %s %s", ki->name, bp_caps_cuda.kernel(BP_OP_GEMM, ki->kind) != NULL, name,
               has ? "present" : "absent");
         snprintf(name, sizeof name, "gemm_exact_%s", ki->name);
         CHECK((bp_cu_kernel_find(name) != NULL) == has, "%s: exact-mode GEMM kernel %s missing or extra", ki->name,
