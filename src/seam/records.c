@@ -17,7 +17,13 @@ double bp_seam_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void copy(char *dst, size_t len, const char *src) { snprintf(dst, len, "%s", src ? src : ""); }
+/* A string into a fixed field, cut to fit (a record is filled on every call: no printf). */
+static void copy(char *dst, size_t len, const char *src) {
+    size_t n = src ? strlen(src) : 0;
+    if (n >= len) n = len - 1;
+    if (n) memcpy(dst, src, n);
+    dst[n] = '\0';
+}
 
 /* The record's kind for part j of c (jobs: job j's weight; matvec/gemm: the weight's). */
 static bp_kind part_kind(const bp_op_call *c, int j) {
@@ -140,9 +146,14 @@ static bool same_row(const bp_run_record *a, const bp_run_record *b) {
 }
 
 static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *w) {
+    /* A model calls each op with the same few records over and over: try this thread's last row
+     * of the op first (a hint only: it is checked like any other row). */
+    static _Thread_local int hint[BP_OP_COUNT];
+    const int op = (unsigned)r->op < BP_OP_COUNT ? r->op : 0;
     pthread_mutex_lock(&tally_lock);
-    int i = 0;
+    int i = hint[op] < n_tally && same_row(&tally[hint[op]].record, r) ? hint[op] : 0;
     while (i < n_tally && !same_row(&tally[i].record, r)) i++;
+    hint[op] = i;
     if (i == n_tally) {
         if (n_tally == MAX_TALLY) {
             tally_dropped++;

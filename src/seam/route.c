@@ -198,7 +198,7 @@ static bool wants(int i, bp_op op, bp_kind k, const bp_op_shape *sh, char *why, 
 bp_seam_take bp_seam_takes_shape(int i, bp_op op, const bp_kind *kinds, const bp_op_shape *shapes, int n, bp_kind k2,
                                  char *why, size_t why_len) {
     const bp_seam_slot *s = bp_seam_slot_at(i);
-    put(why, why_len, "%s", "");
+    if (why && why_len) why[0] = '\0';
     if (!s || !s->dispatch) {
         put(why, why_len, "not compiled into this binary");
         return BP_TAKE_NOT_COMPILED;
