@@ -52,18 +52,3 @@ void bp_cli_print_profile(void) {
 void bp_cli_print_fallbacks(void) {
     if (want_fallbacks) bp_fallback_report(stderr);
 }
-
-void bp_cli_json_str(FILE *f, const char *s) {
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
