@@ -7,7 +7,9 @@
 #   - output bytes: `run --json` on a continuation that ends inside a 4-byte character is valid
 #     JSON with the exact bytes in text_hex (the raw byte was printed: invalid JSON); `tokenize
 #     --json` pieces of a text with NUL, stray bytes >= 0x80 and emoji are valid JSON whose
-#     pieces_hex put back the text byte for byte (bytes >= 0x80 came out as \u00XX).
+#     pieces_hex put back the text byte for byte (bytes >= 0x80 came out as \u00XX);
+#   - `run --ctx 16000000` (295 GB of KV cache): refused naming the bytes asked and available;
+#     --no-memory-check allocates anyway.
 # Gemma 3 270M (scripts/install-gemma.sh) is required, as cli_model.sh requires it.
 set -u
 cli=${1:?usage: cli_reliability.sh path/to/backplane}
@@ -164,6 +166,14 @@ for p, h in zip(d["pieces"], d["pieces_hex"]):
 if not ok:
     print("FAIL: tokenize --json pieces do not give the text back: %r vs %r" % (got, text)); sys.exit(1)
 PY
+
+# --- a context larger than the memory available: refused before allocating, both sizes named --
+"$cli" run "$GEMMA" -p hi -n 1 --ctx 16000000 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+{ [ $rc -ne 0 ] && grep -q "needs [0-9]* bytes" "$tmp/err" && grep -q "bytes available" "$tmp/err"; } ||
+  bad "run --ctx 16000000 exited $rc: $(tail -1 "$tmp/err")"
+BACKPLANE_MEMORY_LIMIT=1000 "$cli" run "$GEMMA" -p hi -n 1 --no-memory-check >"$tmp/out" 2>"$tmp/err" ||
+  bad "--no-memory-check did not override BACKPLANE_MEMORY_LIMIT: $(tail -1 "$tmp/err")"
 
 [ $fail -eq 0 ] && echo "cli_reliability: OK"
 exit $fail

@@ -49,6 +49,12 @@ void bp_cli_print_profile(void) {
     if (want_profile) bp_stats_report(stderr);
 }
 
+bool bp_cli_take_no_memory_check(int *argc, char **argv) {
+    bool found = take_flag(argc, argv, "--no-memory-check");
+    if (found) bp_set_memory_check(false);
+    return found;
+}
+
 void bp_cli_print_fallbacks(void) {
     if (want_fallbacks) bp_fallback_report(stderr);
 }

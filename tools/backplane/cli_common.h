@@ -19,6 +19,9 @@ extern bool bp_cli_dry_run;
  * becomes the op's error (BACKPLANE_STRICT=1 does the same). */
 bool bp_cli_take_strict(int *argc, char **argv);
 void bp_cli_print_fallbacks(void);
+/* --no-memory-check (run, perplexity, bench MODEL): removed from argv like the flags above; turns
+ * off bp_context_create's check of the KV cache against the memory available. */
+bool bp_cli_take_no_memory_check(int *argc, char **argv);
 /* --profile, the same way: ops' calls, time, GB/s and GFLOP/s per op and backend
  * (bp_stats_report) to stderr, when the flag was given. Commands that run ops take it. */
 bool bp_cli_take_profile(int *argc, char **argv);

@@ -13,7 +13,7 @@
 
 static int usage(FILE *f, int rc) {
     fprintf(f, "usage: backplane perplexity MODEL.gguf -f TEXT [--ctx N] [--chunks N] [--kv-kind KIND] [--threads N]\n"
-               "                            [--json] [--profile] [--fallbacks] [--strict]\n"
+               "                            [--json] [--profile] [--fallbacks] [--strict] [--no-memory-check]\n"
                "  --ctx N      tokens per chunk (default 512)\n"
                "  --chunks N   at most N chunks (default: every whole chunk of the text)\n");
     return rc;
@@ -29,6 +29,7 @@ int bp_cmd_perplexity(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_profile(&argc, argv);
     bp_cli_take_strict(&argc, argv);
+    bp_cli_take_no_memory_check(&argc, argv);
     const char *model = NULL, *file = NULL;
     int64_t ctx = 512, chunks = 0;
     int threads = 0;

@@ -25,7 +25,7 @@ static int usage(FILE *f, int rc) {
     fprintf(f,
             "usage: backplane run MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--ctx N] [--kv-kind KIND] [--threads N]\n"
-            "                     [--chat] [--json] [--profile] [--fallbacks] [--strict]\n"
+            "                     [--chat] [--json] [--profile] [--fallbacks] [--strict] [--no-memory-check]\n"
             "  -p PROMPT        the prompt (BOS is added as the vocabulary says)\n"
             "  -n N             tokens to generate at most (default 128; stops early at end of generation)\n"
             "  --temp T         temperature (default 0: greedy); --top-k/--top-p/--min-p/--repeat-penalty/--seed\n"
@@ -36,7 +36,8 @@ static int usage(FILE *f, int rc) {
             "  --chat           wrap the prompt in the family's chat format (gemma, chatml, llama3, llama2)\n"
             "  --json           print one JSON object at the end instead of streaming text\n"
             "  --profile        per-op calls, time, GB/s and GFLOP/s;  --fallbacks: ops that fell back;\n"
-            "  --strict         a fallback is an error (BACKPLANE_STRICT=1)\n");
+            "  --strict         a fallback is an error (BACKPLANE_STRICT=1)\n"
+            "  --no-memory-check  allocate a KV cache larger than the memory available (BACKPLANE_MEMORY_CHECK=0)\n");
     return rc;
 }
 
@@ -105,6 +106,7 @@ int bp_cmd_run(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_profile(&argc, argv);
     bp_cli_take_strict(&argc, argv);
+    bp_cli_take_no_memory_check(&argc, argv);
     ropts o;
     int p = parse(argc, argv, &o);
     if (p) return usage(p > 0 ? stdout : stderr, p > 0 ? 0 : 2);
