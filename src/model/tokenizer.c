@@ -275,10 +275,13 @@ static bp_status setup(bp_tokenizer *t, const bp_gguf *f) {
         return bp_fail(BP_E_NOT_FOUND, "tokenizer: the GGUF has no tokenizer.ggml.model");
     bp_status rc = bp_gguf_get_str(f, "tokenizer.ggml.model", &s, &n);
     if (rc != BP_OK) return rc;
+    /* the names are compared as C strings: one with a NUL inside would pass as its prefix */
+    if (memchr(s, 0, n)) return bp_fail(BP_E_FORMAT, "tokenizer: tokenizer.ggml.model holds a NUL byte");
     if (!(t->model_name = dup_n(s, n))) return bp_fail(BP_E_NOMEM, "tokenizer: model name");
     if (bp_gguf_find_key(f, "tokenizer.ggml.pre") >= 0) {
         rc = bp_gguf_get_str(f, "tokenizer.ggml.pre", &s, &n);
         if (rc != BP_OK) return rc;
+        if (memchr(s, 0, n)) return bp_fail(BP_E_FORMAT, "tokenizer: tokenizer.ggml.pre holds a NUL byte");
         t->pre_name = dup_n(s, n);
     } else {
         t->pre_name = dup_n("default", 7);
