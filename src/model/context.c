@@ -106,7 +106,7 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
     if (n > c->n_ctx - c->pos)
         return bp_fail(BP_E_INVAL,
                        "bp_context_eval: %lld tokens do not fit: the context holds %lld and %lld are used "
-                       "(a larger --ctx, or a shorter prompt)",
+                       "(a context with a larger n_ctx, or fewer tokens)",
                        (long long)n, (long long)c->n_ctx, (long long)c->pos);
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->m->hp.n_vocab)

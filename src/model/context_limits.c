@@ -56,8 +56,8 @@ bp_status bp_context_check_memory(const bp_model *m, int64_t n_ctx, int64_t n_ba
     const bp_kind_info *ki = bp_kind_lookup((uint32_t)kv_kind);
     return bp_fail(BP_E_NOMEM,
                    "%s: a %lld-token context needs %.0f bytes (KV cache %.0f bytes of %s, buffers %.0f), more than "
-                   "the %llu bytes available (%s); ask for a smaller context (--ctx) or KV kind (--kv-kind), or "
-                   "turn the check off (BACKPLANE_MEMORY_CHECK=0, bp_set_memory_check(false), --no-memory-check)",
+                   "the %llu bytes available (%s); ask for a smaller n_ctx or KV kind, or turn the check off "
+                   "(BACKPLANE_MEMORY_CHECK=0 or bp_set_memory_check(false); the CLI's --no-memory-check)",
                    fn, (long long)n_ctx, kv + bufs, kv, ki ? ki->name : "?", bufs, (unsigned long long)avail, src);
 }
 
