@@ -2,7 +2,8 @@
  * tiny-llama.gguf with one thing changed:
  *   - a string key with a NUL inside (general.architecture "llama\0...", general.name,
  *     tokenizer.ggml.model) is refused, not read as its prefix;
- *   - llama.vocab_size that disagrees with token_embd.weight is refused;
+ *   - llama.vocab_size that disagrees with token_embd.weight, and a tokenizer.ggml.scores longer
+ *     than the token list, are refused;
  *   - keys a llama model does not use (attention.sliding_window, final_logit_softcapping,
  *     rope.freq_base_swa) leave its logits bit for bit the same (the window made every layer
  *     slide, the soft-cap capped the logits);
@@ -29,7 +30,8 @@ typedef struct change {
     const char *key;         /* a key to set (replacing the file's, if any) */
     const char *str;         /* as a string of str_len bytes, or ... */
     size_t str_len;
-    bp_gguf_type type;       /* ... a scalar of this type (U32 or F32) */
+    bp_gguf_type type;       /* ... a scalar of this type (U32 or F32), or ... */
+    size_t f32_array_len;    /* ... an F32 array of this many zeros */
     uint32_t u32;
     float f32;
     const char *tensor;      /* an F32 tensor whose element elem becomes value, or a Q4_0 one */
@@ -52,7 +54,12 @@ static bool write_variant(const change *ch) {
         if (bp_gguf_writer_add_value(w, k, &v)) goto out;
     }
     if (ch->key && ch->str && bp_gguf_writer_add_string(w, ch->key, ch->str, ch->str_len)) goto out;
-    if (ch->key && !ch->str)
+    if (ch->key && ch->f32_array_len) {
+        float *zeros = calloc(ch->f32_array_len, sizeof *zeros);
+        bool bad = !zeros || bp_gguf_writer_add_array(w, ch->key, BP_GGUF_F32, zeros, ch->f32_array_len);
+        free(zeros);
+        if (bad) goto out;
+    } else if (ch->key && !ch->str)
         if (bp_gguf_writer_add_scalar(w, ch->key, ch->type, ch->type == BP_GGUF_F32 ? (const void *)&ch->f32
                                                                                     : (const void *)&ch->u32))
             goto out;
@@ -128,6 +135,17 @@ static void test_strings_and_counts(void) {
         bp_status s = f ? bp_tokenizer_create(f, &t) : BP_E_IO;
         CHECK(s == BP_E_FORMAT && strstr(bp_last_error(), "tokenizer.ggml.model"),
               "NUL in tokenizer.ggml.model: %s (%s)", bp_status_name(s), bp_last_error());
+        bp_tokenizer_free(t);
+        bp_gguf_close(f);
+    }
+    /* a per-token array longer than the token list (320 tokens) was accepted */
+    if (write_variant(&(change){.key = "tokenizer.ggml.scores", .f32_array_len = 321})) {
+        bp_gguf *f = NULL;
+        bp_tokenizer *t = NULL;
+        CHECK_OK(bp_gguf_open(g_out, &f));
+        bp_status s = f ? bp_tokenizer_create(f, &t) : BP_E_IO;
+        CHECK(s == BP_E_FORMAT && strstr(bp_last_error(), "321 entries for 320 tokens"),
+              "321 scores for 320 tokens: %s (%s)", bp_status_name(s), bp_last_error());
         bp_tokenizer_free(t);
         bp_gguf_close(f);
     }
