@@ -19,7 +19,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s MODEL.gguf \"PROMPT\" [N] [TEMPERATURE]\n", argv[0]);
         return 2;
     }
-    const int n_gen = argc > 3 ? atoi(argv[3]) : 32;
+    /* strict numbers: atoi read "abc" as 0 and "10x" as 10 */
+    char *end = NULL;
+    const long n_gen = argc > 3 ? strtol(argv[3], &end, 10) : 32;
+    int bad = argc > 3 && (*end || end == argv[3] || n_gen < 0);
+    const float temp = argc > 4 ? strtof(argv[4], &end) : 0.0f;
+    bad |= argc > 4 && (*end || end == argv[4]);
+    if (bad) {
+        fprintf(stderr, "generate: N must be a count and TEMPERATURE a number\n");
+        return 2;
+    }
     bp_model *m = NULL;
     bp_tokenizer *tok = NULL;
     bp_context *c = NULL;
@@ -30,7 +39,7 @@ int main(int argc, char **argv) {
     bp_status s;
     bp_model_info info;
     bp_sampler_params sp = bp_sampler_default_params();
-    sp.temperature = argc > 4 ? (float)atof(argv[4]) : 0.0f; /* <= 0: greedy */
+    sp.temperature = temp; /* <= 0: greedy */
 
     if ((s = bp_model_load(argv[1], NULL, &m))) return fail(argv[1], s);
     if ((s = bp_model_get_info(m, &info)) || (s = bp_tokenizer_create(bp_model_gguf(m), &tok)) ||
@@ -41,18 +50,24 @@ int main(int argc, char **argv) {
         goto out;
     }
     fputs(argv[2], stdout);
-    for (int i = 0; i < n_gen; i++) {
+    for (long i = 0; i < n_gen; i++) {
         bp_token t;
-        char piece[256];
+        char piece[256], *p = piece;
         size_t len;
         if ((s = bp_sampler_sample(smp, bp_context_logits(c, 0), &t))) break;
         if (bp_tokenizer_is_eog(tok, t)) break;
-        if (!(s = bp_tokenizer_token_to_piece(tok, t, false, piece, sizeof piece, &len))) fwrite(piece, 1, len, stdout);
+        s = bp_tokenizer_token_to_piece(tok, t, false, piece, sizeof piece, &len);
+        if (s == BP_E_INVAL && len > sizeof piece && (p = malloc(len))) /* a longer piece: whole */
+            s = bp_tokenizer_token_to_piece(tok, t, false, p, len, &len);
+        if (s) break;
+        fwrite(p, 1, len, stdout);
+        if (p != piece) free(p);
         fflush(stdout);
         if ((s = bp_sampler_accept(smp, t)) || (s = bp_context_eval(c, &t, 1, 1))) break;
     }
     putchar('\n');
     rc = s ? fail("generate", s) : 0;
+    if (fflush(stdout) || ferror(stdout)) rc = 1, fprintf(stderr, "generate: writing the text failed\n");
 out:
     bp_tokens_free(ids);
     bp_sampler_free(smp);

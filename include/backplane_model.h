@@ -90,7 +90,15 @@ typedef struct bp_context_params {
 } bp_context_params;
 
 bp_context_params bp_context_default_params(void);
+/* BP_E_NOMEM before any allocation when the KV cache and buffers would need more memory than is
+ * available (the smallest of MemAvailable, a cgroup v2 limit less usage, BACKPLANE_MEMORY_LIMIT
+ * bytes), the message naming the bytes asked and available; see bp_set_memory_check. */
 bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_context **out);
+/* The memory check of bp_context_create: on by default; BACKPLANE_MEMORY_CHECK=0 (off, false)
+ * turns it off for the process, bp_set_memory_check overrides both (to allocate anyway, e.g.
+ * with swap or overcommit the check does not see). */
+void bp_set_memory_check(bool on);
+bool bp_memory_check(void);
 void bp_context_free(bp_context *c); /* NULL is fine; the model must outlive its contexts */
 
 /* The KV kinds bp_context_params.kv_kind accepts, and the NMSE bound of the logits with that
@@ -100,10 +108,11 @@ int bp_context_kv_kinds(bp_kind *kinds, double *nmse_bound, int cap);
 
 /* Append n tokens at positions bp_context_pos(c) .. +n-1, and compute the logits of the last
  * n_out of them (0 <= n_out <= n; 1 for generation, n for every position). On failure nothing
- * is appended: the cache holds the same positions as before. A token id outside the vocabulary
- * or more tokens than the cache has room for is found before any work, and the previous eval's
- * logits stay readable; a failure inside the forward pass (no memory, a backend error) leaves
- * no logits (bp_context_logits gives NULL). */
+ * is appended: the cache holds the same positions as before. A token id outside the vocabulary,
+ * a token whose embedding row is not finite (BP_E_FORMAT naming the row) or more tokens than the
+ * cache has room for is found before any work, and the previous eval's logits stay readable; a
+ * failure inside the forward pass (no memory, a backend error, a logit that is NaN or infinite:
+ * BP_E_FORMAT naming the output) leaves no logits (bp_context_logits gives NULL). */
 bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64_t n_out);
 /* Logits (n_vocab floats) of output j of the last eval, j in [0, n_out): output j belongs to
  * token n - n_out + j. NULL when out of range. Valid until the next eval. */

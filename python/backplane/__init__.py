@@ -5,12 +5,12 @@ ctypes over the installed C library (libbackplane.so.0): see the top-level READM
 from ._core import Error, Kind, kinds, kind, version, dequantize, quantize
 from .gguf import GGUF, Tensor
 from .tokenizer import Tokenizer, Sampler
-from .model import Model, Context
+from .model import Model, Context, Generation
 from .seam import (Weight, matvec, gemm, backends, route, probe, set_backend_preference, strict_mode,
                    fallback_report, device_memory, exact_mode)
 
 __version__ = version()
 
-__all__ = ["Model", "Context", "Tokenizer", "Sampler", "Error", "Kind", "kinds", "kind", "version", "dequantize", "quantize", "GGUF", "Tensor",
+__all__ = ["Model", "Context", "Generation", "Tokenizer", "Sampler", "Error", "Kind", "kinds", "kind", "version", "dequantize", "quantize", "GGUF", "Tensor",
            "Weight", "matvec", "gemm", "backends", "route", "probe", "set_backend_preference", "strict_mode",
            "fallback_report", "device_memory", "exact_mode"]

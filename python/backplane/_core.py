@@ -1,5 +1,6 @@
 """Errors, the version, the kind table and the reference (de)quantizers."""
 import ctypes
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,32 @@ class Handle:
         return self._h
 
 
+# The C integer types the binding passes, and their ranges: ctypes wraps an out-of-range Python
+# int silently (token 2**32 + 20 became 20, truncate(2**64) emptied the cache), so every integer
+# is checked here first.
+_RANGES = {ctypes.c_int32: (-2**31, 2**31 - 1), ctypes.c_uint32: (0, 2**32 - 1),
+           ctypes.c_int64: (-2**63, 2**63 - 1), ctypes.c_uint64: (0, 2**64 - 1)}
+
+
+def c_int(value, ctype, what):
+    """value as a Python int inside ctype's range: TypeError for a non-integer (3.5, "3"),
+    OverflowError naming what and the range otherwise."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, not {type(value).__name__}") from None
+    lo, hi = _RANGES[ctype]
+    if not lo <= v <= hi:
+        raise OverflowError(f"{what} = {v} is outside the range of a C {ctype.__name__[2:]} ({lo}..{hi})")
+    return v
+
+
+def c_int_array(values, ctype, what):
+    """A ctypes array of values, each checked as c_int checks it (the index named)."""
+    values = list(values)
+    return (ctype * len(values))(*(c_int(v, ctype, f"{what}[{i}]") for i, v in enumerate(values)))
+
+
 def version():
     """The C library's version, bp_version() (the CMake project version)."""
     return lib.bp_version().decode()
@@ -81,7 +108,7 @@ class Kind:
     def row_bytes(self, n):
         """Bytes of one row of n elements (n a whole number of blocks)."""
         out = ctypes.c_size_t()
-        check(lib.bp_kind_row_bytes(self.id, int(n), ctypes.byref(out)))
+        check(lib.bp_kind_row_bytes(self.id, c_int(n, ctypes.c_int64, "n"), ctypes.byref(out)))
         return out.value
 
 
@@ -103,7 +130,7 @@ def kind(key):
         return key
     if isinstance(key, str):
         return _kind_from(fail_null(lib.bp_kind_by_name(key.encode()), 2))
-    return _kind_from(fail_null(lib.bp_kind_lookup(int(key)), 2))
+    return _kind_from(fail_null(lib.bp_kind_lookup(c_int(key, ctypes.c_uint32, "kind id")), 2))
 
 
 def _bytes_view(data):
@@ -128,8 +155,11 @@ def dequantize(kind_, data, n=None):
     buf = _bytes_view(data)
     if n is None:
         n = buf.size // k.block_bytes * k.block_elems
-    out = np.empty(int(n), dtype=np.float32)
-    check(lib.bp_dequantize(k.id, buf.ctypes.data, buf.size, fptr(out), int(n)))
+    n = c_int(n, ctypes.c_int64, "n")
+    if n < 0:
+        raise ValueError(f"dequantize: n = {n} is negative")
+    out = np.empty(n, dtype=np.float32)
+    check(lib.bp_dequantize(k.id, buf.ctypes.data, buf.size, fptr(out), n))
     return out
 
 

@@ -50,7 +50,8 @@ def _value(v):
 class Tensor:
     """One tensor of an open GGUF file. ne is GGUF order (ne[0] = elements per row); shape is
     NumPy order (rows first). data is the raw bytes as a zero-copy uint8 view of the mapping,
-    valid while the file is open."""
+    valid while the file is open, or while a view of it lives (closing the file then only
+    closes it for Python: the mapping goes when the last view does)."""
 
     def __init__(self, gguf, t):
         self._gguf = gguf
@@ -68,6 +69,7 @@ class Tensor:
         buf = (ctypes.c_uint8 * self.nbytes).from_address(self._data)
         a = np.frombuffer(buf, dtype=np.uint8)
         a.flags.writeable = False
+        self._gguf._add_view(a)  # the mapping outlives every view (GGUF.free waits for them)
         return a
 
     def numpy(self):
@@ -106,6 +108,11 @@ class GGUF(Handle):
 
     def _init(self, h, keep):
         self._h, self._keep, self._weights, self._tensors = h, keep, weakref.WeakSet(), None
+        self._views = {}  # id -> weakref of the live Tensor.data views (arrays are unhashable)
+
+    def _add_view(self, a):
+        views = self._views
+        views[id(a)] = weakref.ref(a, lambda r, k=id(a): views.pop(k, None))
 
     def _require_open(self):
         self._handle()
@@ -117,6 +124,22 @@ class GGUF(Handle):
             for w in list(self._weights):
                 w.free()
             self._weights = weakref.WeakSet()
+            views = [v for v in (r() for r in list(self._views.values())) if v is not None]
+            if views:
+                # A NumPy view from Tensor.data reads the mapping directly: unmapping it now
+                # would leave the view over freed memory. Closed for Python at once; the C file
+                # (and a from_bytes image) is released when the last view is collected.
+                h, keep, left = self._h, self._keep, [len(views)]
+
+                def release_one(keep=keep):  # keep: a from_bytes image lives as long as this
+                    left[0] -= 1
+                    if left[0] == 0:
+                        lib.bp_gguf_close(h)
+
+                for v in views:
+                    weakref.finalize(v, release_one)
+                self._h, self._views = None, {}
+                return
         super().free()
 
     close = free

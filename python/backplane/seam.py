@@ -3,8 +3,8 @@ import ctypes
 
 import numpy as np
 
-from ._core import Error, Handle, check, kind, kinds, _bytes_view, f32_array, fptr
-from ._lib import lib, capture, c_void_p, c_uint64, BackendInfo, RouteInfo
+from ._core import Error, Handle, check, kind, kinds, _bytes_view, f32_array, fptr, c_int
+from ._lib import lib, capture, c_void_p, c_uint64, c_int64, BackendInfo, RouteInfo
 from .gguf import Tensor
 
 
@@ -26,7 +26,7 @@ class Weight(Handle):
         else:
             self._buf = _bytes_view(data).copy()  # ours: the caller may change theirs
             ptr, nbytes = self._buf.ctypes.data, self._buf.size
-        self.kind, self.rows, self.cols = k, int(rows), int(cols)
+        self.kind, self.rows, self.cols = k, c_int(rows, c_int64, "rows"), c_int(cols, c_int64, "cols")
         h = c_void_p()
         check(lib.bp_weight_create(k.id, ptr, nbytes, self.rows, self.cols, ctypes.byref(h)))
         self._h = h
@@ -104,7 +104,8 @@ def route(kind_, rows, cols, batch=1):
     """Where an op of this kind on a rows x cols weight with `batch` inputs runs now (the rule
     matvec/gemm apply): {"backend", "display", "path", "per_position", "why"}."""
     r = RouteInfo()
-    check(lib.bp_route(kind(kind_).id, int(rows), int(cols), int(batch), ctypes.byref(r)))
+    check(lib.bp_route(kind(kind_).id, c_int(rows, c_int64, "rows"), c_int(cols, c_int64, "cols"),
+                       c_int(batch, c_int64, "batch"), ctypes.byref(r)))
     return {"backend": _text(r.backend), "display": _text(r.display), "path": _text(r.path),
             "per_position": bool(r.per_position), "why": _text(r.why)}
 

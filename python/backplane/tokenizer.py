@@ -1,7 +1,9 @@
 """Tokenizer and sampler: separate objects beside the model, as in the C API."""
 import ctypes
 
-from ._core import Handle, check, f32_array, fptr
+from ctypes import c_int32, c_uint64
+
+from ._core import Handle, check, f32_array, fptr, c_int, c_int_array
 from ._lib import lib, SamplerParams, c_void_p
 from .gguf import GGUF
 
@@ -43,7 +45,7 @@ class Tokenizer(Handle):
 
     def is_eog(self, token):
         """Whether the token ends a generation (EOS, EOT and the other end markers)."""
-        return bool(lib.bp_tokenizer_is_eog(self._handle(), int(token)))
+        return bool(lib.bp_tokenizer_is_eog(self._handle(), c_int(token, c_int32, "token")))
 
     def encode(self, text, add_special=True, parse_special=False):
         """Token ids of text (str, or bytes taken as they are)."""
@@ -59,15 +61,16 @@ class Tokenizer(Handle):
     def piece(self, token, special=False):
         """The bytes one token stands for (as llama.cpp's token_to_piece gives them)."""
         n = ctypes.c_size_t()
-        lib.bp_tokenizer_token_to_piece(self._handle(), int(token), bool(special), None, 0, ctypes.byref(n))
+        token = c_int(token, c_int32, "token")
+        lib.bp_tokenizer_token_to_piece(self._handle(), token, bool(special), None, 0, ctypes.byref(n))
         buf = ctypes.create_string_buffer(max(n.value, 1))
-        check(lib.bp_tokenizer_token_to_piece(self._handle(), int(token), bool(special), buf, n.value,
+        check(lib.bp_tokenizer_token_to_piece(self._handle(), token, bool(special), buf, n.value,
                                               ctypes.byref(n)))
         return buf.raw[:n.value]
 
     def decode(self, ids, special=False):
         """The text of ids (invalid UTF-8 replaced)."""
-        arr = (ctypes.c_int32 * len(ids))(*ids)
+        arr = c_int_array(ids, c_int32, "ids")
         n = ctypes.c_size_t()
         flags = _DECODE_SPECIAL if special else 0
         lib.bp_tokenizer_decode(self._handle(), arr, len(ids), flags, None, 0, ctypes.byref(n))
@@ -87,12 +90,15 @@ class Sampler(Handle):
     def __init__(self, n_vocab, **params):
         p = lib.bp_sampler_default_params()
         for k, v in params.items():
-            if k not in dict(SamplerParams._fields_):
+            fields = dict(SamplerParams._fields_)
+            if k not in fields:
                 raise TypeError(f"unknown sampler parameter {k!r}")
-            setattr(p, k, v)
+            # a ctypes integer field wraps what does not fit (seed=-1 became 2**64 - 1)
+            setattr(p, k, c_int(v, fields[k], k) if fields[k] in (c_int32, c_uint64) else v)
         h = c_void_p()
-        check(lib.bp_sampler_create(ctypes.byref(p), int(n_vocab), ctypes.byref(h)))
-        self._h, self.n_vocab = h, int(n_vocab)
+        n_vocab = c_int(n_vocab, c_int32, "n_vocab")
+        check(lib.bp_sampler_create(ctypes.byref(p), n_vocab, ctypes.byref(h)))
+        self._h, self.n_vocab = h, n_vocab
 
     def sample(self, logits):
         """One token id drawn from logits (n_vocab floats); not yet accepted."""
@@ -105,7 +111,7 @@ class Sampler(Handle):
 
     def accept(self, token):
         """Record a token for the repetition penalties."""
-        check(lib.bp_sampler_accept(self._handle(), int(token)))
+        check(lib.bp_sampler_accept(self._handle(), c_int(token, c_int32, "token")))
 
     def reset(self):
         lib.bp_sampler_reset(self._handle())

@@ -407,11 +407,20 @@ bp_status bp_gguf_open_memory(const void *buf, size_t len, bp_gguf **out) {
     return BP_OK;
 }
 
+/* What a path that is not a regular file is, for the error. */
+static const char *file_type(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a file";
+}
+
 bp_status bp_gguf_open(const char *path, bp_gguf **out) {
     if (!out) return bp_fail(BP_E_INVAL, "bp_gguf_open: out is NULL");
     *out = NULL;
     if (!path) return bp_fail(BP_E_INVAL, "bp_gguf_open: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer (`mkfifo f;
+     * backplane info f` never returned); fstat below refuses it at once. The flag does not
+     * matter to mmap. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return bp_fail(BP_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -421,7 +430,7 @@ bp_status bp_gguf_open(const char *path, bp_gguf **out) {
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return bp_fail(BP_E_IO, "%s: not a regular file", path);
+        return bp_fail(BP_E_IO, "%s: not a regular file (%s)", path, file_type(st.st_mode));
     }
     if (st.st_size == 0) {
         close(fd);

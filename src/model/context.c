@@ -44,6 +44,9 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
         const bp_kind_info *ki = bp_kind_lookup((uint32_t)p.kv_kind);
         return bp_fail(BP_E_KIND, "bp_context_create: the KV cache cannot store kind %s", ki ? ki->name : "?");
     }
+    /* before any allocation: a request larger than the memory there is, refused by number */
+    bp_status s = bp_context_check_memory(m, p.n_ctx, p.n_batch, p.kv_kind, "bp_context_create");
+    if (s) return s;
     bp_context *c = bp_calloc(1, sizeof *c);
     if (!c) return bp_fail(BP_E_NOMEM, "bp_context_create: no memory");
     c->m = m;
@@ -55,7 +58,7 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
     bp_kv_cache_desc kd = {.n_layers = (int32_t)hp->n_layer, .n_kv_heads = (int32_t)hp->n_head_kv,
                            .head_dim_k = (int32_t)hp->head_dim_k, .head_dim_v = (int32_t)hp->head_dim_v,
                            .capacity = p.n_ctx, .layer_capacity = NULL, .kind_k = p.kv_kind, .kind_v = p.kv_kind};
-    bp_status s = bp_kv_cache_create(&kd, &c->kv);
+    s = bp_kv_cache_create(&kd, &c->kv);
     if (s) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s", bp_last_error());
@@ -103,13 +106,15 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
     if (n > c->n_ctx - c->pos)
         return bp_fail(BP_E_INVAL,
                        "bp_context_eval: %lld tokens do not fit: the context holds %lld and %lld are used "
-                       "(a larger --ctx, or a shorter prompt)",
+                       "(a context with a larger n_ctx, or fewer tokens)",
                        (long long)n, (long long)c->n_ctx, (long long)c->pos);
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->m->hp.n_vocab)
             return bp_fail(BP_E_INVAL, "bp_context_eval: token %lld is id %d, outside the vocabulary 0..%lld",
                            (long long)i, tokens[i], (long long)c->m->hp.n_vocab - 1);
-    bp_status s = reserve_logits(c, n_out);
+    bp_status s = bp_context_check_rows(c, tokens, n, c->pos); /* before any work, like the ids */
+    if (s) return s;
+    s = reserve_logits(c, n_out);
     if (s) return s;
     int64_t pos0 = c->pos;
     c->n_out = 0;
@@ -130,6 +135,14 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
             return bp_fail(s, "%s", msg);
         }
         c->pos += t;
+    }
+    /* A NaN or infinite logit is an error naming where it arose, and, like any failure of the
+     * forward pass, appends nothing. */
+    if ((s = bp_context_check_logits(c, n, n_out, pos0))) {
+        bp_kv_cache_truncate(c->kv, -1, pos0);
+        c->pos = pos0;
+        c->n_out = 0;
+        return s;
     }
     bp_model_memory_after_eval(c->m, n > 1, n_out > 1);
     return BP_OK;

@@ -26,4 +26,13 @@ struct bp_context {
  * of them to c->logits. The caller checked ids and room. */
 bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out);
 
+/* context_limits.c: the memory a context needs (KV cache of kv_kind for n_ctx tokens, buffers
+ * of n_batch) against what is available, BP_E_NOMEM naming both when it does not fit and the
+ * check is on; the embedding rows of tokens[0..n) finite (before the forward pass; uses c->tmp)
+ * and every logit of the last eval finite (after), BP_E_FORMAT naming where otherwise. */
+bp_status bp_context_check_memory(const bp_model *m, int64_t n_ctx, int64_t n_batch, bp_kind kv_kind,
+                                  const char *fn);
+bp_status bp_context_check_rows(bp_context *c, const int32_t *tokens, int64_t n, int64_t pos0);
+bp_status bp_context_check_logits(const bp_context *c, int64_t n, int64_t n_out, int64_t pos0);
+
 #endif

@@ -87,6 +87,10 @@ static bp_status get_float(const bp_gguf *f, const char *arch, const char *suffi
 static bp_status read_swa(const bp_gguf *f, const bp_arch *a, bp_hparams *hp) {
     hp->is_swa = bp_calloc((size_t)hp->n_layer, sizeof *hp->is_swa);
     if (!hp->is_swa) return bp_fail(BP_E_NOMEM, "model: no memory for %lld layer flags", (long long)hp->n_layer);
+    /* Only a family with sliding-window layers reads the window keys (llama.cpp's rule): a
+     * llama.attention.sliding_window used to make every layer of a llama model slide (its
+     * pattern is 0: "every layer"), changing its logits silently. */
+    if (a->swa_pattern == 0) return BP_OK;
     bp_status s = get_int(f, a->name, "attention.sliding_window", false, 0, 0, MAX_CTX, &hp->swa_window);
     if (s || hp->swa_window == 0) return s;
     char key[160];
@@ -143,7 +147,11 @@ bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *
                        (long long)hp->head_dim_k);
     if ((s = get_float(f, n, "attention.layer_norm_rms_epsilon", true, 0, 1e-12, 1.0, &hp->rms_eps)) ||
         (s = get_float(f, n, "rope.freq_base", false, 10000.0, 1e-3, 1e12, &hp->rope_base)) ||
-        (s = get_float(f, n, "rope.freq_base_swa", false, 10000.0, 1e-3, 1e12, &hp->rope_base_swa)) ||
+        (s = get_float(f, n, "rope.freq_base_swa", false, 10000.0, 1e-3, 1e12, &hp->rope_base_swa)))
+        return s;
+    /* The final soft-cap is Gemma's: the other families ignore the key, as llama.cpp does, rather
+     * than let it change their logits. */
+    if (a->id == BP_ARCH_GEMMA3 &&
         (s = get_float(f, n, "final_logit_softcapping", false, 0.0, 0.0, 1e6, &hp->final_softcap)))
         return s;
 

@@ -168,6 +168,11 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     size_t alen;
     if (bp_gguf_get_str(m->file, "general.architecture", &an, &alen))
         return bp_fail(BP_E_FORMAT, "%s: no general.architecture string; not a model file", path);
+    /* A GGUF string carries its length; one with a NUL inside would be read as its prefix
+     * ("llama\0anything" as llama) by every C-string use after this. */
+    if (memchr(an, 0, alen))
+        return bp_fail(BP_E_FORMAT, "%s: general.architecture holds a NUL byte at offset %zu of its %zu", path,
+                       (size_t)((const char *)memchr(an, 0, alen) - an), alen);
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(alen < 63 ? alen : 63), an);
     m->arch = bp_arch_lookup(arch);
@@ -180,8 +185,12 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     }
     const char *nm;
     size_t nlen;
-    if (!bp_gguf_get_str(m->file, "general.name", &nm, &nlen))
+    if (!bp_gguf_get_str(m->file, "general.name", &nm, &nlen)) {
+        if (memchr(nm, 0, nlen))
+            return bp_fail(BP_E_FORMAT, "%s: general.name holds a NUL byte at offset %zu of its %zu", path,
+                           (size_t)((const char *)memchr(nm, 0, nlen) - nm), nlen);
         snprintf(m->name, sizeof m->name, "%.*s", (int)(nlen < sizeof m->name ? nlen : sizeof m->name - 1), nm);
+    }
     bp_clear_error();
     bp_hparams *hp = &m->hp;
     if ((s = bp_model_read_hparams(m->file, m->arch, hp))) return bp_model_fail_prefixed(s, path);
@@ -200,6 +209,15 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
         tv.len != (uint64_t)hp->n_vocab)
         return bp_fail(BP_E_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries but token_embd.weight has %lld rows",
                        path, (unsigned long long)tv.len, (long long)hp->n_vocab);
+    bp_clear_error();
+    char vkey[96];
+    snprintf(vkey, sizeof vkey, "%s.vocab_size", m->arch->name);
+    if (!bp_gguf_get(m->file, vkey, &tv)) { /* the comment above promised this check; it was missing */
+        int64_t nv;
+        if (bp_gguf_value_i64(&tv, &nv) || nv != hp->n_vocab)
+            return bp_fail(BP_E_FORMAT, "%s: %s (%s) disagrees with token_embd.weight's %lld rows", path, vkey,
+                           bp_gguf_type_name(tv.type), (long long)hp->n_vocab);
+    }
     bp_clear_error();
 
     /* Every matrix: 7 per layer at most, plus token_embd and output. */
@@ -223,6 +241,12 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     }
     if ((s = find(&b, "rope_freqs.weight", 1, hp->n_rot / 2, false, &t))) return s;
     if (t && (s = add_vector(&b, t, &m->rope_freqs))) return s;
+    /* theta / factor: a factor <= 0 turns or flips every angle (0: an infinite one, NaN
+     * logits); add_vector refused the non-finite ones */
+    for (int64_t i = 0; m->rope_freqs && i < hp->n_rot / 2; i++)
+        if (!(m->rope_freqs[i] > 0))
+            return bp_fail(BP_E_FORMAT, "%s: tensor rope_freqs.weight[%lld] = %g; RoPE frequency factors must be > 0",
+                           path, (long long)i, (double)m->rope_freqs[i]);
     for (int64_t il = 0; il < hp->n_layer; il++)
         if ((s = bind_layer(&b, il))) return s;
     return prefetch(m, path, p);

@@ -52,6 +52,9 @@ bp_status bp_context_perplexity(bp_context *c, const int32_t *tokens, int64_t n,
     bp_free(buf);
     if (s) return s;
     double mean = sum / (double)count, var = sum2 / (double)count - mean * mean;
+    if (count == 0 || !isfinite(mean) || !isfinite(exp(mean)))
+        return bp_fail(BP_E_FORMAT, "perplexity: the mean negative log-likelihood of %lld scored tokens is %g "
+                                    "(exp: %g), not a finite figure", (long long)count, mean, exp(mean));
     out->ppl = exp(mean);
     out->ppl_err = var > 0 && count > 1 ? sqrt(var / (double)(count - 1)) * out->ppl : 0;
     out->chunks = n_chunks;

@@ -243,7 +243,9 @@ static bp_status filter(bp_sampler *s, const float *logits, size_t *n_out, doubl
             }
             double cum = 0;
             size_t i = 0;
-            for (; i < head && cum < p->top_p; i++) cum += exp(c[i].l - mx) / total;
+            /* i == 0 keeps the best candidate whatever top_p is: top_p <= 0 (or one below
+             * the first probability) used to keep none, and the draw read before c[0]. */
+            for (; i < head && (i == 0 || cum < p->top_p); i++) cum += exp(c[i].l - mx) / total;
             if (cum >= p->top_p || head == n) {
                 n = i;
                 break;
@@ -286,6 +288,8 @@ bp_status bp_sampler_sample(bp_sampler *s, const float *logits, bp_token *out) {
     double sum;
     bp_status rc = prepare(s, logits, out, "bp_sampler_sample", &n, &sum);
     if (rc != BP_OK) return rc;
+    if (n == 0 || n > (size_t)s->n_vocab) /* each step keeps >= 1: a bug here, never a wild read */
+        return bp_fail(BP_E_INVAL, "bp_sampler_sample: %zu candidates survived the filters", n);
     bp_token pick = s->c[n - 1].id;
     if (n > 1) { /* greedy (one survivor) draws nothing: the RNG stays where it was */
         double u = next_unit(s->rng) * sum, cum = 0;

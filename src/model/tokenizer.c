@@ -58,9 +58,10 @@ static char *dup_n(const char *s, size_t n) {
     return d;
 }
 
-/* An array value of key with the given element type and at least min_len elements; absent is
- * BP_E_NOT_FOUND (no error recorded unless required). */
-static bp_status get_array(const bp_gguf *f, const char *key, bp_gguf_type elem, uint64_t min_len,
+/* An array value of key with the given element type and exactly len elements (0: any count);
+ * absent is BP_E_NOT_FOUND (no error recorded unless required). A per-token array longer than
+ * the token list disagrees with it, and is refused like a shorter one (issue 36). */
+static bp_status get_array(const bp_gguf *f, const char *key, bp_gguf_type elem, uint64_t len,
                            bool required, bp_gguf_value *v) {
     if (bp_gguf_find_key(f, key) < 0) {
         if (required) return bp_fail(BP_E_NOT_FOUND, "tokenizer: the GGUF has no %s", key);
@@ -73,9 +74,9 @@ static bp_status get_array(const bp_gguf *f, const char *key, bp_gguf_type elem,
                        bp_gguf_type_name(v->type),
                        v->type == BP_GGUF_ARRAY ? bp_gguf_type_name(v->elem_type) : "-",
                        bp_gguf_type_name(elem));
-    if (v->len < min_len)
-        return bp_fail(BP_E_FORMAT, "tokenizer: %s has %llu entries, fewer than the %llu tokens",
-                       key, (unsigned long long)v->len, (unsigned long long)min_len);
+    if (len && v->len != len)
+        return bp_fail(BP_E_FORMAT, "tokenizer: %s has %llu entries for %llu tokens", key,
+                       (unsigned long long)v->len, (unsigned long long)len);
     return BP_OK;
 }
 
@@ -275,10 +276,13 @@ static bp_status setup(bp_tokenizer *t, const bp_gguf *f) {
         return bp_fail(BP_E_NOT_FOUND, "tokenizer: the GGUF has no tokenizer.ggml.model");
     bp_status rc = bp_gguf_get_str(f, "tokenizer.ggml.model", &s, &n);
     if (rc != BP_OK) return rc;
+    /* the names are compared as C strings: one with a NUL inside would pass as its prefix */
+    if (memchr(s, 0, n)) return bp_fail(BP_E_FORMAT, "tokenizer: tokenizer.ggml.model holds a NUL byte");
     if (!(t->model_name = dup_n(s, n))) return bp_fail(BP_E_NOMEM, "tokenizer: model name");
     if (bp_gguf_find_key(f, "tokenizer.ggml.pre") >= 0) {
         rc = bp_gguf_get_str(f, "tokenizer.ggml.pre", &s, &n);
         if (rc != BP_OK) return rc;
+        if (memchr(s, 0, n)) return bp_fail(BP_E_FORMAT, "tokenizer: tokenizer.ggml.pre holds a NUL byte");
         t->pre_name = dup_n(s, n);
     } else {
         t->pre_name = dup_n("default", 7);

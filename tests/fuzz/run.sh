@@ -4,6 +4,7 @@
 #              seeds tests/fuzz/corpus, working corpus tests/fuzz/corpus-work (not committed)
 #   fuzz_cli   the CLI's argument parsing, RUNS/5 executions, dictionary tests/fuzz/cli.dict
 #   fuzz_tokenizer  the tokenizers, RUNS/50 executions, when the vocabularies are here
+#   fuzz_sampler, fuzz_json  the sampler and the CLI's JSON writers, RUNS/10 executions each
 # Crashers go to tests/gguf/crashers/ (replayed by test_gguf_crashers on every ctest run) and
 # tests/fuzz/crashers-cli/. Prints one line per target: executions, seconds, coverage (edges,
 # features), corpus size, crashes -- the figures the README's reliability section quotes.
@@ -35,6 +36,15 @@ fuzz fuzz_gguf "$runs" /tmp/fuzz_gguf.log -max_len=8192 -timeout=10 -malloc_limi
 crashdir=tests/fuzz/crashers-cli
 fuzz fuzz_cli $((runs / 5)) /tmp/fuzz_cli.log -max_len=512 -timeout=10 -close_fd_mask=3 -dict=tests/fuzz/cli.dict \
     -artifact_prefix=tests/fuzz/crashers-cli/ tests/fuzz/corpus-cli-work
+# The sampler (random settings and logits, NaN/Inf included) and the CLI's JSON writers (random
+# bytes in, one valid JSON string out): RUNS/10 executions each, crashers in tests/fuzz/crashers-misc/.
+cmake --build build-fuzz -j"${JOBS:-$(nproc)}" --target fuzz_sampler fuzz_json >/dev/null || exit 1
+mkdir -p tests/fuzz/corpus-sampler-work tests/fuzz/corpus-json-work tests/fuzz/crashers-misc
+crashdir=tests/fuzz/crashers-misc
+fuzz fuzz_sampler $((runs / 10)) /tmp/fuzz_sampler.log -max_len=1100 -timeout=10 \
+    -artifact_prefix=tests/fuzz/crashers-misc/ tests/fuzz/corpus-sampler-work
+fuzz fuzz_json $((runs / 10)) /tmp/fuzz_json.log -max_len=4096 -timeout=10 \
+    -artifact_prefix=tests/fuzz/crashers-misc/ tests/fuzz/corpus-json-work
 # The tokenizers (tests/fuzz/fuzz_tokenizer.c, the `tok` engineer's target) when the vocabularies
 # are here (scripts/fetch-vocab.sh): RUNS/50 executions, each text through 5 vocabularies.
 vocab=${BACKPLANE_VOCAB_DIR:-$HOME/.cache/backplane/vocab}

@@ -50,16 +50,25 @@ bool bp_bench_model_requested(int argc, char **argv) {
 
 static int parse(int argc, char **argv, mopts *o) {
     *o = (mopts){.pp = 512, .tg = 128, .reps = 5, .kv_kind = BP_KIND_F16};
+    long long x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
         if (!strcmp(a, "--json")) o->json = true;
         else if ((!strcmp(a, "--model") || !strcmp(a, "-m")) && v) o->model = v, i++;
-        else if (!strcmp(a, "-p") && v) o->pp = atoi(v), i++;
-        else if (!strcmp(a, "-n") && v) o->tg = atoi(v), i++;
-        else if (!strcmp(a, "-r") && v) o->reps = atoi(v), i++;
-        else if ((!strcmp(a, "--threads") || !strcmp(a, "-t")) && v) o->threads = atoi(v), i++;
-        else if (!strcmp(a, "--kv-kind") && v) {
+        else if (!strcmp(a, "-p") && v) {
+            if (!bp_cli_int("bench", a, argv[++i], 0, 1 << 24, &x)) return -1;
+            o->pp = (int)x;
+        } else if (!strcmp(a, "-n") && v) {
+            if (!bp_cli_int("bench", a, argv[++i], 0, 1 << 24, &x)) return -1;
+            o->tg = (int)x;
+        } else if (!strcmp(a, "-r") && v) {
+            if (!bp_cli_int("bench", a, argv[++i], 1, 1000000, &x)) return -1;
+            o->reps = (int)x;
+        } else if ((!strcmp(a, "--threads") || !strcmp(a, "-t")) && v) {
+            if (!bp_cli_int("bench", a, argv[++i], 0, 4096, &x)) return -1;
+            o->threads = (int)x;
+        } else if (!strcmp(a, "--kv-kind") && v) {
             const bp_kind_info *ki = bp_kind_by_name(v);
             if (!ki) {
                 fprintf(stderr, "backplane bench: unknown kind '%s'\n", v);

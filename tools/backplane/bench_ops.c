@@ -57,9 +57,8 @@ static int usage(FILE *f, int rc) {
 
 static int add_nums(int64_t *list, int *n, char *arg) {
     for (char *tok = strtok(arg, ","); tok; tok = strtok(NULL, ",")) {
-        char *end;
-        long long v = strtoll(tok, &end, 10);
-        if (*end || v < 1 || *n >= MAX_LIST) return -1;
+        long long v;
+        if (*n >= MAX_LIST || !bp_cli_int("bench", "list entry", tok, 1, 1LL << 31, &v)) return -1;
         list[(*n)++] = v;
     }
     return 0;
@@ -77,6 +76,7 @@ static int parse(int argc, char **argv, bopts *o) {
             i++;
             char *arg = argv[i];
             int bad = 0;
+            long long x;
             if (!strcmp(a, "--op")) o->op = arg;
             else if (!strcmp(a, "--kv-kind"))
                 for (char *tok = strtok(arg, ","); tok; tok = strtok(NULL, ","))
@@ -85,10 +85,17 @@ static int parse(int argc, char **argv, bopts *o) {
             else if (!strcmp(a, "--gqa")) bad = add_nums(o->gqa, &o->ngqa, arg);
             else if (!strcmp(a, "--dim")) bad = add_nums(o->dim, &o->ndim, arg);
             else if (!strcmp(a, "--t")) bad = add_nums(o->ts, &o->nts, arg);
-            else if (!strcmp(a, "--heads")) bad = (o->heads = atoi(arg)) < 1;
-            else if (!strcmp(a, "--threads")) bad = (o->threads = atoi(arg)) < 1 || o->threads > 256;
-            else if (!strcmp(a, "--cold-mib")) bad = !((o->cold_mib = atof(arg)) > 0);
-            else if (!strcmp(a, "--min-ms")) bad = !((o->min_ms = atof(arg)) > 0);
+            else if (!strcmp(a, "--heads")) {
+                if (!bp_cli_int("bench", a, arg, 1, 4096, &x)) return -1;
+                o->heads = (int)x;
+            } else if (!strcmp(a, "--threads")) {
+                if (!bp_cli_int("bench", a, arg, 1, 256, &x)) return -1;
+                o->threads = (int)x;
+            } else if (!strcmp(a, "--cold-mib") || !strcmp(a, "--min-ms")) {
+                float f;
+                if (!bp_cli_float("bench", a, arg, 1e-6, 1e9, &f)) return -1;
+                *(a[2] == 'c' ? &o->cold_mib : &o->min_ms) = f;
+            }
             else if (!strcmp(a, "--ggml")) o->ggml = arg;
             else bad = 1;
             if (bad) return fprintf(stderr, "backplane bench: bad option or value: %s %s\n", a, arg), -1;

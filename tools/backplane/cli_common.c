@@ -49,21 +49,12 @@ void bp_cli_print_profile(void) {
     if (want_profile) bp_stats_report(stderr);
 }
 
-void bp_cli_print_fallbacks(void) {
-    if (want_fallbacks) bp_fallback_report(stderr);
+bool bp_cli_take_no_memory_check(int *argc, char **argv) {
+    bool found = take_flag(argc, argv, "--no-memory-check");
+    if (found) bp_set_memory_check(false);
+    return found;
 }
 
-void bp_cli_json_str(FILE *f, const char *s) {
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
+void bp_cli_print_fallbacks(void) {
+    if (want_fallbacks) bp_fallback_report(stderr);
 }

@@ -19,17 +19,54 @@ extern bool bp_cli_dry_run;
  * becomes the op's error (BACKPLANE_STRICT=1 does the same). */
 bool bp_cli_take_strict(int *argc, char **argv);
 void bp_cli_print_fallbacks(void);
+/* --no-memory-check (run, perplexity, bench MODEL): removed from argv like the flags above; turns
+ * off bp_context_create's check of the KV cache against the memory available. */
+bool bp_cli_take_no_memory_check(int *argc, char **argv);
 /* --profile, the same way: ops' calls, time, GB/s and GFLOP/s per op and backend
  * (bp_stats_report) to stderr, when the flag was given. Commands that run ops take it. */
 bool bp_cli_take_profile(int *argc, char **argv);
 void bp_cli_print_profile(void);
 /* backplane bench --crossover (bench_crossover.c): argv[0] is "--crossover". */
 int bp_bench_crossover(int argc, char **argv);
-/* Write s as a JSON string literal (quotes, escapes). NULL writes null. */
+/* ---- bytes as printed (cli_text.c) -------------------------------------------------------- */
+/* JSON string literals valid for any bytes: well-formed UTF-8 as is, each maximal ill-formed
+ * subpart as one U+FFFD (as Python's errors="replace"), control characters (NUL included)
+ * escaped. _str: a C string (NULL writes null); _bytes: n bytes, NULs included; _hex: the exact
+ * bytes as a hex string. */
 void bp_cli_json_str(FILE *f, const char *s);
+void bp_cli_json_bytes(FILE *f, const char *s, size_t n);
+void bp_cli_json_hex(FILE *f, const char *s, size_t n);
+/* Length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629), 0 when ill-formed. */
+size_t bp_cli_utf8_seq(const unsigned char *s, size_t n);
+bool bp_cli_utf8_valid(const char *s, size_t n);
+/* A growable byte buffer (zero-initialise; free(p) when done). */
+typedef struct bp_cli_buf {
+    char *p;
+    size_t len, cap;
+} bp_cli_buf;
+/* Append n bytes (NUL-terminated after len); false when out of memory. */
+bool bp_cli_buf_add(bp_cli_buf *b, const char *s, size_t n);
+
+/* ---- strict option values, checked input and output (cli_args.c) ---------------------------- */
+/* The whole of v is a decimal integer in lo..hi (a float: a finite number; u64: no sign), else
+ * "backplane CMD: OPT 'V': expected ..." on stderr and false. */
+bool bp_cli_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out);
+bool bp_cli_u64(const char *cmd, const char *opt, const char *v, unsigned long long *out);
+bool bp_cli_float(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out);
+/* A text input read whole (a FIFO or pipe as a stream; a directory or a read error refused by
+ * name on stderr): malloc'ed, NUL-terminated (the NUL not counted in *len), or NULL. */
+char *bp_cli_read_text(const char *cmd, const char *path, size_t *len);
+/* A binary input that must be a regular file, opened without waiting on a FIFO; NULL with the
+ * error on stderr. */
+FILE *bp_cli_open_regular(const char *cmd, const char *path, const char *what);
+/* rc, or 1 when standard output could not be written (flushed here; a full disk, a closed
+ * pipe), with the error on stderr. main() passes every command's status through it. */
+int bp_cli_finish_output(int rc);
 
 /* ---- benches of ops in their own files (bench_conv_moe.c), helpers from cmd_bench.c -------- */
 #include "backplane.h"
+/* Token id's piece into b->p[0..*len), b grown to fit whatever its length (b->len unused). */
+bp_status bp_cli_piece(const bp_tokenizer *tok, bp_token id, bool special, bp_cli_buf *b, size_t *len);
 /* rows x cols weights of kind ki (row bytes rb) with a bench's random contents: one tile of rows
  * quantized (or random finite blocks), repeated down the matrix. */
 bp_status bp_bench_fill_weights(const bp_kind_info *ki, int64_t rows, int64_t cols, size_t rb, uint8_t *w);

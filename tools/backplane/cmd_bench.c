@@ -311,6 +311,7 @@ int bp_cmd_bench(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_strict(&argc, argv);
     bp_cli_take_profile(&argc, argv);
+    bp_cli_take_no_memory_check(&argc, argv); /* bench MODEL.gguf's contexts */
     /* --op attention|norm|rope|act|jobs: the op layer's benchmarks (bench_ops.c);
      * --op conv2d|moe: bench_conv_moe.c; --crossover: bench_crossover.c; MODEL.gguf or --model:
      * a whole model's pp/tg tokens/s (bench_model.c). */

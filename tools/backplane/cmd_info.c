@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_common.h"
 
 /* Arrays longer than this print their first elements and a count: a 150k-entry vocabulary
  * would otherwise bury everything else. */
@@ -26,10 +27,8 @@ static void put_str(const char *s, size_t n, int json) {
         else {
             /* Pass a whole valid UTF-8 sequence through; a stray byte (or a sequence cut by the
              * truncation) is escaped, so --json output is always valid UTF-8. */
-            size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-            size_t k = 1;
-            while (len && k < len && i + k < shown && ((unsigned char)s[i + k] & 0xc0) == 0x80) k++;
-            if (len && k == len) {
+            size_t len = bp_cli_utf8_seq((const unsigned char *)s + i, shown - i); /* RFC 3629 */
+            if (len) {
                 fwrite(s + i, 1, len, stdout);
                 i += len - 1;
             } else {

@@ -25,14 +25,11 @@ static int usage(FILE *f, int rc) {
 /* Read exactly `want` floats; a file of any other length is an error that says both sizes
  * (a wrong-length x would otherwise be read past its end or silently zero-padded). */
 static int read_input(const char *path, int64_t want, const char *tensor, float **out) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        fprintf(stderr, "backplane: matvec: cannot open input '%s': %s\n", path, strerror(errno));
-        return 1;
-    }
+    FILE *fp = bp_cli_open_regular("matvec", path, "input"); /* a FIFO is refused, not waited on */
+    if (!fp) return 1;
     struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "backplane: matvec: input '%s' is not a regular file\n", path);
+    if (fstat(fileno(fp), &st) != 0) {
+        fprintf(stderr, "backplane: matvec: cannot stat input '%s': %s\n", path, strerror(errno));
         fclose(fp);
         return 1;
     }

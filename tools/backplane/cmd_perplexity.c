@@ -13,7 +13,7 @@
 
 static int usage(FILE *f, int rc) {
     fprintf(f, "usage: backplane perplexity MODEL.gguf -f TEXT [--ctx N] [--chunks N] [--kv-kind KIND] [--threads N]\n"
-               "                            [--json] [--profile] [--fallbacks] [--strict]\n"
+               "                            [--json] [--profile] [--fallbacks] [--strict] [--no-memory-check]\n"
                "  --ctx N      tokens per chunk (default 512)\n"
                "  --chunks N   at most N chunks (default: every whole chunk of the text)\n");
     return rc;
@@ -29,20 +29,28 @@ int bp_cmd_perplexity(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_profile(&argc, argv);
     bp_cli_take_strict(&argc, argv);
+    bp_cli_take_no_memory_check(&argc, argv);
     const char *model = NULL, *file = NULL;
     int64_t ctx = 512, chunks = 0;
     int threads = 0;
     bool json = false;
+    long long x;
     bp_kind kv = BP_KIND_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout, 0);
         if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "-f") && v) file = v, i++;
-        else if (!strcmp(a, "--ctx") && v) ctx = atoll(v), i++;
-        else if (!strcmp(a, "--chunks") && v) chunks = atoll(v), i++;
-        else if (!strcmp(a, "--threads") && v) threads = atoi(v), i++;
-        else if (!strcmp(a, "--kv-kind") && v) {
+        else if (!strcmp(a, "--ctx") && v) {
+            if (!bp_cli_int("perplexity", a, argv[++i], 4, 1 << 24, &x)) return 2;
+            ctx = x;
+        } else if (!strcmp(a, "--chunks") && v) {
+            if (!bp_cli_int("perplexity", a, argv[++i], 0, INT64_MAX, &x)) return 2;
+            chunks = x;
+        } else if (!strcmp(a, "--threads") && v) {
+            if (!bp_cli_int("perplexity", a, argv[++i], 0, 4096, &x)) return 2;
+            threads = (int)x;
+        } else if (!strcmp(a, "--kv-kind") && v) {
             const bp_kind_info *ki = bp_kind_by_name(v);
             if (!ki) return fprintf(stderr, "backplane perplexity: unknown kind '%s'\n", v), 2;
             kv = ki->kind, i++;
@@ -52,18 +60,8 @@ int bp_cmd_perplexity(int argc, char **argv) {
     if (!model || !file || ctx < 4 || chunks < 0 || threads < 0) return usage(stderr, 2);
     if (threads && bp_cpu_set_threads(threads)) return bp_cli_error("--threads", BP_E_INVAL);
     size_t len = 0;
-    char *text = NULL;
-    FILE *f = fopen(file, "rb");
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        rewind(f);
-        text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-        if (text && fread(text, 1, (size_t)n, f) == (size_t)n) len = (size_t)n, text[len] = 0;
-        else free(text), text = NULL;
-        fclose(f);
-    }
-    if (!text) return fprintf(stderr, "backplane perplexity: cannot read %s\n", file), 1;
+    char *text = bp_cli_read_text("perplexity", file, &len);
+    if (!text) return 1;
 
     bp_cli_model_session ses;
     int rc = bp_cli_model_open(model, !json, &ses);

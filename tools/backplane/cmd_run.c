@@ -2,6 +2,7 @@
  * and stream tokens; at the end prompt and generation tokens/s, memory, and the path summary:
  * per weight kind, which backend and kernel ran its decode and prefill matmuls, and how many ops
  * fell back. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static int usage(FILE *f, int rc) {
     fprintf(f,
             "usage: backplane run MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--ctx N] [--kv-kind KIND] [--threads N]\n"
-            "                     [--chat] [--json] [--profile] [--fallbacks] [--strict]\n"
+            "                     [--chat] [--json] [--profile] [--fallbacks] [--strict] [--no-memory-check]\n"
             "  -p PROMPT        the prompt (BOS is added as the vocabulary says)\n"
             "  -n N             tokens to generate at most (default 128; stops early at end of generation)\n"
             "  --temp T         temperature (default 0: greedy); --top-k/--top-p/--min-p/--repeat-penalty/--seed\n"
@@ -35,13 +36,15 @@ static int usage(FILE *f, int rc) {
             "  --chat           wrap the prompt in the family's chat format (gemma, chatml, llama3, llama2)\n"
             "  --json           print one JSON object at the end instead of streaming text\n"
             "  --profile        per-op calls, time, GB/s and GFLOP/s;  --fallbacks: ops that fell back;\n"
-            "  --strict         a fallback is an error (BACKPLANE_STRICT=1)\n");
+            "  --strict         a fallback is an error (BACKPLANE_STRICT=1)\n"
+            "  --no-memory-check  allocate a KV cache larger than the memory available (BACKPLANE_MEMORY_CHECK=0)\n");
     return rc;
 }
 
 static int parse(int argc, char **argv, ropts *o) {
     *o = (ropts){.n = 128, .kv_kind = BP_KIND_F16, .sp = bp_sampler_default_params()};
     o->sp.temperature = 0;
+    long long x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
@@ -51,16 +54,31 @@ static int parse(int argc, char **argv, ropts *o) {
             fprintf(stderr, "backplane run: %s needs a value\n", a);
             return -1;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = argv[++i];
-        else if (!strcmp(a, "-n")) o->n = atoi(argv[++i]);
-        else if (!strcmp(a, "--temp")) o->sp.temperature = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--top-k")) o->sp.top_k = atoi(argv[++i]);
-        else if (!strcmp(a, "--top-p")) o->sp.top_p = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--min-p")) o->sp.min_p = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--repeat-penalty")) o->sp.repeat_penalty = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--seed")) o->sp.seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--ctx")) o->ctx = atoll(argv[++i]);
-        else if (!strcmp(a, "--threads")) o->threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--kv-kind")) {
+        else if (!strcmp(a, "-n")) {
+            if (!bp_cli_int("run", a, argv[++i], 0, 1 << 24, &x)) return -1;
+            o->n = (int)x;
+        } else if (!strcmp(a, "--temp")) {
+            if (!bp_cli_float("run", a, argv[++i], -1e30, 1e30, &o->sp.temperature)) return -1;
+        } else if (!strcmp(a, "--top-k")) {
+            if (!bp_cli_int("run", a, argv[++i], INT32_MIN, INT32_MAX, &x)) return -1;
+            o->sp.top_k = (int32_t)x;
+        } else if (!strcmp(a, "--top-p")) {
+            if (!bp_cli_float("run", a, argv[++i], -1e30, 1e30, &o->sp.top_p)) return -1;
+        } else if (!strcmp(a, "--min-p")) {
+            if (!bp_cli_float("run", a, argv[++i], -1e30, 1, &o->sp.min_p)) return -1;
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            if (!bp_cli_float("run", a, argv[++i], 1e-30, 1e30, &o->sp.repeat_penalty)) return -1;
+        } else if (!strcmp(a, "--seed")) {
+            unsigned long long u;
+            if (!bp_cli_u64("run", a, argv[++i], &u)) return -1;
+            o->sp.seed = u;
+        } else if (!strcmp(a, "--ctx")) {
+            if (!bp_cli_int("run", a, argv[++i], 0, 1 << 24, &x)) return -1;
+            o->ctx = x;
+        } else if (!strcmp(a, "--threads")) {
+            if (!bp_cli_int("run", a, argv[++i], 0, 4096, &x)) return -1;
+            o->threads = (int)x;
+        } else if (!strcmp(a, "--kv-kind")) {
             const bp_kind_info *ki = bp_kind_by_name(argv[++i]);
             if (!ki) {
                 fprintf(stderr, "backplane run: unknown kind '%s'\n", argv[i]);
@@ -84,28 +102,11 @@ static int parse(int argc, char **argv, ropts *o) {
     return 0;
 }
 
-/* Grows a byte buffer for --json's text. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static void sbuf_add(sbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
-        char *q = realloc(b->p, cap);
-        if (!q) return;
-        b->p = q, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
 int bp_cmd_run(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_profile(&argc, argv);
     bp_cli_take_strict(&argc, argv);
+    bp_cli_take_no_memory_check(&argc, argv);
     ropts o;
     int p = parse(argc, argv, &o);
     if (p) return usage(p > 0 ? stdout : stderr, p > 0 ? 0 : 2);
@@ -119,7 +120,7 @@ int bp_cmd_run(int argc, char **argv) {
     bp_token *ids = NULL;
     bp_sampler *smp = NULL;
     bp_context *c = NULL;
-    sbuf out = {0};
+    bp_cli_buf out = {0}, piece = {0}; /* --json's text; one token's bytes */
     bp_status s;
     const char *chat_name = NULL;
 
@@ -207,11 +208,21 @@ int bp_cmd_run(int argc, char **argv) {
             break;
         }
         bp_sampler_accept(smp, tok);
-        char piece[256];
+        /* Every byte of every token reaches the output: a piece of any length (a fixed 256-byte
+         * buffer used to drop longer ones while the count said they were generated). */
         size_t len;
-        if (!bp_tokenizer_token_to_piece(ses.tok, tok, false, piece, sizeof piece, &len)) {
-            if (o.json) sbuf_add(&out, piece, len);
-            else fwrite(piece, 1, len, stdout), fflush(stdout);
+        if ((s = bp_cli_piece(ses.tok, tok, false, &piece, &len))) {
+            rc = bp_cli_error("token text", s);
+            goto out;
+        }
+        if (o.json) {
+            if (!bp_cli_buf_add(&out, piece.p, len)) {
+                rc = bp_cli_error("--json text", BP_E_NOMEM);
+                goto out;
+            }
+        } else {
+            fwrite(piece.p, 1, len, stdout);
+            fflush(stdout);
         }
         /* every generated token is evaluated, the last too: N tokens/s = N evals */
         if ((s = bp_context_eval(c, &tok, 1, 1))) {
@@ -222,9 +233,10 @@ int bp_cmd_run(int argc, char **argv) {
     double t_gen = bp_bench_now() - t0;
     if (!o.json) printf("\n");
     bp_cli_model_report(&ses, c, o.json ? stdout : stderr, o.json, (int64_t)n_ids, t_prompt, generated, t_gen,
-                        eog ? "end of generation" : "token limit", out.p ? out.p : "");
+                        eog ? "end of generation" : "token limit", out.p ? out.p : "", out.len);
 out:
     free(out.p);
+    free(piece.p);
     bp_tokens_free(ids);
     free(text);
     bp_sampler_free(smp);

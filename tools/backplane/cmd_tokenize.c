@@ -42,36 +42,6 @@ static int cmp_d(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) free(buf);
-            buf = b;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
-/* Bytes as a JSON string (invalid UTF-8 escaped as \u00XX of each byte). */
-static void json_bytes(const char *s, size_t n) {
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20 || c >= 0x80) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
-
 /* A mixed text for the bench: prose, code, numbers, CJK, emoji (~1 KB). */
 static const char bench_text[] =
     "The tokenizer turns text into ids. In 2024 a model read 4,096 tokens per window; "
@@ -105,8 +75,7 @@ static int bench(const opts *o, bp_gguf *f) {
     free(c);
     size_t base_len = sizeof bench_text - 1;
     char *base = (char *)bench_text;
-    if (o->file && !(base = read_all(o->file, &base_len))) {
-        fprintf(stderr, "backplane: cannot read %s\n", o->file);
+    if (o->file && !(base = bp_cli_read_text("tokenize", o->file, &base_len))) {
         free(t);
         return 1;
     }
@@ -163,8 +132,11 @@ int bp_cmd_tokenize(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout);
         else if (!strcmp(a, "-p") && i + 1 < argc) o.prompt = argv[++i];
         else if (!strcmp(a, "-f") && i + 1 < argc) o.file = argv[++i];
-        else if (!strcmp(a, "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
-        else if (!strcmp(a, "--ids")) o.ids = 1;
+        else if (!strcmp(a, "--reps") && i + 1 < argc) {
+            long long x;
+            if (!bp_cli_int("tokenize", a, argv[++i], 1, 1000000, &x)) return 2;
+            o.reps = (int)x;
+        } else if (!strcmp(a, "--ids")) o.ids = 1;
         else if (!strcmp(a, "--no-bos")) o.no_bos = 1;
         else if (!strcmp(a, "--no-parse-special")) o.no_parse = 1;
         else if (!strcmp(a, "--json")) o.json = 1;
@@ -189,9 +161,8 @@ int bp_cmd_tokenize(int argc, char **argv) {
     bp_gguf_close(f);
     if (s != BP_OK) return bp_cli_error(o.model, s);
     size_t len = o.prompt ? strlen(o.prompt) : 0;
-    char *text = o.prompt ? (char *)o.prompt : read_all(o.file, &len);
+    char *text = o.prompt ? (char *)o.prompt : bp_cli_read_text("tokenize", o.file, &len);
     if (!text) {
-        fprintf(stderr, "backplane: cannot read %s\n", o.file);
         bp_tokenizer_free(tok);
         return 1;
     }
@@ -203,34 +174,44 @@ int bp_cmd_tokenize(int argc, char **argv) {
         bp_tokenizer_free(tok);
         return bp_cli_error("encode", s);
     }
-    char piece[4096];
+    /* Pieces of any length, each fetched whole (a 4096-byte buffer cut longer ones); in JSON
+     * as text by cli_text.c's policy and, in "pieces_hex", as their exact bytes (bytes >= 0x80
+     * used to come out as \u00XX, garbling every non-ASCII piece). */
+    bp_cli_buf piece = {0};
+    int rc = 0;
     if (o.json) printf("{\"ids\": [");
     else if (o.ids) printf("[");
     for (size_t i = 0; i < n; i++) {
         if (o.json || o.ids) printf(i ? ", %d" : "%d", (int)ids[i]);
     }
     if (o.json) {
-        printf("], \"pieces\": [");
-        for (size_t i = 0; i < n; i++) {
-            size_t pn = 0;
-            bp_tokenizer_token_to_piece(tok, ids[i], true, piece, sizeof piece, &pn);
-            if (i) printf(", ");
-            json_bytes(piece, pn < sizeof piece ? pn : sizeof piece);
+        for (int pass = 0; pass < 2 && !rc; pass++) {
+            printf(pass ? "], \"pieces_hex\": [" : "], \"pieces\": [");
+            for (size_t i = 0; i < n && !rc; i++) {
+                size_t pn = 0;
+                if ((s = bp_cli_piece(tok, ids[i], true, &piece, &pn))) rc = bp_cli_error("piece", s);
+                else if (pass) printf(i ? ", " : ""), bp_cli_json_hex(stdout, piece.p, pn);
+                else printf(i ? ", " : ""), bp_cli_json_bytes(stdout, piece.p, pn);
+            }
         }
-        printf("]}\n");
+        if (!rc) printf("]}\n");
     } else if (o.ids) {
         printf("]\n");
     } else {
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n && !rc; i++) {
             size_t pn = 0;
-            bp_tokenizer_token_to_piece(tok, ids[i], true, piece, sizeof piece, &pn);
+            if ((s = bp_cli_piece(tok, ids[i], true, &piece, &pn))) {
+                rc = bp_cli_error("piece", s);
+                break;
+            }
             printf("%6d -> '", (int)ids[i]);
-            fwrite(piece, 1, pn < sizeof piece ? pn : sizeof piece, stdout);
+            fwrite(piece.p, 1, pn, stdout);
             printf("'\n");
         }
     }
+    free(piece.p);
     bp_tokens_free(ids);
     if (text != o.prompt) free(text);
     bp_tokenizer_free(tok);
-    return 0;
+    return rc;
 }

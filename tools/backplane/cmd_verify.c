@@ -231,7 +231,11 @@ int bp_cmd_verify(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--json")) tl.json = true;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) only_backend = argv[++i];
         else if (!strcmp(argv[i], "--kind") && i + 1 < argc) only_kind = argv[++i];
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rng = strtoull(argv[++i], NULL, 0) * 0x9E3779B97F4A7C15ull + 0x243F6A8885A308D3ull;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            unsigned long long seed;
+            if (!bp_cli_u64("verify", "--seed", argv[++i], &seed)) return usage(2);
+            rng = seed * 0x9E3779B97F4A7C15ull + 0x243F6A8885A308D3ull;
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(0);
         else {
             fprintf(stderr, "backplane verify: unknown option '%s'\n", argv[i]);

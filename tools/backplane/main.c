@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_common.h"
 
 static const struct {
     const char *name, *summary;
@@ -40,7 +41,7 @@ static bool wants_help(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
         printf("backplane %s\n", bp_version());
-        return 0;
+        return bp_cli_finish_output(0);
     }
     bool help = false;
     if (argc >= 3 && !strcmp(argv[1], "help")) { /* backplane help CMD */
@@ -48,17 +49,18 @@ int main(int argc, char **argv) {
         argc--, argv++;
     } else if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return bp_cli_finish_output(argc < 2 ? 2 : 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name)) continue;
         if (help || wants_help(argc - 1, argv + 1)) {
             char *help_argv[] = {argv[1], (char *)"--help", NULL};
-            return commands[i].run(2, help_argv);
+            return bp_cli_finish_output(commands[i].run(2, help_argv));
         }
         int rc = bp_cli_test_mock();
         if (rc) return rc;
-        return commands[i].run(argc - 1, argv + 1);
+        /* every command's output is checked once, here: a full disk is an error, not exit 0 */
+        return bp_cli_finish_output(commands[i].run(argc - 1, argv + 1));
     }
     fprintf(stderr, "backplane: unknown command '%s'\n", argv[1]);
     usage(stderr);

@@ -131,7 +131,8 @@ static void print_ops(FILE *f) {
 }
 
 void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FILE *f, bool json, int64_t n_prompt,
-                         double t_prompt, int64_t n_gen, double t_gen, const char *stop, const char *text) {
+                         double t_prompt, int64_t n_gen, double t_gen, const char *stop, const char *text,
+                         size_t text_len) {
     const double MiB = 1 << 20;
     size_t rss = bp_cli_rss_bytes(), kv = bp_context_kv_bytes(c), bufs = bp_context_buffer_bytes(c);
     unsigned long long fallbacks = bp_fallback_total();
@@ -143,7 +144,10 @@ void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FIL
         fprintf(f, ", \"arch\": ");
         bp_cli_json_str(f, s->info.arch);
         fprintf(f, ", \"threads\": %d, \"text\": ", bp_cpu_threads());
-        bp_cli_json_str(f, text);
+        bp_cli_json_bytes(f, text, text_len);
+        fprintf(f, ", \"text_hex\": ");
+        bp_cli_json_hex(f, text, text_len);
+        fprintf(f, ", \"text_utf8\": %s", bp_cli_utf8_valid(text, text_len) ? "true" : "false");
         fprintf(f,
                 ", \"prompt_tokens\": %lld, \"prompt_seconds\": %.6f, \"prompt_tps\": %.3f, \"gen_tokens\": %lld, "
                 "\"gen_seconds\": %.6f, \"gen_tps\": %.3f, \"stop\": ",
