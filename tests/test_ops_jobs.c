@@ -3,6 +3,7 @@
  * (t = 1), small batch (t = 3) and prefill (t = 37, odd), every ISA path, 1 and 3 threads.
  * NMSE within the tolerance table's "jobs" rows (src/testing/tolerance.def: 5e-4 quantized, 1e-6 float);
  * and each job bit-identical to its weight's own bp_gemm_on("cpu"). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,36 @@ static void run_set(const char *name, const bp_kind *kinds, const int64_t *rows,
     for (int i = 0; i < n; i++) bp_weight_free(w[i].w), free(w[i].data);
 }
 
+/* A NaN or Inf in the shared input: every job runs the CPU reference (the non-finite policy of
+ * bp_matvec), so the outputs carry the reference's NaN/Inf pattern, and each record says so. */
+static void nonfinite_input(void) {
+    uint64_t rng = 5;
+    size_t b1, b2;
+    uint8_t *w1 = bp_test_make_weight(BP_KIND_Q8_0, 8, 64, &rng, &b1), *w2 = bp_test_make_weight(BP_KIND_Q4_K, 8, 256, &rng, &b2);
+    bp_weight *a = NULL, *b = NULL;
+    CHECK_OK(bp_weight_create(BP_KIND_Q8_0, w1, b1, 8, 64, &a));
+    float x[2 * 256], y[2 * 8], ref[2 * 8];
+    for (int i = 0; i < 2 * 256; i++) x[i] = bp_test_randf(&rng);
+    x[3] = NAN;
+    bp_matmul_job j = {a, y};
+    CHECK_OK(bp_matmul(x, 1, &j, 1));
+    CHECK_OK(bp_ref_gemm(BP_KIND_Q8_0, w1, b1, 8, 64, x, 1, ref));
+    bool same = true;
+    for (int i = 0; i < 8; i++) same = same && isnan(y[i]) == isnan(ref[i]) && (isnan(y[i]) || y[i] == ref[i]);
+    CHECK(same && isnan(y[0]), "a NaN input gives the reference's NaNs through bp_matmul");
+    CHECK(!strcmp(bp_weight_last_path(a), "CPU reference (non-finite input)"), "record: %s", bp_weight_last_path(a));
+    CHECK_OK(bp_weight_create(BP_KIND_Q4_K, w2, b2, 8, 256, &b));
+    x[3] = 1, x[256 + 7] = INFINITY;
+    bp_matmul_job jb = {b, y};
+    CHECK_OK(bp_matmul(x, 2, &jb, 1));
+    CHECK_OK(bp_ref_gemm(BP_KIND_Q4_K, w2, b2, 8, 256, x, 2, ref));
+    same = true;
+    for (int i = 0; i < 16; i++) same = same && (isnan(y[i]) ? isnan(ref[i]) : y[i] == ref[i]);
+    CHECK(same && !isfinite(y[8]), "an Inf in the second row gives the reference's result (%g vs %g)", y[8], ref[8]);
+    bp_weight_free(a), bp_weight_free(b);
+    free(w1), free(w2);
+}
+
 int main(void) {
     /* First with every GPU backend off (decided once per process, so before any op). */
 #define BP_BACKEND(ENUM, name, display, ...) setenv("BACKPLANE_" #ENUM, "0", 1);
@@ -92,6 +123,7 @@ int main(void) {
 #define BP_BACKEND(ENUM, name, display, ...) unsetenv("BACKPLANE_" #ENUM);
 #include "backend/backends.def"
 #undef BP_BACKEND
+    nonfinite_input();
     bp_seam_test_reset_enabled();
     cpu_only = false;
     run_set("gemma3 qkv (backends as enabled)", (const bp_kind[]){BP_KIND_Q5_0, BP_KIND_Q5_0, BP_KIND_Q8_0},

@@ -31,6 +31,21 @@ static bp_status check(const float *x, int64_t t, const bp_matmul_job *jobs, int
 bp_status bp_matmul(const float *x, int64_t t, const bp_matmul_job *jobs, int n_jobs) {
     bp_status s = check(x, t, jobs, n_jobs);
     if (s || t == 0 || n_jobs == 0) return s;
+    /* The non-finite policy of bp_matvec/bp_gemm (backplane.h): a NaN or Inf in x runs the CPU
+     * reference for every job, so no kernel's 8-bit quantization of x turns it finite. */
+    if (bp_seam_nonfinite(x, (size_t)t * (size_t)jobs[0].w->cols)) {
+        for (int i = 0; i < n_jobs && !s; i++) {
+            const bp_weight *w = jobs[i].w;
+            const double t0 = bp_seam_now();
+            s = bp_ref_gemm(w->kind, w->data, w->row_bytes * (size_t)w->rows, w->rows, w->cols, x, t, jobs[i].y);
+            bp_op_call c = {.op = BP_OP_JOBS, .kind = w->kind, .kind2 = w->kind};
+            c.u.jobs.x = x, c.u.jobs.t = t, c.u.jobs.jobs = &jobs[i], c.u.jobs.n_jobs = 1;
+            bp_run_record r;
+            bp_seam_record_fill(&r, &c, -1, "CPU reference (non-finite input)");
+            if (!s) bp_seam_note_run(&c, &r, bp_seam_now() - t0);
+        }
+        return s;
+    }
     /* Each job's slot by the seam's rule (-1: the CPU); the jobs of one slot go to it as one
      * call, in the order their first job came. The walk asks the same rule of the group, and
      * every slot before this one declined each of its jobs, so the group lands where its jobs

@@ -192,7 +192,8 @@ void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, double sec
         bp_weight *w = c->u.jobs.jobs[j].w;
         bp_run_record rj = *r;
         rj.kind = rj.kind2 = w->kind;
-        if (!strcmp(r->backend, "cpu")) copy(rj.kernel, sizeof rj.kernel, bp_cpu_kernel_name(w->kind, c->u.jobs.t));
+        if (!strcmp(r->backend, "cpu") && strncmp(r->kernel, "CPU reference", 13))
+            copy(rj.kernel, sizeof rj.kernel, bp_cpu_kernel_name(w->kind, c->u.jobs.t));
         else {
             const bp_seam_slot *s = bp_seam_slot_at(bp_seam_slot_find(r->backend));
             if (s && s->caps->kernel) copy(rj.kernel, sizeof rj.kernel, s->caps->kernel(BP_OP_JOBS, w->kind));

@@ -106,6 +106,9 @@ void bp_seam_note_run(const bp_op_call *c, const bp_run_record *rec, double seco
 /* A record of slot i running c (its display name, kernel, per-position), or of the CPU (i < 0)
  * running the kernel named cpu_kernel. */
 void bp_seam_record_fill(bp_run_record *r, const bp_op_call *c, int i, const char *cpu_kernel);
+/* Whether x[0..n) holds a NaN or an Inf: such an input runs the CPU reference instead (the
+ * non-finite policy of bp_matvec in backplane.h; bp_matmul's jobs follow it too). */
+bool bp_seam_nonfinite(const float *x, size_t n);
 /* Monotonic seconds. */
 double bp_seam_now(void);
 /* The per-thread last records and the tally (src/seam/records.c). */

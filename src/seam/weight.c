@@ -56,7 +56,7 @@ void bp_weight_free(bp_weight *w) {
  * the seam scans x on entry (O(t * cols), next to the O(t * cols * rows) product) and runs the
  * CPU reference for that call, so every path and backend gives the reference's NaN/Inf pattern
  * and bp_weight_last_path says so. One place, before any backend sees x. */
-static bool has_nonfinite(const float *x, size_t n) {
+bool bp_seam_nonfinite(const float *x, size_t n) {
     uint32_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
@@ -75,7 +75,7 @@ static bp_op_call mm_call(bp_weight *w, const float *x, int64_t t, float *y) {
 
 /* True when x held a NaN/Inf and the reference ran (its status in *st), recorded as such. */
 static bool nonfinite_to_reference(bp_weight *w, const float *x, int64_t t, float *y, bp_status *st) {
-    if (!has_nonfinite(x, (size_t)(t ? t : 1) * (size_t)w->cols)) return false;
+    if (!bp_seam_nonfinite(x, (size_t)(t ? t : 1) * (size_t)w->cols)) return false;
     const double t0 = bp_seam_now();
     size_t bytes = w->row_bytes * (size_t)w->rows;
     *st = t ? bp_ref_gemm(w->kind, w->data, bytes, w->rows, w->cols, x, t, y)
