@@ -130,7 +130,7 @@ static void route_run_fallback(void) {
           bp_op_last_path("conv2d_gn"));
     bp_conv2d_params plain = c.p;
     plain.norm = BP_CONV_NORM_NONE, plain.gamma = plain.beta = NULL;
-    CHECK(bp_conv2d_on(c.w, "mock", &plain, c.x, c.y) == BP_E_UNSUPPORTED && strstr(bp_last_error(), "no conv2d Q8_0 kernel"),
+    CHECK(bp_conv2d_on(c.w, "mock", &plain, c.x, c.y) == BP_E_UNSUPPORTED && strstr(bp_last_error(), "no Q8_0 conv2d kernel"),
           "forcing an unclaimed conv on the mock is an error: %s", bp_last_error());
 
     bp_mock_fail_nth(bp_mock_backend_device(), BP_MOCK_ALLOC, 1, BP_E_NOMEM);

@@ -83,6 +83,9 @@ typedef struct bp_op_shape_s bp_op_shape;
 /* The kinds call c carries, each of which a backend must claim to take it (jobs: every job's
  * weight kind; attention: K and V; MoE: gate/up and down). Writes up to max, returns the count. */
 int bp_op_call_kinds(const bp_op_call *c, bp_kind *kinds, int max);
+/* The kind of part i (jobs: job i's weight kind; matvec/gemm: the weight's; else the call's
+ * kind, i ignored). */
+bp_kind bp_op_call_kind(const bp_op_call *c, int i);
 /* The call's shape (jobs: job i's; i is ignored by the other ops). */
 bp_op_shape bp_op_call_shape(const bp_op_call *c, int i);
 /* Jobs in the call: n_jobs for jobs, 1 for every other op. */

@@ -59,24 +59,20 @@ int bp_op_call_parts(const bp_op_call *c) { return c->op == BP_OP_JOBS ? c->u.jo
 
 int bp_op_call_kinds(const bp_op_call *c, bp_kind *kinds, int max) {
     int n = 0;
-    switch (c->op) {
-    case BP_OP_MATVEC:
-    case BP_OP_GEMM:
-        if (n < max) kinds[n++] = c->u.mm.w->kind;
-        return n;
-    case BP_OP_JOBS:
-        for (int i = 0; i < c->u.jobs.n_jobs; i++) {
-            bp_kind k = c->u.jobs.jobs[i].w->kind;
-            int j = 0;
-            while (j < n && kinds[j] != k) j++;
-            if (j == n && n < max) kinds[n++] = k;
-        }
-        return n;
-    default:
-        if (n < max) kinds[n++] = c->kind;
-        if (c->kind2 != c->kind && n < max) kinds[n++] = c->kind2;
-        return n;
+    for (int i = 0; i < bp_op_call_parts(c); i++) {
+        const bp_kind k = bp_op_call_kind(c, i);
+        int j = 0;
+        while (j < n && kinds[j] != k) j++;
+        if (j == n && n < max) kinds[n++] = k;
     }
+    if ((c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE) && c->kind2 != c->kind && n < max) kinds[n++] = c->kind2;
+    return n;
+}
+
+bp_kind bp_op_call_kind(const bp_op_call *c, int i) {
+    if (c->op == BP_OP_JOBS) return c->u.jobs.jobs[i].w->kind;
+    if (c->op <= BP_OP_GEMM) return c->u.mm.w->kind;
+    return c->kind;
 }
 
 bp_op_shape bp_op_call_shape(const bp_op_call *c, int i) {

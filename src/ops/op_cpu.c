@@ -16,13 +16,7 @@ static const char *kind_name(bp_kind k) {
 bp_status bp_op_cpu(const bp_op_call *c, char *label, size_t label_len) {
     switch (c->op) {
     case BP_OP_MATVEC:
-    case BP_OP_GEMM: {
-        bp_weight *w = c->u.mm.w;
-        bp_status s = c->op == BP_OP_GEMM ? bp_cpu_gemm(w, c->u.mm.x, c->u.mm.t, c->u.mm.y)
-                                          : bp_cpu_matvec(w, c->u.mm.x, c->u.mm.y);
-        if (!s) snprintf(label, label_len, "%s", bp_cpu_kernel_name(w->kind, c->u.mm.t));
-        return s;
-    }
+    case BP_OP_GEMM: return bp_seam_cpu_mm(c, label, label_len);
     case BP_OP_JOBS:
         return bp_cpu_jobs(c->u.jobs.x, c->u.jobs.t, c->u.jobs.jobs, c->u.jobs.n_jobs, label, label_len);
     case BP_OP_ATTENTION:

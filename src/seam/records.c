@@ -25,17 +25,10 @@ static void copy(char *dst, size_t len, const char *src) {
     dst[n] = '\0';
 }
 
-/* The record's kind for part j of c (jobs: job j's weight; matvec/gemm: the weight's). */
-static bp_kind part_kind(const bp_op_call *c, int j) {
-    if (c->op == BP_OP_JOBS) return c->u.jobs.jobs[j].w->kind;
-    if (c->op <= BP_OP_GEMM) return c->u.mm.w->kind;
-    return c->kind;
-}
-
 void bp_seam_record_fill(bp_run_record *r, const bp_op_call *c, int i, const char *cpu_kernel) {
     memset(r, 0, sizeof *r);
     r->op = (int)c->op;
-    r->kind = part_kind(c, 0);
+    r->kind = bp_op_call_kind(c, 0);
     r->kind2 = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE ? c->kind2 : r->kind;
     r->batch = bp_op_call_shape(c, 0).t;
     const bp_seam_slot *s = i >= 0 ? bp_seam_slot_at(i) : NULL;

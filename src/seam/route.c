@@ -153,6 +153,11 @@ bool bp_seam_slot_per_position(int i, bp_kind k) {
     return s && !claims(s, BP_OP_GEMM, k) && claims(s, BP_OP_MATVEC, k);
 }
 
+bool bp_seam_slot_claims(int i, bp_op op, bp_kind k) {
+    const bp_seam_slot *s = bp_seam_slot_at(i);
+    return s && (claims(s, op, k) || (op == BP_OP_GEMM && claims(s, BP_OP_MATVEC, k)));
+}
+
 /* Does slot i want one part of kind k at shape sh? (MIN_WORK, a forced CPU implementation,
  * the cost model, the backend's wants; see bp_seam_takes_shape.) */
 static bool wants(int i, bp_op op, bp_kind k, const bp_op_shape *sh, char *why, size_t why_len) {
@@ -205,7 +210,7 @@ bp_seam_take bp_seam_takes_shape(int i, bp_op op, const bp_kind *kinds, const bp
     }
     for (int j = 0; j <= n; j++) {
         const bp_kind k = j < n ? kinds[j] : k2;
-        if (claims(s, op, k) || (op == BP_OP_GEMM && claims(s, BP_OP_MATVEC, k))) continue;
+        if (bp_seam_slot_claims(i, op, k)) continue;
         put(why, why_len, "no %s %s kernel", bp_op_name_of(op), kind_name(k));
         return BP_TAKE_NO_CLAIM;
     }
@@ -232,18 +237,13 @@ bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len
     const int n = bp_op_call_parts(c);
     bp_kind kinds[CHUNK];
     bp_op_shape shapes[CHUNK];
-    bp_kind k2 = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE ? c->kind2 : BP_KIND_F32;
+    const bool two = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE; /* a second kind to claim */
     bp_seam_take take = BP_TAKE_YES;
     /* Parts in chunks: every part must be taken, the first refusal is the answer. */
     for (int j0 = 0; j0 < n && take == BP_TAKE_YES; j0 += CHUNK) {
         int m = n - j0 < CHUNK ? n - j0 : CHUNK;
-        for (int j = 0; j < m; j++) {
-            kinds[j] = c->op == BP_OP_JOBS ? c->u.jobs.jobs[j0 + j].w->kind
-                     : c->op <= BP_OP_GEMM ? c->u.mm.w->kind : c->kind;
-            shapes[j] = bp_op_call_shape(c, j0 + j);
-        }
-        take = bp_seam_takes_shape(i, c->op, kinds, shapes, m,
-                                   c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE ? k2 : kinds[0], why, why_len);
+        for (int j = 0; j < m; j++) kinds[j] = bp_op_call_kind(c, j0 + j), shapes[j] = bp_op_call_shape(c, j0 + j);
+        take = bp_seam_takes_shape(i, c->op, kinds, shapes, m, two ? c->kind2 : kinds[0], why, why_len);
     }
     return take;
 }

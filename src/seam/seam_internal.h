@@ -68,6 +68,9 @@ bp_seam_take bp_seam_takes_shape(int i, bp_op op, const bp_kind *kinds, const bp
                                  char *why, size_t why_len);
 /* The rule over a real call (its kinds and shapes from src/backend/op_table.c). */
 bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len);
+/* Whether slot i claims op on k (a gemm: or k's matvec, run per position): the rule's claim
+ * test, and a forced run's. */
+bool bp_seam_slot_claims(int i, bp_op op, bp_kind k);
 /* Whether slot i runs a gemm of k only as per-position matvecs (claims matvec, no gemm). */
 bool bp_seam_slot_per_position(int i, bp_kind k);
 /* The slot a call of op on kinds k (and k2: attention's V kind, MoE's down kind; = k otherwise)
@@ -100,6 +103,11 @@ bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *re
  * enabled and claim every kind of the call; its launch error is the call's error (BP_E_DEVICE,
  * BP_E_DEVICE_LOST), never covered by another backend. Records as bp_seam_run. */
 bp_status bp_seam_run_on(const bp_op_call *c, const char *backend, bp_seam_cpu_fn cpu, bp_run_record *rec);
+/* The slot a forced run of c on backend (a slot's name) would use: it must exist, be compiled,
+ * enabled, and claim every kind of the call; else the error naming which. */
+bp_status bp_seam_forced_slot(const bp_op_call *c, const char *backend, int *slot);
+/* The CPU's matvec/gemm (src/seam/weight.c): the walk's last stop for those two ops. */
+bp_status bp_seam_cpu_mm(const bp_op_call *c, char *kernel, size_t kernel_len);
 /* Record a call that ran outside the walk (the CPU reference for a non-finite input, a forced
  * "cpu-ref"): written to the same places as bp_seam_run writes. */
 void bp_seam_note_run(const bp_op_call *c, const bp_run_record *rec, double seconds);

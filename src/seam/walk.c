@@ -113,11 +113,7 @@ static const char *kind_name(bp_kind k) {
 }
 
 /* The call's first kind, for the fallback table and the messages. */
-static bp_kind call_kind(const bp_op_call *c) {
-    if (c->op <= BP_OP_GEMM) return c->u.mm.w->kind;
-    if (c->op == BP_OP_JOBS && c->u.jobs.n_jobs > 0) return c->u.jobs.jobs[0].w->kind;
-    return c->kind;
-}
+static bp_kind call_kind(const bp_op_call *c) { return bp_op_call_kind(c, 0); }
 
 /* A gemm on a slot that claims only the kind's matvec: t matvecs, named per-position. */
 static bp_launch per_position(const bp_backend_dispatch *d, const bp_op_call *c, char *err, size_t err_len) {
@@ -225,6 +221,24 @@ bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *re
     return BP_OK;
 }
 
+bp_status bp_seam_forced_slot(const bp_op_call *c, const char *backend, int *slot) {
+    const char *op = bp_op_name_of(c->op);
+    const int i = bp_seam_slot_find(backend);
+    if (i < 0) return bp_fail(BP_E_NOT_FOUND, "%s: no backend called '%s'", op, backend);
+    const bp_seam_slot *s = bp_seam_slot_at(i);
+    const char *reason = "";
+    if (!s->dispatch) return bp_fail(BP_E_UNSUPPORTED, "%s: %s is not built into this binary", op, backend);
+    if (!bp_seam_slot_enabled(i, &reason)) return bp_fail(BP_E_UNSUPPORTED, "%s: %s is disabled: %s", op, backend, reason);
+    /* The claims of the rule, without its shape test: a forced backend takes every shape. */
+    bp_kind kinds[16];
+    const int nk = bp_op_call_kinds(c, kinds, 16);
+    for (int j = 0; j < nk; j++)
+        if (!bp_seam_slot_claims(i, c->op, kinds[j]))
+            return bp_fail(BP_E_UNSUPPORTED, "%s has no %s %s kernel", backend, kind_name(kinds[j]), op);
+    *slot = i;
+    return BP_OK;
+}
+
 bp_status bp_seam_run_on(const bp_op_call *c, const char *backend, bp_seam_cpu_fn cpu, bp_run_record *rec) {
     const char *op = bp_op_name_of(c->op);
     const pending none = {0};
@@ -236,21 +250,10 @@ bp_status bp_seam_run_on(const bp_op_call *c, const char *backend, bp_seam_cpu_f
         if (!st) finish(c, -1, kernel, &none, t0, rec);
         return st;
     }
-    int i = bp_seam_slot_find(backend);
-    if (i < 0) return bp_fail(BP_E_NOT_FOUND, "%s: no backend called '%s'", op, backend);
-    const bp_seam_slot *s = bp_seam_slot_at(i);
-    const char *reason = "";
+    int i;
+    bp_status st = bp_seam_forced_slot(c, backend, &i);
+    if (st) return st;
     char why[200];
-    if (!s->dispatch) return bp_fail(BP_E_UNSUPPORTED, "%s: %s is not built into this binary", op, backend);
-    if (!bp_seam_slot_enabled(i, &reason)) return bp_fail(BP_E_UNSUPPORTED, "%s: %s is disabled: %s", op, backend, reason);
-    /* The claims of the rule, without its shape test: a forced backend takes every shape. */
-    bp_kind kinds[16];
-    const int nk = bp_op_call_kinds(c, kinds, 16);
-    for (int j = 0; j < nk; j++) {
-        const bool ok = s->caps->kernel(c->op, kinds[j]) ||
-                        (c->op == BP_OP_GEMM && s->caps->kernel(BP_OP_MATVEC, kinds[j]));
-        if (!ok) return bp_fail(BP_E_UNSUPPORTED, "%s has no %s %s kernel", backend, op, kind_name(kinds[j]));
-    }
     char err[200];
     const bp_launch r = launch_on(i, c, err, sizeof err);
     snprintf(why, sizeof why, "%s", err[0] ? err : "unspecified error");

@@ -89,8 +89,7 @@ static bool nonfinite_to_reference(bp_weight *w, const float *x, int64_t t, floa
     return true;
 }
 
-/* The CPU's matvec/gemm: the last stop of the walk. */
-static bp_status cpu_mm(const bp_op_call *c, char *kernel, size_t len) {
+bp_status bp_seam_cpu_mm(const bp_op_call *c, char *kernel, size_t len) {
     bp_weight *w = c->u.mm.w;
     bp_status s = c->op == BP_OP_GEMM ? bp_cpu_gemm(w, c->u.mm.x, c->u.mm.t, c->u.mm.y)
                                       : bp_cpu_matvec(w, c->u.mm.x, c->u.mm.y);
@@ -111,14 +110,14 @@ bp_status bp_matvec(bp_weight *w, const float *x, float *y) {
     bp_status s = check_op(w, x, 1, y, "bp_matvec");
     if (s || nonfinite_to_reference(w, x, 0, y, &s)) return s;
     const bp_op_call c = mm_call(w, x, 0, y);
-    return bp_seam_run(&c, cpu_mm, NULL);
+    return bp_seam_run(&c, bp_seam_cpu_mm, NULL);
 }
 
 bp_status bp_gemm(bp_weight *w, const float *x, int64_t t, float *y) {
     bp_status s = check_op(w, x, t, y, "bp_gemm");
     if (s || t == 0 || nonfinite_to_reference(w, x, t, y, &s)) return s;
     const bp_op_call c = mm_call(w, x, t, y);
-    return bp_seam_run(&c, cpu_mm, NULL);
+    return bp_seam_run(&c, bp_seam_cpu_mm, NULL);
 }
 
 /* ---- forced backend ------------------------------------------------------------------------- */
@@ -141,19 +140,12 @@ static bp_status run_forced(bp_weight *w, const char *backend, const float *x, i
         return s;
     }
     /* The backend must be usable before the non-finite policy can stand in for it. */
-    if (strcmp(backend, "cpu")) {
-        int i = bp_seam_slot_find(backend);
-        const char *reason = "";
-        if (i < 0) return bp_fail(BP_E_NOT_FOUND, "no backend called '%s'", backend);
-        if (!bp_seam_slot_at(i)->dispatch) return bp_fail(BP_E_UNSUPPORTED, "%s is not built into this binary", backend);
-        if (!bp_seam_slot_enabled(i, &reason)) return bp_fail(BP_E_UNSUPPORTED, "%s is disabled: %s", backend, reason);
-        const bp_backend_caps *caps = bp_seam_slot_at(i)->caps;
-        if (!caps->kernel(BP_OP_MATVEC, w->kind))
-            return bp_fail(BP_E_UNSUPPORTED, "%s has no %s kernel", backend, bp_kind_lookup((uint32_t)w->kind)->name);
-    }
+    int slot;
+    bp_status st = strcmp(backend, "cpu") ? bp_seam_forced_slot(&c, backend, &slot) : BP_OK;
+    if (st) return st;
     bp_status nf;
     if (nonfinite_to_reference(w, x, t, y, &nf)) return nf; /* the non-finite policy */
-    return bp_seam_run_on(&c, backend, cpu_mm, NULL);
+    return bp_seam_run_on(&c, backend, bp_seam_cpu_mm, NULL);
 }
 
 bp_status bp_matvec_on(bp_weight *w, const char *backend, const float *x, float *y) {
