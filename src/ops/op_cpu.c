@@ -17,8 +17,12 @@ bp_status bp_op_cpu(const bp_op_call *c, char *label, size_t label_len) {
     switch (c->op) {
     case BP_OP_MATVEC:
     case BP_OP_GEMM: return bp_seam_cpu_mm(c, label, label_len);
-    case BP_OP_JOBS:
-        return bp_cpu_jobs(c->u.jobs.x, c->u.jobs.t, c->u.jobs.jobs, c->u.jobs.n_jobs, label, label_len);
+    case BP_OP_JOBS: {
+        /* The record names a job's kernel (the seam names each later job's), not the submission. */
+        bp_status s = bp_cpu_jobs(c->u.jobs.x, c->u.jobs.t, c->u.jobs.jobs, c->u.jobs.n_jobs, NULL, 0);
+        if (!s) snprintf(label, label_len, "%s", bp_cpu_kernel_name(c->u.jobs.jobs[0].w->kind, c->u.jobs.t));
+        return s;
+    }
     case BP_OP_ATTENTION:
         if (bp_attention_cpu_fast_ok(c)) return bp_attention_cpu(c, label, label_len);
         snprintf(label, label_len, "CPU reference attention K %s V %s", kind_name(c->kind), kind_name(c->kind2));

@@ -166,37 +166,31 @@ static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *
     pthread_mutex_unlock(&tally_lock);
 }
 
-void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, double seconds) {
+static double job_weight_bytes(const bp_op_call *c, int j) {
+    const bp_weight *w = c->u.jobs.jobs[j].w;
+    return (double)w->row_bytes * (double)w->rows;
+}
+
+void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, double seconds) {
     if ((unsigned)c->op >= BP_OP_COUNT) return;
     const int n = bp_op_call_parts(c);
-    if (c->op != BP_OP_JOBS) {
-        const bp_op_shape sh = bp_op_call_shape(c, 0);
-        const bp_op_work w = bp_op_work_of(c->op, r->kind, &sh);
-        last_op[c->op] = *r;
-        tally_add(r, seconds, &w);
-        if (c->op <= BP_OP_GEMM) bp_seam_set_weight_record(c->u.mm.w, r);
-        return;
-    }
-    /* Jobs: one record per job (its own kind and kernel), the call's time shared by the jobs'
-     * weight bytes. */
+    const bp_seam_slot *s = slot >= 0 ? bp_seam_slot_at(slot) : NULL;
     double total = 0;
-    for (int j = 0; j < n; j++) total += (double)c->u.jobs.jobs[j].w->row_bytes * (double)c->u.jobs.jobs[j].w->rows;
+    for (int j = 0; j < n && n > 1; j++) total += job_weight_bytes(c, j);
+    /* One record per part: r names the call's first job; every later job gets its own kind and
+     * the kernel that ran it there, and a share of the call's time by weight bytes. */
     for (int j = 0; j < n; j++) {
-        bp_weight *w = c->u.jobs.jobs[j].w;
         bp_run_record rj = *r;
-        rj.kind = rj.kind2 = w->kind;
-        if (!strcmp(r->backend, "cpu") && strncmp(r->kernel, "CPU reference", 13))
-            copy(rj.kernel, sizeof rj.kernel, bp_cpu_kernel_name(w->kind, c->u.jobs.t));
-        else {
-            const bp_seam_slot *s = bp_seam_slot_at(bp_seam_slot_find(r->backend));
-            if (s && s->caps->kernel) copy(rj.kernel, sizeof rj.kernel, s->caps->kernel(BP_OP_JOBS, w->kind));
+        if (j > 0) {
+            rj.kind = rj.kind2 = bp_op_call_kind(c, j);
+            copy(rj.kernel, sizeof rj.kernel,
+                 s ? s->caps->kernel(BP_OP_JOBS, rj.kind) : bp_cpu_kernel_name(rj.kind, c->u.jobs.t));
         }
         const bp_op_shape sh = bp_op_call_shape(c, j);
-        const bp_op_work wk = bp_op_work_of(BP_OP_JOBS, w->kind, &sh);
-        const double share = total > 0 ? (double)w->row_bytes * (double)w->rows / total : 1.0 / n;
-        if (j == 0) last_op[BP_OP_JOBS] = rj;
-        bp_seam_set_weight_record(w, &rj);
-        tally_add(&rj, seconds * share, &wk);
+        const bp_op_work w = bp_op_work_of(c->op, rj.kind, &sh);
+        if (j == 0) last_op[c->op] = rj;
+        if (c->op <= BP_OP_JOBS) bp_seam_set_weight_record(c->op == BP_OP_JOBS ? c->u.jobs.jobs[j].w : c->u.mm.w, &rj);
+        tally_add(&rj, n > 1 && total > 0 ? seconds * job_weight_bytes(c, j) / total : seconds / n, &w);
     }
 }
 

@@ -108,9 +108,6 @@ bp_status bp_seam_run_on(const bp_op_call *c, const char *backend, bp_seam_cpu_f
 bp_status bp_seam_forced_slot(const bp_op_call *c, const char *backend, int *slot);
 /* The CPU's matvec/gemm (src/seam/weight.c): the walk's last stop for those two ops. */
 bp_status bp_seam_cpu_mm(const bp_op_call *c, char *kernel, size_t kernel_len);
-/* Record a call that ran outside the walk (the CPU reference for a non-finite input, a forced
- * "cpu-ref"): written to the same places as bp_seam_run writes. */
-void bp_seam_note_run(const bp_op_call *c, const bp_run_record *rec, double seconds);
 /* A record of slot i running c (its display name, kernel, per-position), or of the CPU (i < 0)
  * running the kernel named cpu_kernel. */
 void bp_seam_record_fill(bp_run_record *r, const bp_op_call *c, int i, const char *cpu_kernel);
@@ -119,8 +116,12 @@ void bp_seam_record_fill(bp_run_record *r, const bp_op_call *c, int i, const cha
 bool bp_seam_nonfinite(const float *x, size_t n);
 /* Monotonic seconds. */
 double bp_seam_now(void);
-/* The per-thread last records and the tally (src/seam/records.c). */
-void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, double seconds);
+/* Keep the record r of call c, which slot ran (-1: the CPU), where readers find it: the weights'
+ * records (matvec, gemm, each job), this thread's last record of the op, the tally
+ * (src/seam/records.c). r names the call's first job; later jobs get their own kernel's name.
+ * The walk calls it; so does a call that ran outside it (the CPU reference for a non-finite
+ * input, a forced "cpu-ref"). */
+void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, double seconds);
 void bp_seam_set_weight_record(bp_weight *w, const bp_run_record *r);
 
 /* ---- env grammar ----------------------------------------------------------------------- */

@@ -178,7 +178,7 @@ static void finish(const bp_op_call *c, int slot, const char *cpu_kernel, const 
     }
     for (int i = 0; i < p->n; i++)
         record_fallback(p->f[i].backend, call_kind(c), bp_op_name_of(c->op), p->f[i].cause, slot < 0 ? "CPU" : r.display);
-    bp_seam_records_add(c, &r, bp_seam_now() - t0);
+    bp_seam_records_add(c, &r, slot, bp_seam_now() - t0);
     if (out) *out = r;
 }
 
@@ -266,8 +266,4 @@ bp_status bp_seam_run_on(const bp_op_call *c, const char *backend, bp_seam_cpu_f
     if (r == BP_LAUNCH_ERROR) return bp_fail(BP_E_DEVICE, "%s %s %s failed: %s", backend, kind_name(call_kind(c)), op, why);
     finish(c, i, NULL, &none, t0, rec);
     return BP_OK;
-}
-
-void bp_seam_note_run(const bp_op_call *c, const bp_run_record *rec, double seconds) {
-    bp_seam_records_add(c, rec, seconds);
 }
