@@ -15,7 +15,9 @@ static bool vulkan_claims(bp_kind k) {
     }
 }
 
+/* The whole step: for the KV kinds the step's attention and append kernels store. */
 static const char *vulkan_kernel(bp_op op, bp_kind k) {
+    if (op == BP_OP_STEP) return bp_claim_answer(BP_BACKEND_VULKAN, op, k, k == BP_KIND_F32 || k == BP_KIND_F16);
     return bp_claim_answer(BP_BACKEND_VULKAN, op, k,
                            vulkan_claims(k) && (op == BP_OP_MATVEC || op == BP_OP_GEMM || op == BP_OP_JOBS));
 }
