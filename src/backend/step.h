@@ -12,6 +12,7 @@
 #define BP_BACKEND_STEP_H
 
 #include "backplane.h"
+#include "backend/backend_id.h"
 
 /* The activation buffers, each n_batch rows of width[buf] floats. */
 typedef enum bp_step_buf {
@@ -108,6 +109,10 @@ typedef struct bp_step_traffic {
     bool recorded;             /* this step recorded its submission (else it replayed one) */
 } bp_step_traffic;
 
+/* Per-backend state slots: one per backends.def row, and one for a backend outside the table
+ * (the test mock, whose id is BP_BACKEND_COUNT). */
+enum { BP_STEP_STATES = BP_BACKEND_COUNT + 1 };
+
 /* One step's inputs and outputs. */
 typedef struct bp_step_io {
     const int32_t *tokens;     /* t ids */
@@ -117,8 +122,13 @@ typedef struct bp_step_io {
     float *host[BP_SB_COUNT];  /* the CPU's activation buffers */
     void *kv;                  /* the CPU's bp_kv_cache */
     bp_step_kv_host kv_host;
-    bp_step_state **state;     /* [BP_BACKEND_COUNT]: per-backend state, owned by the caller */
+    bp_step_state **state;     /* [BP_STEP_STATES]: per-backend state, owned by the caller */
     bp_step_traffic traffic;
+    /* The backend that ran the step whole writes, per weight kind it ran (indexed by the
+     * GGUF id, < kind_rec_n), the record of its matmul kernel there; the CPU leaves it alone
+     * (each of its matmuls is recorded in its weight). */
+    bp_run_record *kind_rec;
+    int kind_rec_n;
 } bp_step_io;
 
 /* The weight kinds the program's matmuls and embedding use (each once): a backend taking the

@@ -23,7 +23,7 @@ enum { MAX_BUFS = 6, MAX_PIECES = 8, ARGS_BYTES = 64 };
 bool bp_gpu_step_kv_kind(bp_kind k) { return k == BP_KIND_F32 || k == BP_KIND_F16; }
 
 typedef struct piece { int arena; size_t off; int64_t row0, rows; } piece;
-typedef struct placed { const bp_weight *w; int n; piece p[MAX_PIECES]; } placed;
+typedef struct placed { const bp_weight *w; int n; bool mm; piece p[MAX_PIECES]; } placed;
 typedef struct vecref { const void *host; int64_t n; int kind; uint32_t off; } vecref; /* kind: 0 plain, 1 rope */
 
 typedef struct launch {
@@ -429,7 +429,11 @@ static bp_status compile(const bp_gpu_backend *b, gpu_state *s, const bp_step_pr
     memset(&s->c[slot], 0, sizeof s->c[slot]);
     builder B = {b, s, NULL, 0, 0};
     bp_status st = BP_OK;
-    for (int i = 0; i < p->n_nodes && !st; i++) st = emit_node(&B, p, &p->nodes[i]);
+    for (int i = 0; i < p->n_nodes && !st; i++) {
+        st = emit_node(&B, p, &p->nodes[i]);
+        for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++)
+            ((placed *)find_w(s, p->nodes[i].job[j].w))->mm = true;
+    }
     if (st) {
         bp_free(B.l);
         return st;
@@ -555,6 +559,17 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     io->traffic.h2d_bytes = t1.h2d_bytes - t0.h2d_bytes, io->traffic.d2h_bytes = t1.d2h_bytes - t0.d2h_bytes;
     io->traffic.submits = t1.submits - t0.submits, io->traffic.launches = t1.launches - t0.launches;
     io->traffic.recorded = recorded;
+    /* what ran each weight kind: the kernel the launches named */
+    for (int i = 0; io->kind_rec && i < s->n_w; i++) {
+        const bp_kind k = s->w[i].w->kind;
+        if ((int)k >= io->kind_rec_n || !s->w[i].mm) continue;
+        bp_run_record *r = &io->kind_rec[k];
+        memset(r, 0, sizeof *r);
+        r->op = p->t > 1 ? BP_OP_GEMM : BP_OP_MATVEC, r->kind = r->kind2 = k, r->batch = p->t;
+        snprintf(r->backend, sizeof r->backend, "%s", b->name);
+        snprintf(r->display, sizeof r->display, "%s", b->display);
+        snprintf(r->kernel, sizeof r->kernel, "%s (in the step)", kind_name(k));
+    }
     snprintf(label, len, "%s step: %d kernels in %s%s", b->display, s->c[slot].n,
              s->c[slot].graph ? "one recorded submission" : "one queue", placed_now ? " (model placed now)" : "");
     return BP_OK;

@@ -14,7 +14,7 @@ bp_context_params bp_context_default_params(void) {
 
 void bp_context_free(bp_context *c) {
     if (!c) return;
-    for (int i = 0; i < BP_BACKEND_COUNT; i++)
+    for (int i = 0; i < BP_STEP_STATES; i++)
         if (c->step_state[i]) c->step_state[i]->free(c->step_state[i]);
     bp_free(c->prog[0].nodes);
     bp_free(c->prog[1].nodes);
@@ -26,7 +26,7 @@ void bp_context_free(bp_context *c) {
 }
 
 void bp_context_cut_states(bp_context *c, int64_t n) {
-    for (int i = 0; i < BP_BACKEND_COUNT; i++)
+    for (int i = 0; i < BP_STEP_STATES; i++)
         if (c->step_state[i] && c->step_state[i]->kv_len > n) c->step_state[i]->kv_len = n;
 }
 

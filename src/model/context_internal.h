@@ -26,7 +26,7 @@ struct bp_context {
      * step of each; each backend's state for this context (placed model, device KV cache). */
     bp_step_prog prog[2];
     bp_run_record step_rec[2];
-    bp_step_state *step_state[BP_BACKEND_COUNT];
+    bp_step_state *step_state[BP_STEP_STATES];
     bp_step_traffic last_traffic;
 };
 

@@ -157,15 +157,17 @@ bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
     if ((p->t != t || p->n_out != n_out || !p->n_nodes) && (s = program(c, p, t, n_out))) return s;
     for (int64_t i = 0; i < t; i++) c->positions[i] = (int32_t)(c->pos + i);
     bp_step_io io = {.tokens = tokens, .positions = c->positions, .pos0 = c->pos, .kv = c->kv,
-                     .state = c->step_state};
+                     .state = c->step_state, .kind_rec = c->kind_rec[t > 1], .kind_rec_n = BP_MODEL_MAX_KIND};
     io.logits = c->logits + (size_t)c->n_out * (size_t)V;
     float *host[BP_SB_COUNT] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->tmp, c->gate, c->up, io.logits};
     memcpy(io.host, host, sizeof host);
     if ((s = bp_step_run(p, &io))) return s;
     c->last_traffic = io.traffic;
     bp_op_last_record("step", &c->step_rec[t > 1]);
-    /* per weight kind, the record of what ran its last job (the seam writes it into the weight) */
-    for (int i = 0; i < p->n_nodes; i++)
+    /* per weight kind, the record of what ran its last job: the device's, or (a step run op by op)
+     * the one the seam wrote into the weight */
+    const bool whole = strcmp(c->step_rec[t > 1].backend, "cpu") != 0;
+    for (int i = 0; !whole && i < p->n_nodes; i++)
         for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++) {
             const bp_weight *w = p->nodes[i].job[j].w;
             if ((unsigned)w->kind < BP_MODEL_MAX_KIND) bp_weight_last_record(w, &c->kind_rec[t > 1][w->kind]);

@@ -106,7 +106,7 @@ bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len) {
     bp_step_io *io = c->u.step.io;
     /* Positions a device holds and the host does not come back first (see bp_step_state). */
     const int64_t have = kv_length(io->kv);
-    for (int b = 0; io->state && b < BP_BACKEND_COUNT && have < io->pos0; b++) {
+    for (int b = 0; io->state && b < BP_STEP_STATES && have < io->pos0; b++) {
         bp_step_state *st = io->state[b];
         if (st && st->kv_len >= io->pos0) {
             bp_status s = st->hand_back(st, &io->kv_host, have, io->pos0);
