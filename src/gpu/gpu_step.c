@@ -20,7 +20,13 @@
 
 enum { MAX_BUFS = 6, MAX_PIECES = 8, ARGS_BYTES = 64 };
 
-bool bp_gpu_step_kv_kind(bp_kind k) { return k == BP_KIND_F32 || k == BP_KIND_F16; }
+bool bp_gpu_step_kv_kind(bp_kind k) {
+    switch (k) {
+    case BP_KIND_F32: case BP_KIND_F16: case BP_KIND_BF16: case BP_KIND_Q8_0: case BP_KIND_Q4_0: case BP_KIND_Q4_1:
+    case BP_KIND_Q5_0: case BP_KIND_Q5_1: return true;
+    default: return false;
+    }
+}
 
 typedef struct piece { int arena; size_t off; int64_t row0, rows; } piece;
 typedef struct placed { const bp_weight *w; int n; bool mm; piece p[MAX_PIECES]; } placed;
@@ -384,10 +390,11 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
     case BP_STEP_KV_APPEND: {
         char kname[48];
         snprintf(kname, sizeof kname, "kv_append_%s", kind_name(s->kv_kind));
-        const uint32_t total = rows * (uint32_t)s->kv_heads * (uint32_t)(s->head_dim / 2);
+        const bool blocks = bp_kind_traits_of(s->kv_kind)->info.block_elems > 1; /* a thread per row */
+        const uint32_t total = rows * (uint32_t)s->kv_heads * (uint32_t)(blocks ? 1 : s->head_dim / 2);
         for (int v = 0; v < 2 && !st; v++) {
             bp_gpu_kv_args a = {rows, (uint32_t)s->kv_heads, (uint32_t)s->head_dim, (uint32_t)s->cap,
-                                (uint32_t)(nd->r0 * p->width[v ? BP_SB_V : BP_SB_K])};
+                                (uint32_t)(nd->r0 * p->width[v ? BP_SB_V : BP_SB_K]), (uint32_t)s->kv_row};
             void *bufs[3] = {s->act[v ? BP_SB_V : BP_SB_K], s->kv[2 * nd->layer + v], s->io};
             st = emit(B, kname, (total + 63) / 64, 1, bufs, 3, &a, sizeof a);
         }
@@ -398,7 +405,7 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
         snprintf(kname, sizeof kname, "attention_%s", kind_name(s->kv_kind));
         bp_gpu_attn_args a = {rows, (uint32_t)nd->attn.n_heads, (uint32_t)nd->attn.n_kv_heads, (uint32_t)s->head_dim,
                               (uint32_t)s->cap, (uint32_t)(nd->r0 * p->width[BP_SB_Q]), base, pos_idx, nd->attn.scale,
-                              nd->attn.softcap, (uint32_t)nd->attn.window};
+                              nd->attn.softcap, (uint32_t)nd->attn.window, (uint32_t)s->kv_row};
         void *bufs[5] = {s->act[BP_SB_Q], s->kv[2 * nd->layer], s->kv[2 * nd->layer + 1], s->act[nd->dst], s->io};
         return emit(B, kname, (uint32_t)nd->attn.n_heads, rows, bufs, 5, &a, sizeof a);
     }
@@ -414,6 +421,10 @@ static bp_status check(const bp_gpu_backend *b, const bp_step_prog *p) {
     if (p->head_dim > 256 || p->head_dim % 2)
         return bp_fail(BP_E_SHAPE, "%s step: head_dim %d (the attention kernel takes even head dims up to 256)",
                        b->display, (int)p->head_dim);
+    const bp_kind_traits *kt = bp_kind_traits_of(p->kv_kind);
+    if (kt->info.block_elems > 1 && ((size_t)p->head_dim / kt->info.block_elems * kt->info.block_bytes) % 4)
+        return bp_fail(BP_E_SHAPE, "%s step: a %s cache row of head_dim %d is not whole 32-bit words", b->display,
+                       kind_name(p->kv_kind), (int)p->head_dim);
     if (p->n_out * p->width[BP_SB_LOGITS] * 4 > (int64_t)b->max_binding)
         return bp_fail(BP_E_SHAPE, "%s step: %lld rows of %lld logits exceed a binding's %zu bytes", b->display,
                        (long long)p->n_out, (long long)p->width[BP_SB_LOGITS], b->max_binding);

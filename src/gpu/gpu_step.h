@@ -12,8 +12,9 @@
  *   eltwise                      Y, X                      bp_gpu_elt_args
  *   glu                          G, U                      bp_gpu_glu_args
  *   rope                         X, IO, F                  bp_gpu_rope_args
- *   kv_append_<F32|F16>          SRC, CACHE, IO            bp_gpu_kv_args
- *   attention_<F32|F16>          Q, K, V, OUT, IO          bp_gpu_attn_args
+ *   kv_append_<KV>               SRC, CACHE, IO            bp_gpu_kv_args
+ *   attention_<KV>               Q, K, V, OUT, IO          bp_gpu_attn_args
+ * (KV: the cache kinds of bp_gpu_step_kv_kind; a cache row is one token of one head, row_bytes.)
  * IO is the step's int32 input: [0] pos0, [1] pos0 + t, [2, 2 + n_batch) positions,
  * [2 + n_batch, 2 + 2 n_batch) token ids. Offsets are in elements of the buffer (floats, ints),
  * w_off in bytes. */
@@ -35,11 +36,11 @@ typedef struct bp_gpu_glu_args { uint32_t count, act, g_off, u_off; } bp_gpu_glu
 typedef struct bp_gpu_rope_args {
     uint32_t rows, n_heads, head_dim, n_rot, neox, x_off, pos_idx, f_off;
 } bp_gpu_rope_args;
-typedef struct bp_gpu_kv_args { uint32_t rows, n_kv_heads, head_dim, cap, src_off; } bp_gpu_kv_args;
+typedef struct bp_gpu_kv_args { uint32_t rows, n_kv_heads, head_dim, cap, src_off, row_bytes; } bp_gpu_kv_args;
 typedef struct bp_gpu_attn_args {
     uint32_t rows, n_heads, n_kv_heads, head_dim, cap, q_off, o_off, pos_idx;
     float scale, softcap;
-    uint32_t window;
+    uint32_t window, row_bytes;
 } bp_gpu_attn_args;
 
 /* What a backend tells the step code. */
@@ -51,7 +52,8 @@ typedef struct bp_gpu_backend {
     uint32_t mm_tile;             /* rows and tokens per GEMM workgroup (grid = ceil / tile) */
 } bp_gpu_backend;
 
-/* The KV kinds the step kernels store: F32 and F16. */
+/* The KV kinds the step kernels store: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 (not IQ4_NL, whose
+ * quantizer searches scales). */
 bool bp_gpu_step_kv_kind(bp_kind k);
 
 /* Run the step of call c (op `step`) on dev: place the model on first use (the state lives in

@@ -100,57 +100,55 @@ static void k_rope(const bp_mock_kernel *k, void **p) {
             }
 }
 
+/* A cache row is one token of one head in the cache's kind, row_bytes long. */
 static void k_kv(const bp_mock_kernel *k, void **p) {
     const bp_gpu_kv_args *a = p[3];
     const float *src = (const float *)BUF(0) + a->src_off;
     uint8_t *cache = BUF(1);
     const int32_t pos0 = ((const int32_t *)BUF(2))[0];
+    const bp_kind_traits *kt = bp_kind_traits_of((bp_kind)k->kind);
     for (uint32_t r = 0; r < a->rows; r++)
         for (uint32_t h = 0; h < a->n_kv_heads; h++)
-            for (uint32_t d = 0; d < a->head_dim; d++) {
-                const float v = src[((size_t)r * a->n_kv_heads + h) * a->head_dim + d];
-                const size_t e = ((size_t)h * a->cap + (size_t)pos0 + r) * a->head_dim + d;
-                if (k->kind == BP_KIND_F16) ((uint16_t *)(void *)cache)[e] = bp_f32_to_f16(v);
-                else ((float *)(void *)cache)[e] = v;
-            }
-}
-
-static double kv_at(const void *c, bool f16, size_t e) {
-    return f16 ? bp_f16_to_f32(((const uint16_t *)c)[e]) : ((const float *)c)[e];
+            kt->quantize(src + ((size_t)r * a->n_kv_heads + h) * a->head_dim,
+                         cache + ((size_t)h * a->cap + (size_t)pos0 + r) * a->row_bytes, a->head_dim / kt->info.block_elems);
 }
 
 static void k_attn(const bp_mock_kernel *k, void **p) {
     const bp_gpu_attn_args *a = p[5];
     const float *q = BUF(0);
-    const void *K = BUF(1), *V = BUF(2);
+    const uint8_t *K = BUF(1), *V = BUF(2);
     float *o = BUF(3);
     const int32_t *io = BUF(4);
-    const bool f16 = k->kind == BP_KIND_F16;
     const uint32_t D = a->head_dim, grp = a->n_heads / a->n_kv_heads;
     double *acc = bp_malloc(D * sizeof(double));
-    if (!acc) return;
-    for (uint32_t i = 0; i < a->rows; i++)
+    float *kr = bp_malloc(2 * D * sizeof(float)), *vr = kr ? kr + D : NULL;
+    for (uint32_t i = 0; acc && kr && i < a->rows; i++)
         for (uint32_t h = 0; h < a->n_heads; h++) {
             const int32_t pos = io[a->pos_idx + i];
             const int32_t j0 = a->window > 0 && pos - (int32_t)a->window + 1 > 0 ? pos - (int32_t)a->window + 1 : 0;
             const float *qh = q + a->q_off + ((size_t)i * a->n_heads + h) * D;
-            const size_t kb = (size_t)(h / grp) * a->cap * D;
+            const size_t row0 = (size_t)(h / grp) * a->cap;
             double m = -INFINITY, l = 0;
             memset(acc, 0, D * sizeof(double));
             for (int32_t j = j0; j <= pos; j++) {
+                if (bp_dequantize((bp_kind)k->kind, K + (row0 + (size_t)j) * a->row_bytes, a->row_bytes, kr, D) ||
+                    bp_dequantize((bp_kind)k->kind, V + (row0 + (size_t)j) * a->row_bytes, a->row_bytes, vr, D))
+                    goto out;
                 double s = 0;
-                for (uint32_t d = 0; d < D; d++) s += qh[d] * kv_at(K, f16, kb + (size_t)j * D + d);
+                for (uint32_t d = 0; d < D; d++) s += (double)qh[d] * kr[d];
                 s *= a->scale;
                 if (a->softcap > 0) s = a->softcap * tanh(s / a->softcap);
                 const double mn = s > m ? s : m, corr = exp(m - mn), e = exp(s - mn);
                 l = l * corr + e;
-                for (uint32_t d = 0; d < D; d++) acc[d] = acc[d] * corr + e * kv_at(V, f16, kb + (size_t)j * D + d);
+                for (uint32_t d = 0; d < D; d++) acc[d] = acc[d] * corr + e * vr[d];
                 m = mn;
             }
             float *oh = o + a->o_off + ((size_t)i * a->n_heads + h) * D;
             for (uint32_t d = 0; d < D; d++) oh[d] = l > 0 ? (float)(acc[d] / l) : 0.0f;
         }
+out:
     bp_free(acc);
+    bp_free(kr);
 }
 
 enum { PTR = sizeof(void *) };
@@ -175,8 +173,7 @@ bool bp_mock_step_kernel(const char *name, bp_mock_kernel *out) {
                 if (!strcmp(bp_kind_at(j)->name, name + n)) ki = bp_kind_at(j);
             if (!ki) return false;
             out->kind = (int)ki->kind;
-            if (t[i].run == k_kv || t[i].run == k_attn)
-                if (ki->kind != BP_KIND_F32 && ki->kind != BP_KIND_F16) return false;
+            if ((t[i].run == k_kv || t[i].run == k_attn) && !bp_gpu_step_kv_kind(ki->kind)) return false;
         }
         out->run = t[i].run;
         out->nparams = t[i].nbuf + 1;

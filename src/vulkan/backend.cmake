@@ -78,9 +78,11 @@ endforeach()
 
 # The step's kernels (src/gpu/gpu_step.c names them): one SPIR-V per NAME=source[:defines]; the
 # embedding per weight kind.
-set(BP_VK_STEP_KERNELS rms_norm=rms_norm eltwise=eltwise glu=glu rope=rope
-    kv_append_F32=kv_append kv_append_F16=kv_append:KV_F16
-    attention_F32=attention attention_F16=attention:KV_F16)
+set(BP_VK_STEP_KERNELS rms_norm=rms_norm eltwise=eltwise glu=glu rope=rope)
+# The KV cache kinds (src/gpu/gpu_step.c bp_gpu_step_kv_kind: the same list).
+foreach(kv F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1)
+  list(APPEND BP_VK_STEP_KERNELS kv_append_${kv}=kv_append:KV_${kv} attention_${kv}=attention:KV_${kv})
+endforeach()
 foreach(kind ${BP_VK_KINDS})
   list(APPEND BP_VK_STEP_KERNELS embed_${kind}=embed:KIND_${kind})
 endforeach()

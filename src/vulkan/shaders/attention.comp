@@ -1,6 +1,6 @@
 #version 450
 // out[i][h] = softmax(scale q K^T, capped, masked) V for query row i of head h over one layer's
-// cache [n_kv_heads][cap][head_dim] of kind F32 or F16 (-DKV_F16): one workgroup per (head,
+// cache [n_kv_heads][cap][row_bytes] of the cache's kind (-DKV_<KIND>, kv_quant.glsl): one workgroup per (head,
 // row), keys in chunks of 64 (one per thread) with an online softmax, each thread owning up to
 // 4 output dims (head_dim <= 256). The query at position p sees keys j <= p (causal), and with
 // window > 0 only j > p - window.
@@ -12,20 +12,12 @@ layout(std430, set = 4, binding = 0) readonly buffer IOBuf { int io[]; };
 layout(push_constant) uniform Push {
     uint rows, n_heads, n_kv_heads, head_dim, cap, q_off, o_off, pos_idx;
     float scale, softcap;
-    uint window;
+    uint window, row_bytes;
 } pc;
+#include "kv_quant.glsl"
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 shared float qs[256];
 shared float ss[64];
-
-float kv_at(uint e, bool values) {
-#ifdef KV_F16
-    uint w = values ? vc[e >> 1] : kc[e >> 1];
-    return unpackHalf2x16(w)[e & 1u];
-#else
-    return uintBitsToFloat(values ? vc[e] : kc[e]);
-#endif
-}
 
 void main() {
     uint h = gl_WorkGroupID.x, i = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
@@ -39,14 +31,14 @@ void main() {
     int j1 = p + 1;
     float m = -1.0 / 0.0, l = 0.0;
     vec4 acc = vec4(0.0);
-    uint kbase = g * pc.cap * D;
+    uint kbase = g * pc.cap; // the head's first row
     for (int c0 = j0; c0 < j1; c0 += 64) {
         int j = c0 + int(tid);
         float s = -1.0 / 0.0;
         if (j < j1) {
-            uint e = kbase + uint(j) * D;
+            uint o = (kbase + uint(j)) * pc.row_bytes;
             float dot_ = 0.0;
-            for (uint d = 0u; d < D; d++) dot_ += qs[d] * kv_at(e + d, false);
+            for (uint d = 0u; d < D; d++) dot_ += qs[d] * KV_AT(kc, o, d);
             s = pc.scale * dot_;
             if (pc.softcap > 0.0) s = pc.softcap * tanh(s / pc.softcap);
         }
@@ -65,10 +57,10 @@ void main() {
         for (int k = 0; k < nk; k++) {
             float pk = ss[k];
             ls += pk;
-            uint e = kbase + uint(c0 + k) * D;
+            uint o = (kbase + uint(c0 + k)) * pc.row_bytes;
             for (uint q = 0u; q < 4u; q++) {
                 uint d = tid + 64u * q;
-                if (d < D) add[q] += pk * kv_at(e + d, true);
+                if (d < D) add[q] += pk * KV_AT(vc, o, d);
             }
         }
         l = l * corr + ls;
