@@ -85,16 +85,16 @@ static double decode(bp_model *m, const int32_t *tok, const float *ref, int64_t 
         }
         if (p == 8) *fell = c->step_rec[0].fallback_from[0] != '\0';
         if (p > 8 && !strcmp(c->step_rec[0].backend, "mock") && p == P - 1)
-            CHECK(c->last_traffic.h2d >= 1 && c->last_traffic.d2h == 1, "a step after the fault moved %llu/%llu",
-                  (unsigned long long)c->last_traffic.h2d, (unsigned long long)c->last_traffic.d2h);
+            CHECK(c->last_traffic[0].h2d >= 1 && c->last_traffic[0].d2h == 1, "a step after the fault moved %llu/%llu",
+                  (unsigned long long)c->last_traffic[0].h2d, (unsigned long long)c->last_traffic[0].d2h);
         double e = nmse(bp_context_logits(c, 0), ref + (size_t)p * V, V);
         if (!(e <= worst)) worst = e;
         if (p == 3) {
             CHECK(!strcmp(c->step_rec[0].backend, "mock"), "step %d ran on %s (kind %d n %d strict %d: %s)", p, c->step_rec[0].backend, kind, n, strict, c->step_rec[0].cause);
-            CHECK(c->last_traffic.h2d == 1 && c->last_traffic.d2h == 1 && c->last_traffic.submits == 1 &&
-                      !c->last_traffic.recorded,
-                  "a replayed step moved %llu up, %llu down, %llu submissions", (unsigned long long)c->last_traffic.h2d,
-                  (unsigned long long)c->last_traffic.d2h, (unsigned long long)c->last_traffic.submits);
+            CHECK(c->last_traffic[0].h2d == 1 && c->last_traffic[0].d2h == 1 && c->last_traffic[0].submits == 1 &&
+                      !c->last_traffic[0].recorded,
+                  "a replayed step moved %llu up, %llu down, %llu submissions", (unsigned long long)c->last_traffic[0].h2d,
+                  (unsigned long long)c->last_traffic[0].d2h, (unsigned long long)c->last_traffic[0].submits);
         }
     }
     bp_mock_fail_nth(bp_mock_backend_device(), (bp_mock_call)(kind >= 0 ? kind : 0), 0, BP_OK);

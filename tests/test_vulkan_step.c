@@ -61,8 +61,8 @@ static bool run(bp_model *m, bp_kind kv, const int32_t *tokens, bool batch, floa
         for (int p = 0; ok && p < P; p++) {
             ok = bp_context_eval(c, tokens + p, 1, 1) == BP_OK;
             if (ok) memcpy(out + (size_t)p * V, bp_context_logits(c, 0), (size_t)V * 4);
-            if (ok && tr && p == 0) tr->first = c->last_traffic;
-            if (ok && tr && p == P - 1) tr->last = c->last_traffic, tr->rec = c->step_rec[0];
+            if (ok && tr && p == 0) tr->first = c->last_traffic[0];
+            if (ok && tr && p == P - 1) tr->last = c->last_traffic[0], tr->rec = c->step_rec[0];
         }
     }
     CHECK(ok, "eval failed: %s", bp_last_error());

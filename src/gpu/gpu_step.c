@@ -335,7 +335,7 @@ static bp_status emit_mm(builder *B, const bp_step_prog *p, const bp_step_node *
 static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node *nd) {
     gpu_state *s = B->s;
     const uint32_t n = (uint32_t)nd->n, rows = (uint32_t)nd->rows, base = (uint32_t)(nd->r0 * nd->n);
-    const uint32_t pos_idx = 2 + (uint32_t)nd->r0;
+    const uint32_t pos_idx = 2 + 2 * (uint32_t)nd->r0;
     bp_status st = BP_OK;
     switch (nd->kind) {
     case BP_STEP_EMBED: {
@@ -349,7 +349,7 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
             bp_gpu_mm_args a = {.rows = (uint32_t)pc->rows, .cols = n, .row_bytes = (uint32_t)nd->w->row_bytes,
                                 .nsub = (uint32_t)(nd->w->cols / tr->info.block_elems) * spb, .t = rows,
                                 .y_row0 = (uint32_t)pc->row0, .y_stride = base,
-                                .x_off = 2 + (uint32_t)s->n_batch, .w_off = (uint32_t)pc->off, .fscale = nd->f};
+                                  .x_off = 3, .w_off = (uint32_t)pc->off, .fscale = nd->f};
             void *bufs[4] = {s->arenas[pc->arena], s->io, s->act[nd->dst], B->b->extra};
             st = emit(B, kname, rows, 1, bufs, B->b->extra ? 4 : 3, &a, sizeof a);
         }
@@ -532,13 +532,12 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
         if ((st = compile(b, s, p, slot))) return st;
     }
     /* the input: pos0, n_kv, positions, ids in one write */
-    int32_t *in = bp_malloc(s->io_bytes);
+    const size_t in_bytes = (size_t)(2 + 2 * p->t) * sizeof(int32_t);
+    int32_t *in = bp_malloc(in_bytes);
     if (!in) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
-    memset(in, 0, s->io_bytes);
     in[0] = (int32_t)io->pos0, in[1] = (int32_t)(io->pos0 + p->t);
-    memcpy(in + 2, io->positions, (size_t)p->t * sizeof(int32_t));
-    memcpy(in + 2 + s->n_batch, io->tokens, (size_t)p->t * sizeof(int32_t));
-    st = bp_dev_h2d(dev, s->io, 0, in, s->io_bytes);
+    for (int64_t i = 0; i < p->t; i++) in[2 + 2 * i] = io->positions[i], in[3 + 2 * i] = io->tokens[i];
+    st = bp_dev_h2d(dev, s->io, 0, in, in_bytes);
     bp_free(in);
     if (st) return st;
     bool recorded = false;
@@ -568,7 +567,8 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     bp_dev_traffic_get(dev, &t1);
     io->traffic.h2d = t1.h2d - t0.h2d, io->traffic.d2h = t1.d2h - t0.d2h;
     io->traffic.h2d_bytes = t1.h2d_bytes - t0.h2d_bytes, io->traffic.d2h_bytes = t1.d2h_bytes - t0.d2h_bytes;
-    io->traffic.submits = t1.submits - t0.submits, io->traffic.launches = t1.launches - t0.launches;
+    io->traffic.submits = t1.submits - t0.submits;
+    io->traffic.launches = (uint64_t)s->c[slot].n; /* the kernels the step ran, replayed or launched */
     io->traffic.recorded = recorded;
     /* what ran each weight kind: the kernel the launches named */
     for (int i = 0; io->kind_rec && i < s->n_w; i++) {

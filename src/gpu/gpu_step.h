@@ -15,8 +15,8 @@
  *   kv_append_<KV>               SRC, CACHE, IO            bp_gpu_kv_args
  *   attention_<KV>               Q, K, V, OUT, IO          bp_gpu_attn_args
  * (KV: the cache kinds of bp_gpu_step_kv_kind; a cache row is one token of one head, row_bytes.)
- * IO is the step's int32 input: [0] pos0, [1] pos0 + t, [2, 2 + n_batch) positions,
- * [2 + n_batch, 2 + 2 n_batch) token ids. Offsets are in elements of the buffer (floats, ints),
+ * IO is the step's int32 input: [0] pos0, [1] pos0 + t, then (position, token id) of each row:
+ * [2 + 2i] and [3 + 2i], so a step's input is one copy of 8 + 8t bytes. Offsets are in elements of the buffer (floats, ints),
  * w_off in bytes. */
 #ifndef BP_GPU_STEP_H
 #define BP_GPU_STEP_H

@@ -36,7 +36,7 @@ static void k_embed(const bp_mock_kernel *k, void **p) {
     const int32_t *ids = (const int32_t *)BUF(1) + a->x_off;
     float *y = BUF(2);
     for (uint32_t i = 0; i < a->t; i++) {
-        int64_t r = (int64_t)ids[i] - a->y_row0;
+        int64_t r = (int64_t)ids[2 * i] - a->y_row0;
         if (r < 0 || r >= a->rows) continue;
         float *o = y + a->y_stride + (size_t)i * a->cols;
         if (bp_dequantize((bp_kind)k->kind, w + (size_t)r * a->row_bytes, a->row_bytes, o, a->cols)) return;
@@ -92,7 +92,7 @@ static void k_rope(const bp_mock_kernel *k, void **p) {
     for (uint32_t r = 0; r < a->rows; r++)
         for (uint32_t h = 0; h < a->n_heads; h++)
             for (uint32_t q = 0; q < half; q++) {
-                const double th = (double)io[a->pos_idx + r] * f[q], c = cos(th), s = sin(th);
+                const double th = (double)io[a->pos_idx + 2 * r] * f[q], c = cos(th), s = sin(th);
                 float *v = x + a->x_off + ((size_t)r * a->n_heads + h) * a->head_dim;
                 const uint32_t i0 = a->neox ? q : 2 * q, i1 = a->neox ? q + half : 2 * q + 1;
                 const double x0 = v[i0], x1 = v[i1];
@@ -124,7 +124,7 @@ static void k_attn(const bp_mock_kernel *k, void **p) {
     float *kr = bp_malloc(2 * D * sizeof(float)), *vr = kr ? kr + D : NULL;
     for (uint32_t i = 0; acc && kr && i < a->rows; i++)
         for (uint32_t h = 0; h < a->n_heads; h++) {
-            const int32_t pos = io[a->pos_idx + i];
+            const int32_t pos = io[a->pos_idx + 2 * i];
             const int32_t j0 = a->window > 0 && pos - (int32_t)a->window + 1 > 0 ? pos - (int32_t)a->window + 1 : 0;
             const float *qh = q + a->q_off + ((size_t)i * a->n_heads + h) * D;
             const size_t row0 = (size_t)(h / grp) * a->cap;

@@ -171,6 +171,18 @@ size_t bp_context_buffer_bytes(const bp_context *c) {
     return c ? c->buf_bytes + (size_t)c->logits_cap * (size_t)c->m->hp.n_vocab * sizeof(float) : 0;
 }
 
+bp_status bp_context_step_report(const bp_context *c, bool prefill, bp_step_report *out) {
+    if (!c || !out) return bp_fail(BP_E_INVAL, "bp_context_step_report: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (!c->step_rec[prefill].backend[0])
+        return bp_fail(BP_E_NOT_FOUND, "bp_context_step_report: no %s step has run", prefill ? "prefill" : "decode");
+    const bp_step_traffic *t = &c->last_traffic[prefill];
+    out->record = c->step_rec[prefill];
+    out->uploads = t->h2d, out->downloads = t->d2h, out->bytes_in = t->h2d_bytes, out->bytes_out = t->d2h_bytes;
+    out->submissions = t->submits, out->launches = t->launches, out->recorded = t->recorded;
+    return BP_OK;
+}
+
 bp_status bp_context_kind_record(const bp_context *c, bp_kind k, bool prefill, bp_run_record *out) {
     if (!c || !out) return bp_fail(BP_E_INVAL, "bp_context_kind_record: NULL argument");
     if ((unsigned)k >= BP_MODEL_MAX_KIND || !c->kind_rec[prefill][k].backend[0])

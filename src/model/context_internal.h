@@ -27,7 +27,7 @@ struct bp_context {
     bp_step_prog prog[2];
     bp_run_record step_rec[2];
     bp_step_state *step_state[BP_STEP_STATES];
-    bp_step_traffic last_traffic;
+    bp_step_traffic last_traffic[2];
 };
 
 /* One forward step over tokens[0..t) at positions c->pos..; writes the logits of the last n_out

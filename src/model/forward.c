@@ -162,7 +162,7 @@ bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
     float *host[BP_SB_COUNT] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->tmp, c->gate, c->up, io.logits};
     memcpy(io.host, host, sizeof host);
     if ((s = bp_step_run(p, &io))) return s;
-    c->last_traffic = io.traffic;
+    c->last_traffic[t > 1] = io.traffic;
     bp_op_last_record("step", &c->step_rec[t > 1]);
     /* per weight kind, the record of what ran its last job: the device's, or (a step run op by op)
      * the one the seam wrote into the weight */

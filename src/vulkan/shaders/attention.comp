@@ -23,7 +23,7 @@ void main() {
     uint h = gl_WorkGroupID.x, i = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
     uint D = pc.head_dim;
     uint g = h / (pc.n_heads / pc.n_kv_heads);
-    int p = io[pc.pos_idx + i];
+    int p = io[pc.pos_idx + 2u * i];
     uint qb = pc.q_off + (i * pc.n_heads + h) * D;
     for (uint d = tid; d < D; d += 64u) qs[d] = qv[qb + d];
     barrier();

@@ -12,7 +12,7 @@ layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 void main() {
     uint i = gl_WorkGroupID.x;
     if (i >= pc.t) return;
-    int id = floatBitsToInt(xv[pc.x_off + i]);
+    int id = floatBitsToInt(xv[pc.x_off + 2u * i]); // (position, id) pairs
     if (id < int(pc.y_row0) || id >= int(pc.y_row0 + pc.rows)) return;
     uint rbase = pc.w_off + uint(id - int(pc.y_row0)) * pc.row_bytes;
     const uint spb = QK / uint(SUBN);

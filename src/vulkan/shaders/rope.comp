@@ -13,7 +13,7 @@ void main() {
     uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u;
     if (gid >= pc.rows * pc.n_heads * half_) return;
     uint k = gid % half_, h = (gid / half_) % pc.n_heads, r = gid / (half_ * pc.n_heads);
-    float theta = float(io[pc.pos_idx + r]) * fv[pc.f_off + k];
+    float theta = float(io[pc.pos_idx + 2u * r]) * fv[pc.f_off + k];
     float c = cos(theta), s = sin(theta);
     uint base = pc.x_off + (r * pc.n_heads + h) * pc.head_dim;
     uint a = pc.neox != 0u ? k : 2u * k, b = pc.neox != 0u ? k + half_ : 2u * k + 1u;
