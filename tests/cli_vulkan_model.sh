@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole model on Vulkan at the CLI ($1 = CLI path), lavapipe here: `run --backend vulkan
 # --strict` (no fallback allowed) against the CPU reference path (BACKPLANE_CPU_ISA=scalar: the
-# exact kernels, float activations), greedy:
+# exact kernels, float activations), greedy, and `verify --backend vulkan`'s step rows:
 #   - the tiny llama/qwen2/qwen3/gemma3 models, 24 tokens, every KV kind the step stores: the same
 #     text; the summary names the Vulkan step and a replayed decode step that moved one upload
 #     of 16 bytes, one download (the logits) and one submission;
@@ -20,6 +20,12 @@ if ! printf '%s' "$probe" | python3 -c 'import json,sys; d=json.load(sys.stdin);
   echo "SKIP: no Vulkan backend or device in this binary / machine (mesa-vulkan-drivers gives lavapipe)" >&2
   exit 77
 fi
+
+# verify: the step over every KV kind Vulkan claims it for, against the CPU's exact kernels
+for kv in F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1; do
+  o=$(BACKPLANE_VULKAN=1 "$cli" verify --backend vulkan --kind $kv 2>&1)
+  printf '%s\n' "$o" | grep -q "^| vulkan | step | $kv | .* | PASS | Vulkan step $kv |" || bad "verify has no passing $kv step: $(printf '%s' "$o" | grep '| step')"
+done
 
 python3 tests/model/gen_tiny.py "$tmp/tiny" >/dev/null || { echo "FAIL: gen_tiny.py"; exit 1; }
 text() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["text_hex"])' "$1"; }

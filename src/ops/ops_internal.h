@@ -35,6 +35,8 @@ bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, floa
                                const int32_t *positions);
 /* The op `step` (step.c): run a forward step through the walk; the CPU's node-by-node run. */
 bp_status bp_step_run(const bp_step_prog *p, bp_step_io *io);
+/* On one backend only ("cpu": node by node), its record in *rec (verify). */
+bp_status bp_step_run_on(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec);
 bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len);
 
 /* ---- KV cache layout (src/ops/kv_cache.c) -------------------------------------------------- */

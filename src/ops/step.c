@@ -125,7 +125,8 @@ bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len) {
     return BP_OK;
 }
 
-bp_status bp_step_run(const bp_step_prog *p, bp_step_io *io) {
+/* The call for p, io prepared; backend NULL: the walk, else that backend only (verify). */
+static bp_status step_call(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec) {
     if (!p || !io || p->t <= 0 || p->n_out < 0 || p->n_out > p->t)
         return bp_fail(BP_E_INVAL, "step: bad program or io (t %lld, n_out %lld)", p ? (long long)p->t : 0LL,
                        p ? (long long)p->n_out : 0LL);
@@ -139,5 +140,11 @@ bp_status bp_step_run(const bp_step_prog *p, bp_step_io *io) {
         for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++)
             wbytes += p->nodes[i].job[j].w->rows * (int64_t)p->nodes[i].job[j].w->row_bytes;
     c.shape = (bp_op_shape){1, wbytes / 2 > 0 ? wbytes / 2 : 1, p->t};
-    return bp_op_run(&c);
+    return backend ? bp_seam_run_on(&c, backend, bp_op_cpu, rec) : bp_op_run(&c);
+}
+
+bp_status bp_step_run(const bp_step_prog *p, bp_step_io *io) { return step_call(p, io, NULL, NULL); }
+
+bp_status bp_step_run_on(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec) {
+    return step_call(p, io, backend ? backend : "cpu", rec);
 }
