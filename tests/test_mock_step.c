@@ -3,7 +3,8 @@
  * hand-back run here with real numbers and under fault injection, on the tiny models:
  *
  * - every step ran on the mock, logits against the CPU reference path (scalar kernels, F32 KV)
- *   NMSE <= 1e-10 decode and batch, one upload + one download + one submission per replayed step;
+ *   NMSE <= 1e-10 decode and batch (the batch's logits in buffers of 5 rows), one upload + one
+ *   download + one submission per replayed step;
  * - a failure injected at the n-th alloc, copy, launch, sync or graph call of a decode step is a
  *   fallback the step's record names (the CPU ran it, taking the cache back from the device),
  *   and every later logit is still the reference's; under strict mode the same failure is the
@@ -43,6 +44,7 @@ static void install(void) {
     bp_mock_backend_config_for(&cfg, all, n, true);
     const bp_kind kv[2] = {BP_KIND_F32, BP_KIND_F16};
     bp_mock_claim(&cfg, BP_OP_STEP, kv, 2);
+    cfg.step_logits_rows = 5; /* a batch's logits over several buffers */
     CHECK_OK(bp_mock_backend_install(&cfg, 0));
     bp_ledger_set_redzone(bp_mock_backend_device(), 64, true);
 }
@@ -121,6 +123,22 @@ static void run_arch(const char *arch) {
     bool fell;
     bp_status failed;
     char msg[400];
+    /* one batch of every position's logits (5 rows a buffer) against the decode reference */
+    CHECK_OK(bp_set_backend_preference("mock", BP_FORCE));
+    bp_context_params cp = bp_context_default_params();
+    cp.n_ctx = NCTX, cp.kv_kind = BP_KIND_F32;
+    bp_context *c = NULL;
+    CHECK_OK(bp_context_create(m, &cp, &c));
+    if (c && !bp_context_eval(c, r.tokens, P, P)) {
+        double worst = 0;
+        for (int p = 0; p < P; p++) {
+            double e = nmse(bp_context_logits(c, p), ref + (size_t)p * V, V);
+            if (!(e <= worst)) worst = e;
+        }
+        CHECK(worst <= 1e-10 && !strcmp(c->step_rec[1].backend, "mock"), "%s batch on the mock (%s): NMSE %.3e", arch,
+              c->step_rec[1].backend, worst);
+    }
+    bp_context_free(c);
     double e = decode(m, r.tokens, ref, V, -1, 0, false, &fell, &failed, msg, sizeof msg);
     CHECK(failed == BP_OK && e <= 1e-10, "%s on the mock: worst NMSE %.3e (%s)", arch, e, failed ? msg : "");
     if (getenv("BP_TEST_VERBOSE")) fprintf(stderr, "%s mock step: worst NMSE %.3e\n", arch, e);

@@ -9,7 +9,9 @@
  * - the traffic of one replayed decode step: one upload (ids and positions), one download (the
  *   logits), one queue submission; the first step of a shape records it once;
  * - the CPU taking over a sequence the device held (BACKPLANE_BACKEND switched mid-way) gives the
- *   same logits: the device hands its KV cache back.
+ *   same logits: the device hands its KV cache back;
+ * - with bindings of 40 KiB (as if the device's maxStorageBufferRange were that small) the same
+ *   decode logits: the qwen3 model's embedding and output weights split into pieces over arenas.
  * Skips loudly when Vulkan is not built or has no device; both are failures on CI. */
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +21,9 @@
 #include "harness.h"
 #include "model/context_internal.h"
 #include "model/model_ref.h"
+#if BP_HAVE_VULKAN
+#include "vulkan/vk_internal.h"
+#endif
 
 enum { P = 32, NCTX = 64 };
 
@@ -154,6 +159,42 @@ static void run_arch(const char *arch) {
     model_ref_free(&r);
 }
 
+/* Every binding 40 KiB: the placement splits the larger weights into pieces. */
+static void small_bindings(void) {
+#if BP_HAVE_VULKAN
+    const char *path = model_tiny_path("qwen3");
+    model_ref_logits r;
+    char ref_path[] = "tests/model/ref/tiny-qwen3.logits.bin";
+    if (!path || !model_ref_load(ref_path, &r)) return;
+    bp_model *m = NULL;
+    CHECK_OK(bp_model_load(path, NULL, &m));
+    const int64_t V = r.n_vocab;
+    float *ref = malloc((size_t)P * V * 4), *got = malloc((size_t)P * V * 4);
+    if (m && ref && got) {
+        force("cpu");
+        CHECK_OK(bp_cpu_isa_force(BP_CPU_ISA_SCALAR));
+        run(m, BP_KIND_F16, r.tokens, false, ref, V, NULL);
+        bp_vk_test_set_max_range(40 << 10);
+        force("vulkan");
+        traffic_view tv = {0};
+        if (run(m, BP_KIND_F16, r.tokens, false, got, V, &tv)) {
+            double worst = 0;
+            for (int p = 0; p < P; p++) {
+                double e = nmse(got + (size_t)p * V, ref + (size_t)p * V, V);
+                if (!(e <= worst)) worst = e;
+            }
+            CHECK(worst <= 1e-7, "40 KiB bindings: worst NMSE %.3e", worst);
+            CHECK(!strcmp(tv.rec.backend, "vulkan"), "40 KiB bindings: the step ran on %s (%s)", tv.rec.backend, tv.rec.cause);
+            CHECK(V * 272 > (40 << 10), "the Q8_0 output weight fits one binding: the split is not exercised");
+        }
+        bp_vk_test_set_max_range(0);
+    }
+    free(ref), free(got);
+    bp_model_free(m);
+    model_ref_free(&r);
+#endif
+}
+
 int main(void) {
     setenv("BACKPLANE_VULKAN", "1", 1); /* lavapipe is a CPU implementation: on only when forced */
     bp_backend_info bi;
@@ -170,5 +211,6 @@ int main(void) {
     }
     const char *archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) run_arch(archs[i]);
+    small_bindings();
     return bp_test_finish();
 }

@@ -52,8 +52,10 @@ typedef struct gpu_state {
     vecref *vecs;
     int n_vecs;
     void *params;             /* the f32 vectors */
-    void *act[BP_SB_COUNT];
-    int64_t act_rows[BP_SB_COUNT];
+    void *act[BP_SB_COUNT];   /* act[BP_SB_LOGITS] unused: the logits live in lg[] */
+    void **lg;                /* the logits, lg_rows rows per buffer (a vocabulary row is large) */
+    int n_lg;
+    int64_t lg_rows;
     void **kv;                /* [layer][2]: K, V */
     int n_layers;
     int32_t kv_heads, head_dim;
@@ -83,6 +85,8 @@ static void state_free(bp_step_state *self) {
     }
     for (int i = 0; i < s->n_arenas; i++) bp_dev_free(s->dev, s->arenas[i]);
     for (int i = 0; i < BP_SB_COUNT; i++) bp_dev_free(s->dev, s->act[i]);
+    for (int i = 0; i < s->n_lg; i++) bp_dev_free(s->dev, s->lg[i]);
+    bp_free(s->lg);
     for (int i = 0; s->kv && i < 2 * s->n_layers; i++) bp_dev_free(s->dev, s->kv[i]);
     bp_dev_free(s->dev, s->params);
     bp_dev_free(s->dev, s->io);
@@ -241,15 +245,18 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
     s->placed_bytes += 2 * (size_t)p->n_layers * kvb;
     /* activations, input, logits (logits and input host-visible where the device has it) */
     s->n_batch = p->n_batch;
-    for (int i = 0; i < BP_SB_COUNT && !st; i++) {
-        s->act_rows[i] = p->n_batch;
-        size_t bytes = (size_t)p->n_batch * (size_t)p->width[i] * sizeof(float);
-        if (bytes > range) {
-            s->act_rows[i] = (int64_t)(range / ((size_t)p->width[i] * sizeof(float)));
-            bytes = (size_t)s->act_rows[i] * (size_t)p->width[i] * sizeof(float);
-        }
-        st = alloc_zero(dev, bytes + 4, i == BP_SB_LOGITS, &s->act[i]);
+    for (int i = 0; i < BP_SB_COUNT && !st; i++)
+        if (i != BP_SB_LOGITS)
+            st = alloc_zero(dev, (size_t)p->n_batch * (size_t)p->width[i] * sizeof(float) + 4, false, &s->act[i]);
+    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
+    s->lg_rows = (int64_t)((range - 4) / lrow) < p->n_batch ? (int64_t)((range - 4) / lrow) : p->n_batch;
+    if (b->logits_rows > 0 && b->logits_rows < s->lg_rows) s->lg_rows = b->logits_rows;
+    if (!st && s->lg_rows < 1) st = bp_fail(BP_E_SHAPE, "%s step: one row of logits exceeds a binding", b->display);
+    if (!st) {
+        s->n_lg = (int)((p->n_batch + s->lg_rows - 1) / s->lg_rows);
+        if (!(s->lg = bp_calloc((size_t)s->n_lg, sizeof *s->lg))) st = bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
     }
+    for (int i = 0; i < s->n_lg && !st; i++) st = alloc_zero(dev, (size_t)s->lg_rows * lrow + 4, true, &s->lg[i]);
     s->io_bytes = (size_t)(2 + 2 * p->n_batch) * sizeof(int32_t);
     if (!st) st = alloc_zero(dev, s->io_bytes, true, &s->io);
     return st;
@@ -313,21 +320,27 @@ static bp_status emit_mm(builder *B, const bp_step_prog *p, const bp_step_node *
     const placed *pw = find_w(s, w);
     const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
     const uint32_t spb = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
-    const bool gemm = nd->rows > 1;
-    char kname[48];
-    snprintf(kname, sizeof kname, "%s_%s", gemm ? "gemm" : "matvec", kind_name(w->kind));
-    const int64_t dr0 = d == BP_SB_LOGITS ? 0 : nd->r0;
-    for (int i = 0; i < pw->n; i++) {
-        const piece *pc = &pw->p[i];
-        bp_gpu_mm_args a = {.rows = (uint32_t)pc->rows, .cols = (uint32_t)w->cols, .row_bytes = (uint32_t)w->row_bytes,
-                            .nsub = (uint32_t)(w->cols / tr->info.block_elems) * spb, .t = (uint32_t)nd->rows,
-                            .y_row0 = (uint32_t)(dr0 * p->width[d] + pc->row0), .y_stride = (uint32_t)p->width[d],
-                            .x_off = (uint32_t)(nd->r0 * p->width[nd->src]), .w_off = (uint32_t)pc->off};
-        void *bufs[4] = {s->arenas[pc->arena], s->act[nd->src], s->act[d], B->b->extra};
-        uint32_t gx = gemm ? (uint32_t)((pc->rows + B->b->mm_tile - 1) / B->b->mm_tile) : (uint32_t)pc->rows;
-        uint32_t gy = gemm ? (uint32_t)((nd->rows + B->b->mm_tile - 1) / B->b->mm_tile) : 1;
-        bp_status st = emit(B, kname, gx, gy, bufs, B->b->extra ? 4 : 3, &a, sizeof a);
-        if (st) return st;
+    /* The logits start at row 0 of their buffers, lg_rows a buffer: one launch per buffer. */
+    const bool lg = d == BP_SB_LOGITS;
+    const int64_t per = lg ? s->lg_rows : nd->rows;
+    for (int64_t t0 = 0; t0 < nd->rows; t0 += per) {
+        const int64_t tn = nd->rows - t0 < per ? nd->rows - t0 : per;
+        const int64_t dr0 = lg ? 0 : nd->r0;
+        for (int i = 0; i < pw->n; i++) {
+            const piece *pc = &pw->p[i];
+            bp_gpu_mm_args a = {.rows = (uint32_t)pc->rows, .cols = (uint32_t)w->cols, .row_bytes = (uint32_t)w->row_bytes,
+                                .nsub = (uint32_t)(w->cols / tr->info.block_elems) * spb, .t = (uint32_t)tn,
+                                .y_row0 = (uint32_t)(dr0 * p->width[d] + pc->row0), .y_stride = (uint32_t)p->width[d],
+                                .x_off = (uint32_t)((nd->r0 + t0) * p->width[nd->src]), .w_off = (uint32_t)pc->off};
+            void *bufs[4] = {s->arenas[pc->arena], s->act[nd->src], lg ? s->lg[t0 / per] : s->act[d], B->b->extra};
+            const bool g = tn > 1;
+            char kn[48];
+            snprintf(kn, sizeof kn, "%s_%s", g ? "gemm" : "matvec", kind_name(w->kind));
+            uint32_t gx = g ? (uint32_t)((pc->rows + B->b->mm_tile - 1) / B->b->mm_tile) : (uint32_t)pc->rows;
+            uint32_t gy = g ? (uint32_t)((tn + B->b->mm_tile - 1) / B->b->mm_tile) : 1;
+            bp_status st = emit(B, kn, gx, gy, bufs, B->b->extra ? 4 : 3, &a, sizeof a);
+            if (st) return st;
+        }
     }
     return BP_OK;
 }
@@ -363,9 +376,19 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
     case BP_STEP_MATMUL:
         for (int j = 0; j < nd->n_jobs && !st; j++) st = emit_mm(B, p, nd, j);
         return st;
+    case BP_STEP_SOFTCAP:
+        if (nd->dst == BP_SB_LOGITS) { /* per logits buffer */
+            for (int64_t t0 = 0; t0 < nd->rows && !st; t0 += s->lg_rows) {
+                const uint32_t count = (uint32_t)((nd->rows - t0 < s->lg_rows ? nd->rows - t0 : s->lg_rows) * nd->n);
+                bp_gpu_elt_args a = {count, 2u, 0, 0, n, nd->f};
+                void *bufs[2] = {s->lg[t0 / s->lg_rows], s->params};
+                st = emit(B, "eltwise", (count + 255) / 256, 1, bufs, 2, &a, sizeof a);
+            }
+            return st;
+        }
+        /* fall through */
     case BP_STEP_ADD_VEC:
-    case BP_STEP_ADD:
-    case BP_STEP_SOFTCAP: {
+    case BP_STEP_ADD: {
         const uint32_t count = rows * n;
         bp_gpu_elt_args a = {count, nd->kind == BP_STEP_ADD ? 0u : nd->kind == BP_STEP_ADD_VEC ? 1u : 2u,
                              nd->dst == BP_SB_LOGITS ? 0 : base,
@@ -425,9 +448,6 @@ static bp_status check(const bp_gpu_backend *b, const bp_step_prog *p) {
     if (kt->info.block_elems > 1 && ((size_t)p->head_dim / kt->info.block_elems * kt->info.block_bytes) % 4)
         return bp_fail(BP_E_SHAPE, "%s step: a %s cache row of head_dim %d is not whole 32-bit words", b->display,
                        kind_name(p->kv_kind), (int)p->head_dim);
-    if (p->n_out * p->width[BP_SB_LOGITS] * 4 > (int64_t)b->max_binding)
-        return bp_fail(BP_E_SHAPE, "%s step: %lld rows of %lld logits exceed a binding's %zu bytes", b->display,
-                       (long long)p->n_out, (long long)p->width[BP_SB_LOGITS], b->max_binding);
     for (int i = 0; i < BP_SB_COUNT; i++)
         if (i != BP_SB_LOGITS && p->t * p->width[i] * 4 > (int64_t)b->max_binding)
             return bp_fail(BP_E_SHAPE, "%s step: %lld rows of buffer %d exceed a binding", b->display, (long long)p->t, i);
@@ -556,11 +576,12 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     if (s->c[slot].graph) st = bp_dev_graph_replay(dev, s->c[slot].graph, NULL);
     else st = launch_all(s, slot);
     if (st) return st;
-    if (p->n_out > 0)
-        st = bp_dev_d2h(dev, io->logits, s->act[BP_SB_LOGITS], 0,
-                        (size_t)p->n_out * (size_t)p->width[BP_SB_LOGITS] * sizeof(float));
-    else
-        st = bp_dev_stream_sync(dev, NULL);
+    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
+    for (int64_t r0 = 0; r0 < p->n_out && !st; r0 += s->lg_rows) {
+        const int64_t rn = p->n_out - r0 < s->lg_rows ? p->n_out - r0 : s->lg_rows;
+        st = bp_dev_d2h(dev, (char *)io->logits + (size_t)r0 * lrow, s->lg[r0 / s->lg_rows], 0, (size_t)rn * lrow);
+    }
+    if (!st && p->n_out == 0) st = bp_dev_stream_sync(dev, NULL);
     if (st) return st;
     s->base.kv_len = io->pos0 + p->t;
     bp_dev_traffic t1;

@@ -50,6 +50,8 @@ typedef struct bp_gpu_backend {
     size_t max_binding;           /* bytes one buffer argument may span (lavapipe: 128 MiB) */
     void *extra;                  /* the weight kernels' fourth buffer (Vulkan's IQ grids) */
     uint32_t mm_tile;             /* rows and tokens per GEMM workgroup (grid = ceil / tile) */
+    int64_t logits_rows;          /* at most this many rows of logits per buffer (0: what a binding
+                                     holds; tests set it to exercise the split) */
 } bp_gpu_backend;
 
 /* The KV kinds the step kernels store: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 (not IQ4_NL, whose

@@ -225,7 +225,8 @@ static bp_launch mock_launch(const bp_op_call *c, char *err, size_t err_len) {
     else if (c->op == BP_OP_STEP) {
         /* the device step code over the mock device and its C step kernels */
         const bp_gpu_backend b = {.id = BP_BACKEND_COUNT, .name = "mock", .display = "Mock",
-                                  .max_binding = (size_t)1 << 30, .extra = NULL, .mm_tile = 32};
+                                  .max_binding = (size_t)1 << 30, .extra = NULL, .mm_tile = 32,
+                                  .logits_rows = cfg.step_logits_rows};
         s = bp_gpu_step_run(&b, dev, c, err, err_len);
         if (s) snprintf(err, err_len, "%s", bp_last_error());
     } else
