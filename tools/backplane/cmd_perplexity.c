@@ -12,7 +12,7 @@
 #include "model_cli.h"
 
 static int usage(FILE *f, int rc) {
-    fprintf(f, "usage: backplane perplexity MODEL.gguf -f TEXT [--ctx N] [--chunks N] [--kv-kind KIND] [--threads N]\n"
+    fprintf(f, "usage: backplane perplexity MODEL.gguf -f TEXT [--ctx N] [--chunks N] [--kv-kind KIND] [--threads N] [--backend NAME]\n"
                "                            [--json] [--profile] [--fallbacks] [--strict] [--no-memory-check]\n"
                "  --ctx N      tokens per chunk (default 512)\n"
                "  --chunks N   at most N chunks (default: every whole chunk of the text)\n");
@@ -29,6 +29,7 @@ int bp_cmd_perplexity(int argc, char **argv) {
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_profile(&argc, argv);
     bp_cli_take_strict(&argc, argv);
+    if (bp_cli_take_backend(&argc, argv, "perplexity") < 0) return 2;
     bp_cli_take_no_memory_check(&argc, argv);
     const char *model = NULL, *file = NULL;
     int64_t ctx = 512, chunks = 0;
