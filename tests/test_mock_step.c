@@ -25,14 +25,6 @@
 
 enum { P = 24, NCTX = 64 };
 
-static double nmse(const float *a, const float *ref, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)a[i] - ref[i];
-        num += d * d, den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
 
 static void install(void) {
     bp_mock_backend_config cfg;
@@ -89,7 +81,7 @@ static double decode(bp_model *m, const int32_t *tok, const float *ref, int64_t 
         if (p > 8 && !strcmp(c->step_rec[0].backend, "mock") && p == P - 1)
             CHECK(c->last_traffic[0].h2d >= 1 && c->last_traffic[0].d2h == 1, "a step after the fault moved %llu/%llu",
                   (unsigned long long)c->last_traffic[0].h2d, (unsigned long long)c->last_traffic[0].d2h);
-        double e = nmse(bp_context_logits(c, 0), ref + (size_t)p * V, V);
+        double e = model_nmse(bp_context_logits(c, 0), ref + (size_t)p * V, V);
         if (!(e <= worst)) worst = e;
         if (p == 3) {
             CHECK(!strcmp(c->step_rec[0].backend, "mock"), "step %d ran on %s (kind %d n %d strict %d: %s)", p, c->step_rec[0].backend, kind, n, strict, c->step_rec[0].cause);
@@ -108,14 +100,9 @@ static double decode(bp_model *m, const int32_t *tok, const float *ref, int64_t 
 }
 
 static void run_arch(const char *arch) {
-    const char *path = model_tiny_path(arch);
-    if (!path) return;
-    char ref_path[256];
-    snprintf(ref_path, sizeof ref_path, "tests/model/ref/tiny-%s.logits.bin", arch);
     model_ref_logits r;
-    if (!model_ref_load(ref_path, &r)) return;
-    bp_model *m = NULL;
-    CHECK_OK(bp_model_load(path, NULL, &m));
+    bp_model *m;
+    if (!model_tiny_open(arch, &r, &m)) return;
     const int64_t V = r.n_vocab;
     float *ref = malloc((size_t)P * V * 4);
     if (!m || !ref) goto out;
@@ -132,7 +119,7 @@ static void run_arch(const char *arch) {
     if (c && !bp_context_eval(c, r.tokens, P, P)) {
         double worst = 0;
         for (int p = 0; p < P; p++) {
-            double e = nmse(bp_context_logits(c, p), ref + (size_t)p * V, V);
+            double e = model_nmse(bp_context_logits(c, p), ref + (size_t)p * V, V);
             if (!(e <= worst)) worst = e;
         }
         CHECK(worst <= 1e-10 && !strcmp(c->step_rec[1].backend, "mock"), "%s batch on the mock (%s): NMSE %.3e", arch,

@@ -27,21 +27,7 @@
 
 enum { P = 32, NCTX = 64 };
 
-static double nmse(const float *a, const float *ref, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)a[i] - ref[i];
-        num += d * d, den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
 
-static int argmax(const float *x, int64_t n) {
-    int best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = (int)i;
-    return best;
-}
 
 typedef struct traffic_view {
     bp_step_traffic first, last;
@@ -76,18 +62,9 @@ static bool run(bp_model *m, bp_kind kv, const int32_t *tokens, bool batch, floa
 }
 
 static void run_arch(const char *arch) {
-    const char *path = model_tiny_path(arch);
-    if (!path) return;
-    char ref_path[256];
-    snprintf(ref_path, sizeof ref_path, "tests/model/ref/tiny-%s.logits.bin", arch);
     model_ref_logits r;
-    if (!model_ref_load(ref_path, &r)) return;
-    bp_model *m = NULL;
-    CHECK_OK(bp_model_load(path, NULL, &m));
-    if (!m) {
-        model_ref_free(&r);
-        return;
-    }
+    bp_model *m;
+    if (!model_tiny_open(arch, &r, &m)) return;
     const int64_t V = r.n_vocab;
     /* Every KV kind the step stores; the device quantizes as the CPU does, so only the summation
      * order differs (and a rounding tie, rarely): measured F32 8e-13, F16 5e-9, ... */
@@ -107,9 +84,9 @@ static void run_arch(const char *arch) {
             double worst = 0;
             int same = 0;
             for (int p = 0; p < P; p++) {
-                double e = nmse(got + (size_t)p * V, ref + (size_t)p * V, V);
+                double e = model_nmse(got + (size_t)p * V, ref + (size_t)p * V, V);
                 if (!(e <= worst)) worst = e;
-                same += argmax(got + (size_t)p * V, V) == argmax(ref + (size_t)p * V, V);
+                same += model_argmax(got + (size_t)p * V, V) == model_argmax(ref + (size_t)p * V, V);
             }
             const char *route = batch ? "batch" : "decode";
             const char *kvn = bp_kind_lookup((uint32_t)kvs[ki])->name;
@@ -147,7 +124,7 @@ static void run_arch(const char *arch) {
         for (int p = 20; c && p < P; p++) {
             CHECK_OK(bp_context_eval(c, r.tokens + p, 1, 1));
             const float *lg = bp_context_logits(c, 0);
-            double e = lg ? nmse(lg, ref + (size_t)p * V, V) : INFINITY;
+            double e = lg ? model_nmse(lg, ref + (size_t)p * V, V) : INFINITY;
             if (!(e <= worst)) worst = e;
         }
         CHECK(worst <= 1e-6, "%s: the CPU continuing the device's sequence: worst NMSE %.3e", arch, worst);
@@ -162,12 +139,9 @@ static void run_arch(const char *arch) {
 /* Every binding 40 KiB: the placement splits the larger weights into pieces. */
 static void small_bindings(void) {
 #if BP_HAVE_VULKAN
-    const char *path = model_tiny_path("qwen3");
     model_ref_logits r;
-    char ref_path[] = "tests/model/ref/tiny-qwen3.logits.bin";
-    if (!path || !model_ref_load(ref_path, &r)) return;
-    bp_model *m = NULL;
-    CHECK_OK(bp_model_load(path, NULL, &m));
+    bp_model *m;
+    if (!model_tiny_open("qwen3", &r, &m)) return;
     const int64_t V = r.n_vocab;
     float *ref = malloc((size_t)P * V * 4), *got = malloc((size_t)P * V * 4);
     if (m && ref && got) {
@@ -180,7 +154,7 @@ static void small_bindings(void) {
         if (run(m, BP_KIND_F16, r.tokens, false, got, V, &tv)) {
             double worst = 0;
             for (int p = 0; p < P; p++) {
-                double e = nmse(got + (size_t)p * V, ref + (size_t)p * V, V);
+                double e = model_nmse(got + (size_t)p * V, ref + (size_t)p * V, V);
                 if (!(e <= worst)) worst = e;
             }
             CHECK(worst <= 1e-7, "40 KiB bindings: worst NMSE %.3e", worst);

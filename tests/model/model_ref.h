@@ -150,6 +150,34 @@ static inline int32_t model_ref_argmax(const model_ref_logits *r, int p) {
     return r->ids[(size_t)p * r->n_ent + best];
 }
 
+/* NMSE of a logits row against another (a reference run of ours), over all n entries. */
+static inline double model_nmse(const float *a, const float *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - ref[i];
+        num += d * d, den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* The tiny model of arch and its llama.cpp reference (the token ids the tests feed): false, with
+ * whatever failed recorded, when either is missing; then nothing is left to free. */
+static inline bool model_tiny_open(const char *arch, model_ref_logits *r, bp_model **m) {
+    const char *path = model_tiny_path(arch);
+    if (!path) return false;
+    char ref_path[256];
+    snprintf(ref_path, sizeof ref_path, "tests/model/ref/tiny-%s.logits.bin", arch);
+    if (!model_ref_load(ref_path, r)) return false;
+    *m = NULL;
+    bp_status s = bp_model_load(path, NULL, m);
+    if (s) {
+        bp_test_fail_at(__FILE__, __LINE__, "loading %s: %s", path, bp_last_error());
+        model_ref_free(r);
+        return false;
+    }
+    return true;
+}
+
 static inline int32_t model_argmax(const float *v, int64_t n) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++)
