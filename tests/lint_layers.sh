@@ -2,7 +2,7 @@
 # The stack runs one way (DESIGN.md "The stack"): a file may include headers of its own folder
 # and of the layers below it, never of a layer above. Levels, lowest first:
 #   0 core   1 kinds, gguf   2 device   3 backend   4 cpu, cuda, vulkan, opencl, metal, mock
-#   5 seam   6 ops   7 model   8 testing (test helpers, for tools and tests only)
+#   5 seam   6 ops   7 model, text (tokenizer, sampler)   8 testing (test helpers, for tools and tests only)
 # tools/ and tests/ sit on top and may include anything. A violation prints the file, the line
 # and the two layers, and fails. Generated headers and the public include/ are not layers.
 set -u
@@ -16,7 +16,7 @@ level() {
     cpu | cuda | vulkan | opencl | metal | mock) echo 4 ;;
     seam) echo 5 ;;
     ops) echo 6 ;;
-    model) echo 7 ;;
+    model | text) echo 7 ;;
     testing) echo 8 ;;
     *) echo "" ;;
     esac

@@ -1,4 +1,4 @@
-/* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (kern_avx512bf.c): the
+/* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (avx512/bf16_dot.c): the
  * activations are rounded to bf16 once per call and multiplied with vdpbf16ps. Checked here:
  * - the rounding, value by value against bp_f32_to_bf16 (the gguf package's round to nearest
  *   even; f32 denormals to a signed zero, as vcvtne2ps2bf16 does): ties, the largest finite

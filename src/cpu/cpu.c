@@ -4,29 +4,29 @@
  * first use when its kernel wants that, and share rows out over the pool. The kernels live in
  * kern_*.c, one family per file so each gets its own -m flags (backend.cmake) and one binary
  * runs on any x86-64:
- *   kern_scalar.c   any machine: reference dequantizer + float dot (the fallback of every path)
- *   kern_avx2.c     float decode (F32/F16/BF16), generic decode, f32 panel GEMM, quantizers
- *   kern_avx2q.c    integer-dot decode: 32-element kinds and k-quants
- *   kern_avx2p.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q1_0
- *                   IQ4_NL MXFP4; kernels in kern_packed.inc)
- *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
- *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
- *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
- *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M, Q2_0
- *   kern_avx2lo.c   IQ1_S, IQ1_M, TQ1_0, TQ2_0 decode and small batches (a block decoded once for 8 / 4 inputs)
- *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs: direct panels
- *                   (decoders in dq8_direct.h, shared with kern_avx512.c) or requantized, sign trick
- *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill; mid batches too where
+ *   scalar/generic.c   any machine: reference dequantizer + float dot (the fallback of every path)
+ *   avx2/float_kinds.c     float decode (F32/F16/BF16), generic decode, f32 panel GEMM, quantizers
+ *   avx2/decode_legacy_kquant.c    integer-dot decode: 32-element kinds and k-quants
+ *   avx2/decode_repacked.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q1_0
+ *                   IQ4_NL MXFP4; kernels in avx2/decode_repacked.inc)
+ *   avx2/decode_grid_lowbit.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
+ *   avx2/dequant.c   fast dequantizers for the GEMM panels of kinds with slow references
+ *   avx2/dequant_4bit.c  the same for Q4_K, Q5_K, IQ4_XS
+ *   avx2/dequant_lowbit.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M, Q2_0
+ *   avx2/decode_iq1_ternary.c   IQ1_S, IQ1_M, TQ1_0, TQ2_0 decode and small batches (a block decoded once for 8 / 4 inputs)
+ *   avx2/gemm_int8.c   int8 panel GEMM for every quantized kind (prefill), maddubs: direct panels
+ *                   (decoders in avx2/int8_direct.h, shared with avx512/gemm_int8.c) or requantized, sign trick
+ *   avx512/gemm_int8.c   int8 VNNI panel GEMM for every quantized kind (prefill; mid batches too where
  *                   a kind's direct panels, decoded straight to int8, beat its small-batch kernel)
- *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work);
+ *   avx512/decode_repacked.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work);
  *                   IQ4_XS in the same loop on its own bytes
- *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes:
- *                   the panel of kern_avx512p16.inc, which the grid and IQ1 kinds of kern_avx512iq.c share)
- *   kern_avx512f.c  F32/F16/BF16 decode and every batch: 8 rows x 3 inputs register tiles, from
+ *   avx512/decode_kquant.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes:
+ *                   the panel of avx512/panel16.inc, which the grid and IQ1 kinds of avx512/decode_grid_lowbit.c share)
+ *   avx512/float_kinds.c  F32/F16/BF16 decode and every batch: 8 rows x 3 inputs register tiles, from
  *                   t = 12 (BF16 16) outer products over 4 x 4 quads of the weights, also their GEMM
- *   kern_avx512bf.c BF16 at t >= 2 on AVX512_BF16 CPUs outside exact mode: x rounded to bf16,
+ *   avx512/bf16_dot.c BF16 at t >= 2 on AVX512_BF16 CPUs outside exact mode: x rounded to bf16,
  *                   vdpbf16ps (8 x 3 register tiles, then a 12 x 32 panel GEMM)
- *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): up to 8 inputs a
+ *   avx512/decode_grid_lowbit.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): up to 8 inputs a
  *                   pass, grid and IQ1 kinds from t = 9 a 16/32-input panel (TQ1_0 8, TQ2_0 4 a pass) */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -93,7 +93,7 @@ static bool cpu_has(bp_cpu_isa isa) {
     bool base = avx2 && fma && f16c;
     if (isa == BP_CPU_ISA_AVX2) return base;
     /* DQ and BMI2 too: the AVX-512 files are built with -mavx512dq -mbmi2 (every CPU with VNNI
-     * has both; kern_avx512pz.c's IQ4_XS scales come from pdep). */
+     * has both; avx512/decode_repacked.c's IQ4_XS scales come from pdep). */
     bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
     bool bmi2 = b & (1u << 8);
     bool zmm_state = (xcr & 0xe0) == 0xe0; /* opmask, ZMM0-15 upper halves, ZMM16-31 */
@@ -259,7 +259,7 @@ bool bp_cpu_bf16_dot_used(void) {
 }
 
 /* BF16 at t >= 2 outside exact mode, where the path has the rounded-activation kernels
- * (kern_avx512bf.c). Each entry point reads it once per call and passes it on as `lo`:
+ * (avx512/bf16_dot.c). Each entry point reads it once per call and passes it on as `lo`:
  * bp_set_exact_mode may flip it at any time, and one call must not mix the two. */
 static bool use_bf16r(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
     const bool dot = g_bf16_mode == 1 || (g_bf16_mode == 0 && g_bf16_dot);

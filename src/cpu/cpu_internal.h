@@ -37,21 +37,21 @@ typedef enum bp_cpu_act {
     /* bp_q8x256 with each pair of 32-element groups' quants stored as [g0 0..15, g1 0..15,
      * g0 16..31, g1 16..31], so 32 bytes of two groups' packed nibbles multiply straight. */
     BP_ACT_Q8X256P = 4,
-    /* For the AVX-512 kernels repacked by 4 blocks (kern_avx512pz.c): blocks padded to a
+    /* For the AVX-512 kernels repacked by 4 blocks (avx512/decode_repacked.c): blocks padded to a
      * multiple of 8; per 4 blocks the 128 quants as [b0 0..15, b1 0..15, b2 0..15, b3 0..15,
      * b0 16..31, ..., b3 16..31]; then all block scales d, then all d * sum(q), then per 8 blocks
      * the d * sum(q[0..15]) of each, then the d * sum(q[16..31]) of each (NVFP4, scaled per 16). */
     BP_ACT_Q8X32Q = 5,
-    /* x rounded to bf16 (nearest even), zero-padded to bp_cpu_bf16_act_bytes (kern_avx512bf.c). */
+    /* x rounded to bf16 (nearest even), zero-padded to bp_cpu_bf16_act_bytes (avx512/bf16_dot.c). */
     BP_ACT_BF16 = 6,
     /* x as f32, each whole 32 columns as their 16 even then their 16 odd ones, the cols % 32
      * left in order, zero-padded to bp_cpu_f32eo_act_bytes: the order in which the exact BF16
-     * tiles widen 32 weights with one shift and one mask (kern_avx512f.c). */
+     * tiles widen 32 weights with one shift and one mask (avx512/float_kinds.c). */
     BP_ACT_F32EO = 7,
     /* BP_ACT_Q8X32Q's bytes with the quants of each 8 blocks (16 groups of 16: group l = 8 h + b
      * is block b's elements 16 h ..) in 4 zmm, zmm k holding elements 4k..4k+3 of every group
      * (byte 4 l + e: group l's element 4k + e), so that one vpdpbusd lane sums one group: for
-     * NVFP4's AVX-512 kernel (kern_avx512pz.c), scaled per 16. The scales and sums as Q8X32Q's. */
+     * NVFP4's AVX-512 kernel (avx512/decode_repacked.c), scaled per 16. The scales and sums as Q8X32Q's. */
     BP_ACT_Q8X16I = 8,
 } bp_cpu_act;
 
@@ -139,7 +139,7 @@ typedef struct bp_cpu_ops {
      * may cost clock speed (512-bit ops on some Intel parts). Which one runs: alt_first, or what
      * BACKPLANE_CPU_DECODE says (cpu.c). fn NULL: none. */
     bp_cpu_vec_kernel vec_alt[BP_CPU_MAX_KIND];
-    /* The kernel vec[k] replaced where the CPU has AVX512_VBMI (kern_avx512pz.c's vpermb lookups;
+    /* The kernel vec[k] replaced where the CPU has AVX512_VBMI (avx512/decode_repacked.c's vpermb lookups;
      * fn NULL: vec[k] needs no VBMI): it runs instead with bp_cpu_set_vbmi(false) or
      * BACKPLANE_CPU_VBMI=0, so that tests reach both on a VBMI machine. Same packed layout. */
     bp_cpu_vec_kernel vec_novbmi[BP_CPU_MAX_KIND];
@@ -171,7 +171,7 @@ typedef struct bp_cpu_ops {
     void (*quant_q8x256p)(const float *x, int64_t n, bp_q8x256 *out);
     void (*quant_q8x32q)(const float *x, int64_t n, void *out);
     void (*quant_q8x16i)(const float *x, int64_t n, void *out);
-    /* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (kern_avx512bf.c):
+    /* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (avx512/bf16_dot.c):
      * x rounded to bf16 once per call (BP_ACT_BF16, by quant_bf16), vdpbf16ps products.
      * vec_bf16r (multi-input) up to its max_batch, then gemm_bf16r, which reads job->xq (batch
      * inputs, xq_stride apart). fn / gemm NULL: none, the exact kernels run. */
@@ -205,7 +205,7 @@ static inline int64_t bp_batch_block(int64_t T, int64_t max, int64_t unit) {
     return ((T + nblk - 1) / nblk + unit - 1) / unit * unit;
 }
 
-/* The int8 GEMMs' activations (kern_avx512.c, kern_avx2g8.c): int8 per block of 64 columns
+/* The int8 GEMMs' activations (avx512/gemm_int8.c, avx2/gemm_int8.c): int8 per block of 64 columns
  * where 64 divides the row, else 32, then one float scale per block after all the bytes. */
 static inline int bp_cpu_q8_block(int64_t cols) { return cols % 64 == 0 ? 64 : 32; }
 static inline size_t bp_cpu_q8_prep_bytes(int64_t T, int64_t cols) {
@@ -217,16 +217,16 @@ bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);
 bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
 bool bp_cpu_avx2g8_init(bp_cpu_ops *ops);
 bool bp_cpu_avx512_init(bp_cpu_ops *ops);
-/* For test_cpu_dequant: kind k's direct int8 panel decoder (kern_avx512.c) over nblocks blocks
+/* For test_cpu_dequant: kind k's direct int8 panel decoder (avx512/gemm_int8.c) over nblocks blocks
  * (at most BP_CPU_KC columns), written out as floats s q (+ o), so each weight can be checked
  * against the reference dequantizer. False where the kind has none (or AVX-512 was not built);
  * the caller checks the AVX-512 path is available here. */
 bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
-/* The same for the AVX2 int8 GEMM's direct panels (kern_avx2g8.c; unsigned q with offsets for
+/* The same for the AVX2 int8 GEMM's direct panels (avx2/gemm_int8.c; unsigned q with offsets for
  * Q4_0 Q5_0 Q2_0, where the AVX-512 ones are signed). */
 bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
-/* kern_avx2g16.c: the AVX2 int8 GEMM's panels for the kinds with a scale per 16 columns (called
- * from kern_avx2g8.c's gemm_q8; false for other kinds), and their decoders for the test above. */
+/* avx2/gemm_int8_scale16.c: the AVX2 int8 GEMM's panels for the kinds with a scale per 16 columns (called
+ * from avx2/gemm_int8.c's gemm_q8; false for other kinds), and their decoders for the test above. */
 bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
 bool bp_cpu_avx2g16_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
 bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
