@@ -80,7 +80,7 @@ static void check_rounding(const bp_cpu_ops *ops) {
         CHECK(ab >= (size_t)(2 * n) && ab % 64 == 0 && ab % 1024 != 0, "n=%d: act bytes %zu", n, ab);
         uint16_t *q = aligned_alloc(64, ab);
         memset(q, 0xa5, ab);
-        ops->quant_bf16(x, n, q);
+        ops->quant[BP_ACT_BF16](x, n, q);
         int bad = 0;
         for (int i = 0; i < n; i++)
             if (q[i] != want_bf16(x[i]) && bad++ < 3)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "cpu/cpu.h"
+#include "cpu/kernels.h"
 #include "kinds/kinds_internal.h"
 
 /* Activations quantized once per call, in OUR layout (not GGUF's): the sum of each block's
@@ -53,6 +54,7 @@ typedef enum bp_cpu_act {
      * (byte 4 l + e: group l's element 4k + e), so that one vpdpbusd lane sums one group: for
      * NVFP4's AVX-512 kernel (avx512/decode_repacked.c), scaled per 16. The scales and sums as Q8X32Q's. */
     BP_ACT_Q8X16I = 8,
+    BP_ACT_COUNT
 } bp_cpu_act;
 
 /* Bytes of one input's BP_ACT_BF16 activations: 2 * cols rounded up to 64 (whole zmm loads),
@@ -165,36 +167,30 @@ typedef struct bp_cpu_ops {
     void (*gemm_q8_prep)(const float *x, int64_t T, int64_t cols, void *buf);
     size_t (*gemm_q8_bytes)(int64_t T, int64_t cols);
     const char *gemm_q8_name;
-    void (*quant_q8x32)(const float *x, int64_t n, bp_q8x32 *out);
-    void (*quant_q8x256)(const float *x, int64_t n, bp_q8x256 *out);
-    void (*quant_q8x32p)(const float *x, int64_t n, void *out);
-    void (*quant_q8x256p)(const float *x, int64_t n, bp_q8x256 *out);
-    void (*quant_q8x32q)(const float *x, int64_t n, void *out);
-    void (*quant_q8x16i)(const float *x, int64_t n, void *out);
+    /* The activation quantizer of each format on this path (NULL for BP_ACT_F32: x as it is). */
+    void (*quant[BP_ACT_COUNT])(const float *x, int64_t n, void *out);
     /* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (avx512/bf16_dot.c):
-     * x rounded to bf16 once per call (BP_ACT_BF16, by quant_bf16), vdpbf16ps products.
+     * x rounded to bf16 once per call (BP_ACT_BF16), vdpbf16ps products.
      * vec_bf16r (multi-input) up to its max_batch, then gemm_bf16r, which reads job->xq (batch
-     * inputs, xq_stride apart). fn / gemm NULL: none, the exact kernels run. */
+     * inputs, xq_stride apart; x rounded by quant[BP_ACT_BF16]). fn / gemm NULL: none, the
+     * exact kernels run. */
     bp_cpu_vec_kernel vec_bf16r;
     void (*gemm_bf16r)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
     const char *gemm_bf16r_name;
-    void (*quant_bf16)(const float *x, int64_t n, void *out);
-    void (*quant_f32eo)(const float *x, int64_t n, void *out); /* BP_ACT_F32EO */
     /* Read n bytes (n a multiple of 256) as fast as possible; returns a value that depends on
      * every byte so the compiler cannot drop the loads. For the bandwidth figure. */
     uint64_t (*read_sum)(const uint8_t *p, size_t n);
 } bp_cpu_ops;
 
-/* Each ISA file fills in what it has on top of the previous level's table; returns false when
- * the file was built without its instruction set. */
-void bp_cpu_scalar_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2q_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2lo_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops);
+/* ops as the kernel table (kernels.def) makes it for path isa, with the VBMI kernels (vbmi) and
+ * the rounded-activation BF16 kernels (bf16r) or without; false where this build has no kernels
+ * for the path (a non-x86 build's AVX2 and AVX512). Needs no CPU support: it runs no kernel but
+ * the path's table setups, so tests build every path's table on any machine. */
+bool bp_cpu_ops_build(bp_cpu_isa isa, bp_cpu_ops *ops, bool vbmi, bool bf16r);
+/* Fills the path's lookup tables (BP_CPU_SETUP rows); call once, where the CPU has the path. */
+void bp_cpu_setup_tables(bp_cpu_isa isa);
+/* Bytes of one input's activations in format act (0 for BP_ACT_F32). */
+size_t bp_cpu_act_bytes(bp_cpu_act act, int64_t cols);
 /* A GEMM's inputs in near-equal blocks of at most max (a block: a whole pass over the weights,
  * its panels packed again), each a multiple of unit but for the last: the block size. Past ~512
  * inputs the columns of every input that a panel pair reads per depth block no longer stay in L2
@@ -214,9 +210,6 @@ static inline size_t bp_cpu_q8_prep_bytes(int64_t T, int64_t cols) {
 /* The GEMM panels' fast dequantizer of kind k on ISA path isa; NULL when that path uses the
  * reference (or is not available here). For test_cpu_dequant. */
 bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);
-bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2g8_init(bp_cpu_ops *ops);
-bool bp_cpu_avx512_init(bp_cpu_ops *ops);
 /* For test_cpu_dequant: kind k's direct int8 panel decoder (avx512/gemm_int8.c) over nblocks blocks
  * (at most BP_CPU_KC columns), written out as floats s q (+ o), so each weight can be checked
  * against the reference dequantizer. False where the kind has none (or AVX-512 was not built);
@@ -229,21 +222,6 @@ bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks
  * from avx2/gemm_int8.c's gemm_q8; false for other kinds), and their decoders for the test above. */
 bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
 bool bp_cpu_avx2g16_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
-bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
-void bp_cpu_avx512vb_init(bp_cpu_ops *ops); /* only where CPUID says AVX512_VBMI */
-void bp_cpu_avx512pz_q5k(bp_cpu_ops *ops); /* from bp_cpu_avx512k_init, after it set Q5_K */
-bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
-bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
-bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
-/* Only where CPUID says AVX512_BF16 (cpu.c): the file is built with -mavx512bf16. */
-bool bp_cpu_avx512bf_init(bp_cpu_ops *ops);
-
-/* Scalar activation quantizers (also the fallback of every path). */
-void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);
-void bp_cpu_quant_q8x256_scalar(const float *x, int64_t n, bp_q8x256 *out);
-/* The AVX2 one (same results); only in builds with AVX2 files, only for AVX2 callers. */
-void bp_cpu_quant_q8x32_avx2(const float *x, int64_t n, bp_q8x32 *out);
-void bp_cpu_quant_q8x256_avx2(const float *x, int64_t n, bp_q8x256 *out);
 
 /* Weights below this many bytes run on one thread (the wake-up costs more than it saves).
  * Tests set 0 so that small shapes exercise the row split too. */
@@ -264,9 +242,6 @@ void bp_cpu_set_decode_pick(int pick);
 void bp_cpu_set_bf16_dot(int mode);
 /* Whether kind k has an alternative decode kernel on the current ISA path. */
 bool bp_cpu_has_decode_alt(bp_kind k);
-/* Save ops->vec[k] as k's alternative decode kernel before a wider ISA file replaces it (only a
- * specialized kernel on the same activation format, without a repacked layout). */
-void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act);
 
 /* ---- hook for the op layer's batched jobs (cpu_jobs.c; defined at the end of cpu.c) ----- */
 typedef enum bp_cpu_job_mode {
@@ -281,6 +256,8 @@ typedef enum bp_cpu_job_mode {
  * are the caller's to set. */
 bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_mode *mode, size_t *abytes);
 const bp_cpu_ops *bp_cpu_ops_current(void);
+/* Tests: the decode kernel (or GEMM) the last bp_cpu_gemm on this thread ran, the other NULL. */
+void bp_cpu_last_run(bp_cpu_vec_fn *vec, void (**gemm)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1));
 void bp_cpu_quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
 /* Weights below this many bytes run on one thread (bp_cpu_set_min_parallel_bytes). */
 size_t bp_cpu_min_parallel_bytes(void);

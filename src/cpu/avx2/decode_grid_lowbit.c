@@ -45,7 +45,7 @@ static ALWAYS_INLINE __m256i ksigns_masks(uint32_t aux) {
 
 /* ---- Q1_0: 18 bytes, d | qs[16]; bit j of the 128 set: +d, clear: -d. Against q8x32: the dot is
  * 2 * (sum of x where the bit is set) - (sum of all x). */
-static void vec_q1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+void bp_avx2_vec_q1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     const bp_q8x32 *xq = job->xq;
     const int64_t nb = job->cols / 128;
     const __m256i ones = _mm256_set1_epi8(1);
@@ -71,7 +71,7 @@ static void vec_q1_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
 /* ---- Q2_0: 18 bytes, d | qs[16]; element j is bits 2*(j%4) of qs[j/4], 0..3 meaning -1..2.
  * 8 bytes shifted by 0, 2, 4, 6 in the four 64-bit quarters put element 4b+k at byte 8k+b; the
  * activations are permuted the same way in registers (within lanes, then across). */
-static void vec_q2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+void bp_avx2_vec_q2_0(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     const bp_q8x32 *xq = job->xq;
     const int64_t nb = job->cols / 64;
     const __m256i m3 = _mm256_set1_epi8(3), sh = _mm256_setr_epi64x(0, 2, 4, 6);
@@ -118,7 +118,7 @@ static void init_ue4m3(void) {
     }
 }
 
-static void vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+void bp_avx2_vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     const bp_q8x32 *xq = job->xq;
     const int64_t nb = job->cols / 64;
     const __m256i tbl = table16(bp_fp4_doubled_i8);
@@ -245,7 +245,7 @@ static void grid_tile_store(const bp_cpu_job *job, const grid_tile *t, int nr, i
             grid_tile_store(job, &t, nr, rb);                                                               \
         }                                                                                                   \
     }                                                                                                       \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                       \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                       \
         if (job->batch >= GRID_TILE_MIN && job->batch <= GRID_TILE_MAXB) NAME##_tiled(job, r0, r1);                                       \
         else NAME##_multi(job, r0, r1);                                                                     \
     }
@@ -253,7 +253,7 @@ static void grid_tile_store(const bp_cpu_job *job, const grid_tile *t, int nr, i
 
 /* IQ2_XXS, 66 bytes: d; per 32 weights 8 bytes: 4 grid indices, u32 of four 7-bit sign
  * indices and a 4-bit scale s: w = d * (2s + 1) / 8 * grid * sign. */
-GRID_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, 0.125f, {
+GRID_KERNEL(bp_avx2_vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, 0.125f, {
     const uint8_t *q = b + 2 + 8 * ib;
     const uint32_t aux = bp_load_u32(q + 4);
     g = _mm256_set_epi64x((long long)bp_iq2xxs_grid[q[3]], (long long)bp_iq2xxs_grid[q[2]],
@@ -264,7 +264,7 @@ GRID_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, 0.125f, {
 
 /* IQ2_XS, 74 bytes: d; 32 u16 at 2 (9-bit grid index, 7-bit sign index); 8 scale bytes at 66,
  * 4 bits per 16 weights: w = d * (2s + 1) / 8 * grid * sign. */
-GRID_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, 0.125f, {
+GRID_KERNEL(bp_avx2_vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, 0.125f, {
     const uint8_t *q = b + 2 + 8 * ib;
     const uint16_t q0 = bp_load_u16(q);
     const uint16_t q1 = bp_load_u16(q + 2);
@@ -318,7 +318,7 @@ static ALWAYS_INLINE void iq2s_prep(const uint8_t *b, iq2s_block *p) {
     p->sc16 = _mm256_cvtepu8_epi16(s);
 }
 
-GRID_KERNEL2(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, 0.125f, 2, iq2s_block pb; iq2s_prep(b, &pb), {
+GRID_KERNEL2(bp_avx2_vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, 0.125f, 2, iq2s_block pb; iq2s_prep(b, &pb), {
     uint64_t ix;
     memcpy(&ix, pb.idx + 4 * ib, 8);
     g = grid4(GRID4_BLEND, bp_iq2s_grid, ix & 0xffff, (ix >> 16) & 0xffff, (ix >> 32) & 0xffff, ix >> 48);
@@ -336,7 +336,7 @@ GRID_KERNEL2(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, 0.125f, 2, iq2s_block pb; iq2s_pre
 
 /* IQ3_XXS, 98 bytes: d; 64 index bytes at 2 (grid of 4 weights); 8 u32 at 66: four 7-bit sign
  * indices and a 4-bit scale s: w = d * (2s + 1) / 4 * grid * sign. */
-GRID_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, 0.25f, {
+GRID_KERNEL(bp_avx2_vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, 0.25f, {
     const uint8_t *q = b + 2 + 8 * ib;
     const uint32_t aux = bp_load_u32(b + 66 + 4 * ib);
     g = _mm256_set_epi32((int)bp_iq3xxs_grid[q[7]], (int)bp_iq3xxs_grid[q[6]], (int)bp_iq3xxs_grid[q[5]],
@@ -348,7 +348,7 @@ GRID_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, 0.25f, {
 
 /* IQ3_S, 110 bytes: d; 64 low index bytes at 2; 8 qh bytes at 66 (9th index bit); 32 sign bytes
  * at 74; 4 scale bytes at 106, 4 bits per 32 weights: w = d * (2s + 1) * grid * sign. */
-GRID_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, 1.0f, {
+GRID_KERNEL(bp_avx2_vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, 1.0f, {
     const uint8_t *q = b + 2 + 8 * ib;
     const unsigned qh = b[66 + ib];
     int gi[8];
@@ -358,55 +358,10 @@ GRID_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, 1.0f, {
     sc = _mm256_set1_epi16((int16_t)(2 * ((b[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1));
 })
 
-bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
+/* The lookup tables this file's kernels read, filled once (kernels.def BP_CPU_SETUP). */
+void bp_avx2_grid_lowbit_setup(void) {
     init_ue4m3();
     init_signmask();
-#define SET(K, FN, ACT, NAME) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (" NAME " int dot)", 0, NULL, false}
-    SET(Q1_0, vec_q1_0, BP_ACT_Q8X32, "q8_0");
-    SET(Q2_0, vec_q2_0, BP_ACT_Q8X32, "q8_0");
-    SET(NVFP4, vec_nvfp4, BP_ACT_Q8X32, "q8_0");
-    /* Q2_0's one-input kernel, repeated per input, against the int8 GEMM's direct Q2_0 panels
-     * (avx2/gemm_int8.c), AVX2 forced on the dev machine (Zen 5, 4096 x 4096, 2 threads, 6 rounds
-     * of 7-9 interleaved calls, medians, 2026-12-01), GEMM time / kernel time: t = 2 1.18-1.51,
-     * t = 3 0.89-1.03, t = 4 0.79-0.87. So 3 where the default (4) sent t = 4 to the kernel. */
-    ops->vec[BP_KIND_Q2_0].max_batch = 3;
-/* The grid kinds: up to 9 inputs 8 a pass (GRID_KERNEL), from 10 the decoded tile, up to
- * max_batch, then the int8 GEMM. AVX2 forced on the dev machine (Zen 5, 4096 x 4096, 2 threads, best of 3,
- * GFLOP/s multi 8 a pass / tile / int8 GEMM): IQ3_S t=8 215 / 191 / -, t=12 190 / 231 / 147,
- * t=32 229 / 329 / 226, t=64 219 / 348 / 255; IQ2_XS t=8 236 / 223, t=12 216 / 264, t=64
- * 238 / 364 / 253; IQ2_XXS t=32 260 / 360 / 234 (ggml's AVX2 build: 266 in the README's run). */
-#define SETM(K, FN, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, 8 inputs a pass; from 10 a decoded tile)", MAXB, NULL, true}
-/* max_batch: the tile against the GEMM with direct panels (main 21201b0; same machine, 2 threads,
- * 3-6 rounds of 3-5 interleaved calls, 2026-12-01, a loaded machine: GEMM time / tile time,
- * median (range)): IQ3_XXS t = 64 1.25 (1.21-1.32), 128 1.22 (0.97-1.49), 256 1.16 (0.71-1.38),
- * 512 1.19 (1.04-1.34); IQ3_S t = 64 1.21 (0.86-1.45), 128 1.19 (1.11-1.51), 256 1.17
- * (1.07-1.20), 512 1.21 (1.06-1.36); IQ2_XXS t = 64 1.16 (0.70-1.52), 128 1.09 (0.74-1.19), 256
- * 1.05 (0.89-1.56), 512 1.05 (0.91-1.18): 512, 512 and 128 (the tile held 64 before; past it
- * the 8-a-pass kernel ran 0.68-0.78 of the GEMM). Then the GEMM gained int8 panels with
- * per-16 scales for these kinds (avx2/gemm_int8_scale16.c); against it (merged main, same machine, 2
- * threads, 5 interleaved calls, GFLOP/s kernel / GEMM, 07:25 UTC): IQ3_S t = 32 319 / 320, 64
- * 267 / 377, 128 370 / 422, 512 385 / 430 -> 32; IQ3_XXS 128 347 / 343, 256 377 / 349, 512
- * 378 / 386 and IQ2_XXS 128 365 / 374, 256 367 / 315, 512 363 / 391: even, kept; IQ2_XS / IQ2_S
- * 64 369 / 352, 363 / 353 and even to 512: kept at 64. On the Intel Xeon VM (AVX2 forced, 2
- * threads, 4096 x 4096, 3 interleaved rounds, 12:25 UTC) the tile led the GEMM from t = 128
- * (IQ2_XS, IQ2_S) or 256 (IQ2_XXS) to 512 by 13-21%: IQ2_XXS 256 302 / 263, 512 263 / 224;
- * IQ2_XS 128 302 / 261, 512 272 / 224; IQ2_S 128 298 / 262, 512 264 / 224 (ggml's AVX2 build
- * 244-246 at 512): all three take the tile to GRID_TILE_MAXB, as IQ3_XXS (on Zen 5 that costs
- * IQ2_XXS ~7% at 512 and is even elsewhere). */
-    SETM(IQ2_XXS, vec_iq2_xxs, GRID_TILE_MAXB);
-    SETM(IQ2_XS, vec_iq2_xs, GRID_TILE_MAXB);
-    SETM(IQ2_S, vec_iq2_s, GRID_TILE_MAXB);
-    SETM(IQ3_XXS, vec_iq3_xxs, GRID_TILE_MAXB);
-    SETM(IQ3_S, vec_iq3_s, 32);
-#undef SETM
-    /* IQ1_S, IQ1_M, TQ1_0, TQ2_0: avx2/decode_iq1_ternary.c (multi-input), whose init runs after this file's. */
-#undef SET
-    return true;
 }
 
-#else
-bool bp_cpu_avx2iq_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

@@ -75,7 +75,7 @@ static ALWAYS_INLINE void tq2_0_row(const bp_cpu_job *job, int64_t r, const int 
 }
 /* 4 inputs a pass: 530 GFLOP/s at t = 8-32 where 8 ran 430-440 (its decode is two ops per 32
  * weights, so 8 inputs buy nothing and hold more registers). */
-KQ_MULTI_N(vec_tq2_0, tq2_0_row, 4)
+KQ_MULTI_N(bp_avx2_vec_tq2_0, tq2_0_row, 4)
 
 /* ---- TQ1_0: 54 bytes, qs[48] | qh[4] | d. Elements 0-159: trit e/32 of qs[e%32]; 160-239:
  * trit (e-160)/16 of qs[32 + e%16]; 240-255: trit (e-240)/4 of qh[e%4]. Trit k of byte q is
@@ -132,7 +132,7 @@ static ALWAYS_INLINE void tq1_0_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-KQ_MULTI_N(vec_tq1_0, tq1_0_row, LO_NJ)
+KQ_MULTI_N(bp_avx2_vec_tq1_0, tq1_0_row, LO_NJ)
 
 /* ---- IQ1 kinds ----------------------------------------------------------------------------
  * bp_iq1s_grid's 2048 entries (8 weights in {-1, 0, 1} each) as bytes 8 (g + 1), built once. */
@@ -196,7 +196,7 @@ static ALWAYS_INLINE void iq1_s_row(const bp_cpu_job *job, int64_t r, const int 
     LO_BLOCK_END(sumi, f16(b) * 0.125f)
     LO_ROW_END
 }
-KQ_MULTI_N(vec_iq1_s, iq1_s_row, LO_NJ)
+KQ_MULTI_N(bp_avx2_vec_iq1_s, iq1_s_row, LO_NJ)
 
 /* IQ1_M, 56 bytes: 32 low index bytes at 0; 16 qh bytes at 32 (a nibble per 8 weights: 3 high
  * index bits, delta sign at bit 3); 4 u16 at 48: 3-bit scales per 16 weights (2s + 1) and, in
@@ -253,35 +253,12 @@ static ALWAYS_INLINE void iq1_m_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-KQ_MULTI_N(vec_iq1_m, iq1_m_row, LO_NJ)
+KQ_MULTI_N(bp_avx2_vec_iq1_m, iq1_m_row, LO_NJ)
 
-/* max_batch: up to t = 32 these beat the int8 panel GEMM (avx2/gemm_int8.c) on the dev machine (AMD
- * EPYC Zen 5, AVX2 forced, 4096 x 4096, 2 threads, GFLOP/s these / the GEMM at t = 32): IQ1_S
- * 340 / 237, IQ1_M 312 / 171, TQ1_0 366 / 234. TQ2_0 runs this kernel at every batch: against
- * the GEMM with its direct TQ2_0 panels (main 21201b0; same machine, 2 threads, 3 rounds of 5
- * interleaved calls, medians, 2026-12-01) it read, GFLOP/s kernel / GEMM, 4096 x 4096: t = 64
- * 527 / 398, 128 524 / 409, 256 512 / 415, 512 511 / 412; 4096 x 14336: t = 128 456 / 393, 512
- * 453 / 375, 1024 366 / 349, 2048 368 / 340 (the lead narrows once the inputs outgrow L3).
- * Against the GEMM's per-16 panels (avx2/gemm_int8_scale16.c; merged main, 7 interleaved calls, 07:27
- * UTC): IQ1_S t = 24 333 / 332, 32 341 / 366 -> 24; IQ1_M 32 305 / 252, 48 319 / 327, 64 314 /
- * 349 -> 48; TQ1_0 48 356 / 338, 64 368 / 351 -> 64. */
-bool bp_cpu_avx2lo_init(bp_cpu_ops *ops) {
+/* The lookup tables this file's kernels read, filled once (kernels.def BP_CPU_SETUP). */
+void bp_avx2_iq1_ternary_setup(void) {
     init_grid8();
     init_dplus();
-#define SETLO(K, FN, MAXB, NJ)                                                                                \
-    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx2 " #K " (q8_K int dot, " #NJ " inputs a pass)", \
-                                                MAXB, NULL, true}
-    SETLO(IQ1_S, vec_iq1_s, 24, 8);
-    SETLO(IQ1_M, vec_iq1_m, 48, 8);
-    SETLO(TQ1_0, vec_tq1_0, 64, 8);
-    SETLO(TQ2_0, vec_tq2_0, INT_MAX, 4);
-#undef SETLO
-    return true;
 }
 
-#else
-bool bp_cpu_avx2lo_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

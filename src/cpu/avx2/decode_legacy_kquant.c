@@ -15,7 +15,7 @@
  * when HAS_OFF, `off` (a per-block term times d_x * s_x: the -8 of Q4_0, Q4_1's min); SIGNED
  * says whether q holds signed or unsigned bytes. */
 #define Q32_KERNEL(NAME, BB, SIGNED, HAS_OFF, DECODE)                                             \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                             \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                             \
         const bp_q8x32 *xq = job->xq;                                                             \
         const int64_t nb = job->cols / 32;                                                        \
         for (int64_t r = r0; r < r1; r++) {                                                       \
@@ -36,22 +36,21 @@
         }                                                                                         \
     }
 
-Q32_KERNEL(vec_q8_0, 34, 1, 0, { d = f16(b); q = load32(b + 2); })
-Q32_KERNEL(vec_q4_0, 18, 0, 1, { d = f16(b); q = nibbles32(b + 2); off = -8 * d; })
-Q32_KERNEL(vec_q4_1, 20, 0, 1, { d = f16(b); off = f16(b + 2); q = nibbles32(b + 4); })
-Q32_KERNEL(vec_q5_0, 22, 0, 1, {
+Q32_KERNEL(bp_avx2_vec_q8_0, 34, 1, 0, { d = f16(b); q = load32(b + 2); })
+Q32_KERNEL(bp_avx2_vec_q4_0, 18, 0, 1, { d = f16(b); q = nibbles32(b + 2); off = -8 * d; })
+Q32_KERNEL(bp_avx2_vec_q4_1, 20, 0, 1, { d = f16(b); off = f16(b + 2); q = nibbles32(b + 4); })
+Q32_KERNEL(bp_avx2_vec_q5_0, 22, 0, 1, {
     d = f16(b);
     q = _mm256_or_si256(nibbles32(b + 6), _mm256_and_si256(bits32(bp_load_u32(b + 2)), _mm256_set1_epi8(0x10)));
     off = -16 * d;
 })
-Q32_KERNEL(vec_q5_1, 24, 0, 1, {
+Q32_KERNEL(bp_avx2_vec_q5_1, 24, 0, 1, {
     d = f16(b);
     off = f16(b + 2);
     q = _mm256_or_si256(nibbles32(b + 8), _mm256_and_si256(bits32(bp_load_u32(b + 4)), _mm256_set1_epi8(0x10)));
 })
 
 static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 
 /* E8M0 exponent -> 2^(e-127) / 2, the half pairing with the doubled E2M1 table. */
 static ALWAYS_INLINE float e8m0_half(uint8_t e) {
@@ -61,18 +60,17 @@ static ALWAYS_INLINE float e8m0_half(uint8_t e) {
     return f;
 }
 
-Q32_KERNEL(vec_iq4_nl, 18, 1, 0, { d = f16(b); q = _mm256_shuffle_epi8(table16(iq4nl_values), nibbles32(b + 2)); })
+Q32_KERNEL(bp_avx2_vec_iq4_nl, 18, 1, 0, { d = f16(b); q = _mm256_shuffle_epi8(table16(iq4nl_values), nibbles32(b + 2)); })
 /* The E2M1 table shifted by +12 to be unsigned (0..24): maddubs needs no sign moves, and the
  * shift comes back as -12 * sum(x). */
 static const int8_t fp4_doubled_plus12[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-Q32_KERNEL(vec_mxfp4, 17, 0, 1, {
+Q32_KERNEL(bp_avx2_vec_mxfp4, 17, 0, 1, {
     d = e8m0_half(b[0]);
     q = _mm256_shuffle_epi8(table16(fp4_doubled_plus12), nibbles32(b + 1));
     off = -12 * d;
 })
 
 /* ---- 256-element k-quants against bp_q8x256 --------------------------------------------- */
-
 
 /* Q4_K / Q5_K block head: the 8 scales, each as a dword holding it twice (the int16 pair a
  * group's vpmaddwd multiplies by), stored for broadcast loads, and the mins as 16 words (each
@@ -186,7 +184,7 @@ static ALWAYS_INLINE void kt_inputs(const bp_cpu_job *job, kq_tile *t, int nr, i
 
 /* The tile driver for kind NAME: DECODE(t, rr, b) fills row rr of the tile from block b. */
 #define KT_TILED(NAME, BB, MINS, DECODE, MULTI)                                                            \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                       \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                       \
         if (job->batch < KT_TILE_MIN || job->batch > KT_TILE_MAXB) {                                        \
             MULTI(job, r0, r1);                                                                             \
             return;                                                                                         \
@@ -372,11 +370,11 @@ static ALWAYS_INLINE void q3_k_row(const bp_cpu_job *job, int64_t r, const int N
 }
 KQ_MULTI8(vec_q3_k_multi, q3_k_row)
 
-KT_TILED(vec_q2_k, BP_BLOCK_BYTES_Q2_K, 1, kt_q2_k, vec_q2_k_multi)
-KT_TILED(vec_q3_k, BP_BLOCK_BYTES_Q3_K, 0, kt_q3_k, vec_q3_k_multi)
-KT_TILED(vec_q4_k, BP_BLOCK_BYTES_Q4_K, 1, kt_q4_k, vec_q4_k_multi)
-KT_TILED(vec_q5_k, BP_BLOCK_BYTES_Q5_K, 1, kt_q5_k, vec_q5_k_multi)
-KT_TILED(vec_q6_k, BP_BLOCK_BYTES_Q6_K, 0, kt_q6_k, vec_q6_k_multi)
+KT_TILED(bp_avx2_vec_q2_k, BP_BLOCK_BYTES_Q2_K, 1, kt_q2_k, vec_q2_k_multi)
+KT_TILED(bp_avx2_vec_q3_k, BP_BLOCK_BYTES_Q3_K, 0, kt_q3_k, vec_q3_k_multi)
+KT_TILED(bp_avx2_vec_q4_k, BP_BLOCK_BYTES_Q4_K, 1, kt_q4_k, vec_q4_k_multi)
+KT_TILED(bp_avx2_vec_q5_k, BP_BLOCK_BYTES_Q5_K, 1, kt_q5_k, vec_q5_k_multi)
+KT_TILED(bp_avx2_vec_q6_k, BP_BLOCK_BYTES_Q6_K, 0, kt_q6_k, vec_q6_k_multi)
 
 /* IQ4_XS, 136 bytes: d; scales_h u16 at 2; scales_l[4] at 4; qs[128] at 8, 16 bytes per 32
  * weights (low nibbles: weights 0..15, high: 16..31), value kvalues_iq4nl[nibble] times
@@ -412,10 +410,11 @@ static ALWAYS_INLINE void iq4_xs_row(const bp_cpu_job *job, int64_t r, const int
         acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
     KQ_ROW_END
 }
-KQ_MULTI8(vec_iq4_xs, iq4_xs_row)
+KQ_MULTI8(bp_avx2_vec_iq4_xs, iq4_xs_row)
 
 /* q8x256 with each pair of groups interleaved by halves (BP_ACT_Q8X256P). */
-static void quant_q8x256p(const float *x, int64_t n, bp_q8x256 *out) {
+void bp_avx2_quant_q8x256p(const float *x, int64_t n, void *out_) {
+    bp_q8x256 *out = out_;
     bp_cpu_quant_q8x256_avx2(x, n, out);
     for (int64_t b = 0; b < n / 256; b++) {
         int8_t t[256];
@@ -429,46 +428,4 @@ static void quant_q8x256p(const float *x, int64_t n, bp_q8x256 *out) {
     }
 }
 
-bool bp_cpu_avx2q_init(bp_cpu_ops *ops) {
-/* Memory-bound kernels: repeating them per input beats the panel GEMM up to ~8 inputs. */
-#define SET(K, FN, ACT, NAME) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (" NAME " int dot)", 8, NULL, false}
-    SET(Q8_0, vec_q8_0, BP_ACT_Q8X32, "q8_0");
-    SET(Q4_0, vec_q4_0, BP_ACT_Q8X32, "q8_0");
-    SET(Q4_1, vec_q4_1, BP_ACT_Q8X32, "q8_0");
-    SET(Q5_0, vec_q5_0, BP_ACT_Q8X32, "q8_0");
-    SET(Q5_1, vec_q5_1, BP_ACT_Q8X32, "q8_0");
-    SET(IQ4_NL, vec_iq4_nl, BP_ACT_Q8X32, "q8_0");
-    SET(MXFP4, vec_mxfp4, BP_ACT_Q8X32, "q8_0");
-#undef SET
-/* The k-quants read the weights once for up to 8 inputs a pass (KQ_MULTI8). max_batch 64: on the
- * dev machine (Zen 5, AVX2 path, 4096 x 4096, one core) 4 a pass matched or beat the int8 GEMM
- * (avx2/gemm_int8.c) up to t = 64 (Q4_K 146 vs 131 GFLOP/s, Q2_K/Q3_K/Q5_K/Q6_K within 1%); 8 a pass
- * then read, 2 threads, t = 8-32, GFLOP/s 4 -> 8 a pass: Q2_K 284 -> 300, Q3_K 271 -> 284, Q4_K
- * 300 -> 341, Q5_K 267 -> 317, Q6_K 273 -> 280, IQ4_XS 267 -> 296 (ggml's AVX2 build at t = 32 in
- * the README's run: 292, 271, 255, 267, 264, 281). Then the GEMM gained int8 panels with
- * per-16 scales (avx2/gemm_int8_scale16.c) and overtakes them earlier (merged main, 2 threads, 4096 x
- * 4096, 7-9 interleaved calls, GFLOP/s kernel / GEMM, 07:27 UTC): Q2_K t = 8 289 / 291, 12
- * 311 / 337, 16 317 / 364 -> 8; Q3_K 16 357 / 357, 24 374 / 394 -> 16; Q5_K 10 289 / 265, 12
- * 293 / 298 -> 10; Q6_K 16 330 / 334, 24 347 / 370 -> 16 (Q4_K: avx2/gemm_int8.c). */
-#define SETM(K, FN, ACT, MAXB) ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx2 " #K " (q8_K int dot, 8 inputs a pass" TILE ")", MAXB, NULL, true}
-#define TILE "; from 10 a decoded tile"
-    SETM(Q2_K, vec_q2_k, BP_ACT_Q8X256, 8);
-    SETM(Q3_K, vec_q3_k, BP_ACT_Q8X256, 16);
-    SETM(Q4_K, vec_q4_k, BP_ACT_Q8X256, 64);
-    SETM(Q5_K, vec_q5_k, BP_ACT_Q8X256, 10);
-    SETM(Q6_K, vec_q6_k, BP_ACT_Q8X256, 16);
-#undef TILE
-#define TILE ""
-    SETM(IQ4_XS, vec_iq4_xs, BP_ACT_Q8X256P, 64);
-#undef TILE
-#undef SETM
-    ops->quant_q8x256p = quant_q8x256p;
-    return true;
-}
-
-#else
-bool bp_cpu_avx2q_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

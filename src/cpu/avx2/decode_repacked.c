@@ -27,13 +27,6 @@ static ALWAYS_INLINE __m256i add_bit4(__m256i v, const uint8_t *qh) {
     return _mm256_or_si256(v, _mm256_and_si256(m, _mm256_set1_epi8(0x10)));
 }
 
-#define BP_P_INIT bp_cpu_avx2p_init
-#define BP_P_ISA "avx2"
 #include "cpu/avx2/decode_repacked.inc"
 
-#else
-bool bp_cpu_avx2p_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

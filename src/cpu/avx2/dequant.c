@@ -26,14 +26,14 @@ static ALWAYS_INLINE void put16_affine(float *dst, __m128i q, float a, float m) 
     _mm256_storeu_ps(dst + 8, _mm256_fmsub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8))), va, vm));
 }
 
-static void dq_f16(const void *src, float *dst, int64_t n) {
+void bp_avx2_dq_f16(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 2 * i))));
     for (; i < n; i++) dst[i] = _cvtsh_ss(bp_load_u16(p + 2 * i));
 }
 
-static void dq_bf16(const void *src, float *dst, int64_t n) {
+void bp_avx2_dq_bf16(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -42,7 +42,7 @@ static void dq_bf16(const void *src, float *dst, int64_t n) {
     for (; i < n; i++) dst[i] = bp_bf16_to_f32(bp_load_u16(p + 2 * i));
 }
 
-static void dq_q6_k(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q6_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i o32 = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q6_K, dst += BP_BLOCK_ELEMS_Q6_K) {
@@ -57,7 +57,7 @@ static void dq_q6_k(const void *src, float *dst, int64_t nb) {
     }
 }
 
-static void dq_q2_k(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q2_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m3 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q2_K, dst += BP_BLOCK_ELEMS_Q2_K) {
@@ -76,7 +76,7 @@ static void dq_q2_k(const void *src, float *dst, int64_t nb) {
     }
 }
 
-static void dq_q3_k(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q3_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q3_K, dst += BP_BLOCK_ELEMS_Q3_K) {
@@ -101,7 +101,7 @@ static void dq_q3_k(const void *src, float *dst, int64_t nb) {
     }
 }
 
-static void dq_tq2_0(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_tq2_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_TQ2_0, dst += BP_BLOCK_ELEMS_TQ2_0) {
@@ -116,7 +116,7 @@ static void dq_tq2_0(const void *src, float *dst, int64_t nb) {
     }
 }
 
-static void dq_q1_0(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q1_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q1_0, dst += BP_BLOCK_ELEMS_Q1_0) {
         const float d = f16(b);
@@ -139,7 +139,7 @@ static ALWAYS_INLINE uint32_t ksigns4_dq(uint32_t aux) {
            (uint32_t)bp_ksigns_iq2xs[(aux >> 14) & 127] << 16 | (uint32_t)bp_ksigns_iq2xs[(aux >> 21) & 127] << 24;
 }
 
-static void dq_iq2_xxs(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq2_xxs(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_XXS, dst += BP_BLOCK_ELEMS_IQ2_XXS) {
         const float d = f16(b);
@@ -154,7 +154,7 @@ static void dq_iq2_xxs(const void *src, float *dst, int64_t nb) {
     }
 }
 
-static void dq_iq2_xs(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq2_xs(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_XS, dst += BP_BLOCK_ELEMS_IQ2_XS) {
         const float d = f16(b);
@@ -172,7 +172,7 @@ static void dq_iq2_xs(const void *src, float *dst, int64_t nb) {
     }
 }
 
-static void dq_iq2_s(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq2_s(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ2_S, dst += BP_BLOCK_ELEMS_IQ2_S) {
         const float d = f16(b);
@@ -190,7 +190,7 @@ static void dq_iq2_s(const void *src, float *dst, int64_t nb) {
     }
 }
 
-static void dq_iq3_xxs(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq3_xxs(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ3_XXS, dst += BP_BLOCK_ELEMS_IQ3_XXS) {
         const float d = f16(b);
@@ -206,7 +206,7 @@ static void dq_iq3_xxs(const void *src, float *dst, int64_t nb) {
     }
 }
 
-static void dq_iq3_s(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq3_s(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ3_S, dst += BP_BLOCK_ELEMS_IQ3_S) {
         const float d = f16(b);
@@ -222,25 +222,4 @@ static void dq_iq3_s(const void *src, float *dst, int64_t nb) {
     }
 }
 
-bool bp_cpu_avx2dq_init(bp_cpu_ops *ops) {
-    ops->dequant[BP_KIND_F16] = dq_f16;
-    ops->dequant[BP_KIND_BF16] = dq_bf16;
-    ops->dequant[BP_KIND_Q6_K] = dq_q6_k;
-    ops->dequant[BP_KIND_Q2_K] = dq_q2_k;
-    ops->dequant[BP_KIND_Q3_K] = dq_q3_k;
-    ops->dequant[BP_KIND_TQ2_0] = dq_tq2_0;
-    ops->dequant[BP_KIND_Q1_0] = dq_q1_0;
-    ops->dequant[BP_KIND_IQ2_XXS] = dq_iq2_xxs;
-    ops->dequant[BP_KIND_IQ2_XS] = dq_iq2_xs;
-    ops->dequant[BP_KIND_IQ2_S] = dq_iq2_s;
-    ops->dequant[BP_KIND_IQ3_XXS] = dq_iq3_xxs;
-    ops->dequant[BP_KIND_IQ3_S] = dq_iq3_s;
-    return true;
-}
-
-#else
-bool bp_cpu_avx2dq_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

@@ -21,7 +21,7 @@ static ALWAYS_INLINE void put32_affine(float *dst, __m256i q, float a, float m) 
     put16_affine(dst + 16, _mm256_extracti128_si256(q, 1), a, m);
 }
 
-static void dq_q4_k(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q4_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q4_K, dst += BP_BLOCK_ELEMS_Q4_K) {
@@ -38,7 +38,7 @@ static void dq_q4_k(const void *src, float *dst, int64_t nb) {
 }
 
 /* Q5_K: qh[32] at 16 (bit g of qh[l]: the fifth bit of group g's element l), quants at 48. */
-static void dq_q5_k(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q5_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_K, dst += BP_BLOCK_ELEMS_Q5_K) {
         const float d = f16(b), dmin = f16(b + 2);
@@ -66,7 +66,7 @@ static ALWAYS_INLINE void put16s(float *dst, __m128i q, float s) {
 
 /* IQ4_XS: d; scales_h u16 at 2; scales_l[4] at 4; qs[128] at 8, 16 bytes per group of 32 (low
  * nibbles: elements 0..15, high: 16..31); value kvalues[n] * d * (6-bit scale - 32). */
-static void dq_iq4_xs(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq4_xs(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m128i tbl = _mm_loadu_si128((const __m128i *)iq4nl_values_dq), m4 = _mm_set1_epi8(0x0f);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ4_XS, dst += BP_BLOCK_ELEMS_IQ4_XS) {
@@ -85,7 +85,7 @@ static void dq_iq4_xs(const void *src, float *dst, int64_t nb) {
 /* ---- the 32-element kinds: 32 bytes of quants per block as signed bytes, times the scale ---- */
 static ALWAYS_INLINE __m256i nib32(const uint8_t *qs) { return nibbles32(qs); } /* 0..15, low nibbles first */
 
-static void dq_q4_0(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q4_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q4_0, dst += 32) {
         const __m256i q = _mm256_sub_epi8(nib32(b + 2), _mm256_set1_epi8(8));
@@ -94,11 +94,11 @@ static void dq_q4_0(const void *src, float *dst, int64_t nb) {
         put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
     }
 }
-static void dq_q4_1(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q4_1(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q4_1, dst += 32) put32_affine(dst, nib32(b + 4), f16(b), -f16(b + 2));
 }
-static void dq_q5_0(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q5_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_0, dst += 32) {
         const __m256i q5 = _mm256_or_si256(nib32(b + 6), _mm256_and_si256(bits32(bp_load_u32(b + 2)), _mm256_set1_epi8(0x10)));
@@ -108,14 +108,14 @@ static void dq_q5_0(const void *src, float *dst, int64_t nb) {
         put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
     }
 }
-static void dq_q5_1(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q5_1(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q5_1, dst += 32) {
         const __m256i q5 = _mm256_or_si256(nib32(b + 8), _mm256_and_si256(bits32(bp_load_u32(b + 4)), _mm256_set1_epi8(0x10)));
         put32_affine(dst, q5, f16(b), -f16(b + 2));
     }
 }
-static void dq_q8_0(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q8_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q8_0, dst += 32) {
         const __m256i q = load32(b + 2);
@@ -124,7 +124,7 @@ static void dq_q8_0(const void *src, float *dst, int64_t nb) {
         put16s(dst + 16, _mm256_extracti128_si256(q, 1), d);
     }
 }
-static void dq_iq4_nl(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq4_nl(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i tbl = table16(iq4nl_values_dq);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ4_NL, dst += 32) {
@@ -136,7 +136,7 @@ static void dq_iq4_nl(const void *src, float *dst, int64_t nb) {
 }
 /* MXFP4: E8M0 exponent e -> 2^(e-127) / 2 (e < 2: the float subnormals), times the doubled
  * E2M1 value. */
-static void dq_mxfp4(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_mxfp4(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     const __m256i tbl = table16(bp_fp4_doubled_i8);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_MXFP4, dst += 32) {
@@ -149,23 +149,4 @@ static void dq_mxfp4(const void *src, float *dst, int64_t nb) {
     }
 }
 
-bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops) {
-    ops->dequant[BP_KIND_Q4_0] = dq_q4_0;
-    ops->dequant[BP_KIND_Q4_1] = dq_q4_1;
-    ops->dequant[BP_KIND_Q5_0] = dq_q5_0;
-    ops->dequant[BP_KIND_Q5_1] = dq_q5_1;
-    ops->dequant[BP_KIND_Q8_0] = dq_q8_0;
-    ops->dequant[BP_KIND_IQ4_NL] = dq_iq4_nl;
-    ops->dequant[BP_KIND_MXFP4] = dq_mxfp4;
-    ops->dequant[BP_KIND_Q4_K] = dq_q4_k;
-    ops->dequant[BP_KIND_Q5_K] = dq_q5_k;
-    ops->dequant[BP_KIND_IQ4_XS] = dq_iq4_xs;
-    return true;
-}
-
-#else
-bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

@@ -31,7 +31,7 @@ static ALWAYS_INLINE __m256i trits16(__m256i bytes16, int pow3) {
 
 /* TQ1_0, 54 bytes: qs[48] | qh[4] | d. Elements 0-159: trit e/32 of qs[e%32]; 160-239: trit
  * (e-160)/16 of qs[32 + e%16]; 240-255: trit (e-240)/4 of qh[e%4]. */
-static void dq_tq1_0(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_tq1_0(const void *src, float *dst, int64_t nb) {
     static const int pow3[5] = {1, 3, 9, 27, 81};
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_TQ1_0, dst += BP_QK_K) {
@@ -58,7 +58,7 @@ static void dq_tq1_0(const void *src, float *dst, int64_t nb) {
  * E2M1 value (integers), the halved scale carrying the 1/2, as in the reference. */
 static float g_ue4m3_half[256];
 
-static void dq_nvfp4(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_nvfp4(const void *src, float *dst, int64_t nb) {
     const __m128i table = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
     const __m128i m4 = _mm_set1_epi8(0x0f);
     const uint8_t *b = src;
@@ -82,7 +82,7 @@ static ALWAYS_INLINE void put8_iq1(float *dst, uint64_t row, float dl, float del
 
 /* IQ1_S, 50 bytes: f16 d; 32 low index bytes at 2; 8 u16 at 34 (per 32 weights: four 3-bit
  * high index parts, a 3-bit scale used as 2 s + 1, the delta's sign in bit 15). */
-static void dq_iq1_s(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq1_s(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ1_S) {
         const float d = f16(b);
@@ -99,7 +99,7 @@ static void dq_iq1_s(const void *src, float *dst, int64_t nb) {
 /* IQ1_M, 56 bytes: 32 low index bytes; 16 qh bytes (a nibble per 8 weights: 3 high index bits,
  * the delta's sign); 4 u16 with sixteen 3-bit scales (one per 16 weights) and, in their top
  * nibbles, the f16 super-scale. */
-static void dq_iq1_m(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_iq1_m(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_IQ1_M) {
         unsigned sc[4];
@@ -122,7 +122,7 @@ static void dq_iq1_m(const void *src, float *dst, int64_t nb) {
  * fields at the bottoms of its four bytes, in element order; (float)(q - 1) * d as the reference.
  * Through the reference's loop a batch of 8 (the first past the decode kernel) ran at 41
  * GFLOP/s after 133 at t = 4 (AVX-512 machine, 2 threads, 4096 x 4096). */
-static void dq_q2_0(const void *src, float *dst, int64_t nb) {
+void bp_avx2_dq_q2_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q2_0) {
         const __m256 d = _mm256_set1_ps(f16(b));
@@ -136,20 +136,9 @@ static void dq_q2_0(const void *src, float *dst, int64_t nb) {
     }
 }
 
-bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops) {
-    /* The scale table from the reference's own decoding of each byte: one fact, one place. */
+/* The lookup tables this file's kernels read, filled once (kernels.def BP_CPU_SETUP). */
+void bp_avx2_dequant_lowbit_setup(void) {
     for (int v = 0; v < 256; v++) g_ue4m3_half[v] = bp_ue4m3_half((uint8_t)v);
-    ops->dequant[BP_KIND_TQ1_0] = dq_tq1_0;
-    ops->dequant[BP_KIND_NVFP4] = dq_nvfp4;
-    ops->dequant[BP_KIND_IQ1_S] = dq_iq1_s;
-    ops->dequant[BP_KIND_IQ1_M] = dq_iq1_m;
-    ops->dequant[BP_KIND_Q2_0] = dq_q2_0;
-    return true;
 }
 
-#else
-bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

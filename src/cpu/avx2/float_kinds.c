@@ -23,7 +23,7 @@ static ALWAYS_INLINE float dot_f32(const float *a, const float *x, int64_t n) {
     return r;
 }
 
-static void vec_generic(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+void bp_avx2_vec_generic(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     float buf[CHUNK] __attribute__((aligned(32)));
     const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
     for (int64_t r = r0; r < r1; r++) {
@@ -60,7 +60,7 @@ static ALWAYS_INLINE float conv_f32(const uint8_t *p) {
 static ALWAYS_INLINE float conv_f16(const uint8_t *p) { return bp_f16_to_f32(bp_load_u16(p)); }
 static ALWAYS_INLINE float conv_bf16(const uint8_t *p) { return bp_bf16_to_f32(bp_load_u16(p)); }
 #define ROW_VEC(NAME, LOAD, CONV, ESZ)                                                          \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                            \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                            \
         const float *x = job->x;                                                                  \
         const int64_t n = job->cols;                                                              \
         for (int64_t r = r0; r < r1; r++) {                                                       \
@@ -135,7 +135,7 @@ enum { FR = 3, FRB = 12, FCC = 512, FMAXB_F32 = 32, FMAXB_F16 = 32, FMAXB_BF16 =
         _Pragma("GCC unroll 3") for (int rr = 0; rr < R; rr++)                                            \
             _Pragma("GCC unroll 4") for (int jj = 0; jj < NJ; jj++) part[rr][jj] = acc[rr][jj];           \
     }                                                                                                     \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
         if (job->batch == 1) { /* decode: the one-row kernel with 4 accumulators */                       \
             ONE(job, r0, r1);                                                                             \
             return;                                                                                       \
@@ -182,9 +182,9 @@ enum { FR = 3, FRB = 12, FCC = 512, FMAXB_F32 = 32, FMAXB_F16 = 32, FMAXB_BF16 =
         }                                                                                                 \
     }
 
-FLOAT_MULTI(multi_f32, vec_f32, load_f32, conv_f32, 4)
-FLOAT_MULTI(multi_f16, vec_f16, load_f16, conv_f16, 2)
-FLOAT_MULTI(multi_bf16, vec_bf16, load_bf16, conv_bf16, 2)
+FLOAT_MULTI(bp_avx2_multi_f32, vec_f32, load_f32, conv_f32, 4)
+FLOAT_MULTI(bp_avx2_multi_f16, vec_f16, load_f16, conv_f16, 2)
+FLOAT_MULTI(bp_avx2_multi_bf16, vec_bf16, load_bf16, conv_bf16, 2)
 
 /* ---- panel GEMM ---------------------------------------------------------------------------
  * C[MR x 16] (+)= X[MR x kc] * P[kc x 16], P packed k-major (16 floats per k). 12 of the 16
@@ -239,7 +239,7 @@ static void pack_panel_f32(const bp_cpu_job *job, int64_t p, int nr, int64_t c0,
         for (int i = 0; i < BP_CPU_NR; i++) pk[k * 16 + i] = rowbuf[i * BP_CPU_KC + k];
 }
 
-static void gemm_panels(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
+void bp_avx2_gemm_panels(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     float *rowbuf = job->scratch[ith];
     float *pk = rowbuf + BP_CPU_NR * BP_CPU_KC;
     float tile[BP_CPU_MR * 16];
@@ -274,7 +274,8 @@ static void gemm_panels(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) 
 }
 
 /* ---- activation quantizers (same rounding as the scalar ones: nearest-even) ------------- */
-void bp_cpu_quant_q8x32_avx2(const float *x, int64_t n, bp_q8x32 *out) {
+void bp_cpu_quant_q8x32_avx2(const float *x, int64_t n, void *out_) {
+    bp_q8x32 *out = out_;
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
         float amax = amax32(x);
         float id = amax > 0 ? 127.0f / amax : 0.0f;
@@ -284,7 +285,8 @@ void bp_cpu_quant_q8x32_avx2(const float *x, int64_t n, bp_q8x32 *out) {
     }
 }
 
-void bp_cpu_quant_q8x256_avx2(const float *x, int64_t n, bp_q8x256 *out) {
+void bp_cpu_quant_q8x256_avx2(const float *x, int64_t n, void *out_) {
+    bp_q8x256 *out = out_;
     for (int64_t b = 0; b < n / 256; b++, x += 256) {
         float amax = 0;
         for (int i = 0; i < 256; i += 32) {
@@ -307,7 +309,7 @@ void bp_cpu_quant_q8x256_avx2(const float *x, int64_t n, bp_q8x256 *out) {
 /* Reads n bytes (a multiple of 256) as two interleaved streams, one per half: a single stream
  * left the 2-thread figure ~10% under what the decode kernels themselves stream on the dev VM
  * (the hardware prefetcher keeps more lines in flight over two streams). */
-static uint64_t read_sum(const uint8_t *p, size_t n) {
+uint64_t bp_avx2_read_sum(const uint8_t *p, size_t n) {
     __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
     const uint8_t *q = p + n / 2;
     size_t h = n / 2 / 128 * 128;
@@ -326,24 +328,4 @@ static uint64_t read_sum(const uint8_t *p, size_t n) {
            (uint64_t)_mm256_extract_epi64(a, 2) ^ (uint64_t)_mm256_extract_epi64(a, 3);
 }
 
-bool bp_cpu_avx2_init(bp_cpu_ops *ops) {
-    ops->isa_name = "avx2";
-    ops->vec_generic = (bp_cpu_vec_kernel){vec_generic, BP_ACT_F32, "CPU avx2 generic-dequant", 0, NULL, false};
-    ops->vec[BP_KIND_F32] = (bp_cpu_vec_kernel){multi_f32, BP_ACT_F32, "CPU avx2 F32 (f32 FMA, 2 rows x 4 inputs)", FMAXB_F32, NULL, true};
-    ops->vec[BP_KIND_F16] = (bp_cpu_vec_kernel){multi_f16, BP_ACT_F32, "CPU avx2 F16 (F16C + f32 FMA, 2 rows x 4 inputs)", FMAXB_F16, NULL, true};
-    ops->vec[BP_KIND_BF16] = (bp_cpu_vec_kernel){multi_bf16, BP_ACT_F32, "CPU avx2 BF16 (f32 FMA, 2 rows x 4 inputs)", FMAXB_BF16, NULL, true};
-    ops->gemm = gemm_panels;
-    ops->gemm_name = "panel GEMM (dequant + f32 FMA 6x16)";
-    ops->gemm_isa = "avx2";
-    ops->quant_q8x32 = bp_cpu_quant_q8x32_avx2;
-    ops->quant_q8x256 = bp_cpu_quant_q8x256_avx2;
-    ops->read_sum = read_sum;
-    return true;
-}
-
-#else
-bool bp_cpu_avx2_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

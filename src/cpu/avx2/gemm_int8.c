@@ -27,7 +27,6 @@
  * w, rows 0-7 and 8-15), the ones, the broadcast activation and two temporaries in 16 ymm. */
 enum { MR = 4, NR = BP_CPU_NR, KC = BP_CPU_KC };
 
-
 /* amax / 127 of n floats (n a multiple of 32), and 127 / amax (0 for an all-zero block). */
 static ALWAYS_INLINE float block_scale(const float *x, int n, float *id) {
     float amax = 0;
@@ -42,11 +41,11 @@ static ALWAYS_INLINE float block_scale(const float *x, int n, float *id) {
 /* x (T x cols) -> int8 T x cols, then T x (cols / QB) float scales, then per input and 32
  * columns d x the sum of the quants (the direct panels' offset term), then per input and 16
  * columns the int16 sum of the quants (<= 16 x 127; the per-16 panels' offsets, avx2/gemm_int8_scale16.c). */
-static size_t prep_bytes(int64_t T, int64_t cols) {
+size_t bp_avx2_gemm_q8_bytes(int64_t T, int64_t cols) {
     return bp_cpu_q8_prep_bytes(T, cols) + sizeof(float) * (size_t)(T * (cols / 32)) + sizeof(int16_t) * (size_t)(T * (cols / 16));
 }
 
-static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
+void bp_avx2_gemm_q8_prep(const float *x, int64_t T, int64_t cols, void *buf) {
     const int qb = bp_cpu_q8_block(cols);
     int8_t *q = buf;
     float *d = (float *)(void *)(q + (size_t)(T * cols));
@@ -71,7 +70,6 @@ static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
         }
     }
 }
-
 
 /* Scratch (floats): rowbuf[NR * KC] | w (NR * KC bytes) | |w| (NR * KC bytes) | scales
  * [KC / 32 * NR] | offsets [KC / 32 * NR] (direct panels of offset kinds). w and |w| are
@@ -429,7 +427,7 @@ bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks
     return dq8_to_float(fn, !sg, k, blocks, nblocks, out);
 }
 
-/* The direct panels' loop (gemm_q8's, with the direct pack and micro-kernel); kept apart so the
+/* The direct panels' loop (bp_avx2_gemm_q8's, with the direct pack and micro-kernel); kept apart so the
  * requantized loop compiles as it did (one loop serving both ran the requantized kinds ~5%
  * slower). */
 static void gemm_direct(const bp_cpu_job *job, dq8_fn d8, bool sg, int blk, int ith, int64_t r0, int64_t r1) {
@@ -464,7 +462,7 @@ static void gemm_direct(const bp_cpu_job *job, dq8_fn d8, bool sg, int blk, int 
     }
 }
 
-static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
+void bp_avx2_gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     bool sg;
     int blk;
     int64_t max_t;
@@ -502,25 +500,9 @@ static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     }
 }
 
-bool bp_cpu_avx2g8_init(bp_cpu_ops *ops) {
-    /* Q4_K's 8-a-pass kernel (avx2/decode_legacy_kquant.c, max_batch 64) against these panels (2 threads, 4096 x
-     * 4096, Zen 5 on the AVX2 path, GFLOP/s kernel / GEMM): t = 12 294/272-310, 16 307/292-330,
-     * 24 315/350, 32 317/360, 48 318/372, 64 328/381. The AVX-512 path sets its own. */
-    ops->vec[BP_KIND_Q4_K].max_batch = 16;
-    ops->gemm_q8 = gemm_q8;
-    ops->gemm_q8_prep = prep;
-    ops->gemm_q8_bytes = prep_bytes;
-    ops->gemm_q8_name = "panel GEMM (int8 panels decoded direct or requantized, maddubs 4x16)";
-    return true;
-}
-
 #else
 bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out) {
     (void)k, (void)blocks, (void)nblocks, (void)out;
-    return false;
-}
-bool bp_cpu_avx2g8_init(bp_cpu_ops *ops) {
-    (void)ops;
     return false;
 }
 #endif

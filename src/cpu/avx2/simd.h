@@ -260,7 +260,7 @@ enum { KQ_NJ = 8, KQ_RB = 16 };
  * whole chunk of rows per group (hundreds of rows) came again from L3. Each input's sums are
  * formed the same way whatever the group, so results do not depend on the batch. */
 #define KQ_MULTI_N(NAME, ROW, N)                                                                   \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
         for (int64_t rb = r0; rb < r1; rb += KQ_RB) {                                              \
             const int64_t re = r1 - rb < KQ_RB ? r1 : rb + KQ_RB;                                  \
             for (int64_t j0 = 0; j0 < job->batch; j0 += (N)) {                                     \

@@ -12,7 +12,7 @@
  * zeros, so a 64-byte load at any column below cols stays in the buffer and reads zeros past
  * it (the weights' last pair may be half: its missing half is a masked zero, times a zero x).
  *
- * Small batches (vec_bf16r, t = 2 .. MAX_BATCH): a register tile of 8 weight rows x 3 inputs
+ * Small batches (bp_avx512_vec_bf16r, t = 2 .. MAX_BATCH): a register tile of 8 weight rows x 3 inputs
  * (4 x 4 at t = 4) reads the weight rows as they are: 32 bf16 of a row are one zmm of 16 pairs
  * along k, and so are 32 bf16 of an input, so per 32 columns NJ + NR loads feed NR * NJ
  * vdpbf16ps, and lane l of acc[row][input] sums pair l of every 32 columns; one horizontal sum
@@ -21,7 +21,7 @@
  * thread count or on the batch. Batches above 4 go through column blocks (COLBLK) as the f32
  * tile does, so each input group re-reads the tile's rows from L1.
  *
- * Large batches (gemm_bf16r): panels of 16 weight rows x GKC columns repacked per call into the
+ * Large batches (bp_avx512_gemm_bf16r): panels of 16 weight rows x GKC columns repacked per call into the
  * layout vdpbf16ps wants from the weight side, [column pair][16 rows] (16 x 16 dword transposes,
  * each dword a pair of one row's columns); a micro-kernel of GMR inputs x 32 rows (two panels)
  * broadcasts an input's pair (_mm512_set1_epi32) and runs 2 vdpbf16ps per broadcast, the
@@ -45,7 +45,7 @@ typedef uint32_t __attribute__((may_alias, aligned(1))) u32a;
 
 /* ---- activations ------------------------------------------------------------------------- */
 
-static void quant_bf16(const float *x, int64_t n, void *out) {
+void bp_avx512_quant_bf16(const float *x, int64_t n, void *out) {
     uint16_t *o = out;
     int64_t c = 0;
     for (; c + 32 <= n; c += 32) {
@@ -126,7 +126,7 @@ static ALWAYS_INLINE void tile(const bp_cpu_job *job, int64_t r, const int NR, c
  * (avx512/simd.h; the f32 tiles of avx512/float_kinds.c run the same drivers). */
 BP_TILE_COLS(tile_cols, tile, R, PART_MAX, COLBLK)
 
-static void vec_bf16r(const bp_cpu_job *job, int64_t r0, int64_t r1) { BP_TILE_ROWS(tile_cols, job, r0, r1, R, R); }
+void bp_avx512_vec_bf16r(const bp_cpu_job *job, int64_t r0, int64_t r1) { BP_TILE_ROWS(tile_cols, job, r0, r1, R, R); }
 
 /* ---- large batches: repacked panels, broadcast activations ------------------------------- */
 
@@ -197,7 +197,7 @@ static void micro_any(int m, const uint32_t *p0, const uint32_t *p1, const uint8
     }
 }
 
-static void gemm_bf16r(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
+void bp_avx512_gemm_bf16r(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     uint32_t *pk0 = (uint32_t *)(void *)job->scratch[ith], *pk1 = pk0 + NR * GKC / 2;
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const size_t xs = job->xq_stride;
@@ -225,19 +225,4 @@ static void gemm_bf16r(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     }
 }
 
-bool bp_cpu_avx512bf_init(bp_cpu_ops *ops) {
-    ops->vec_bf16r = (bp_cpu_vec_kernel){vec_bf16r, BP_ACT_BF16,
-                                         "CPU avx512 BF16 vdpbf16ps (activations rounded to bf16; 8 rows x 3 inputs)",
-                                         MAX_BATCH, NULL, true};
-    ops->gemm_bf16r = gemm_bf16r;
-    ops->gemm_bf16r_name = "vdpbf16ps panel GEMM (activations rounded to bf16, 12 x 32)";
-    ops->quant_bf16 = quant_bf16;
-    return true;
-}
-
-#else
-bool bp_cpu_avx512bf_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

@@ -56,7 +56,7 @@ enum { MAX_NJ = 16, DXT_MAX = 256 /* blocks of d_x tabled per call (16 KB) */ };
         _Pragma("GCC unroll 16") for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] =       \
             _mm512_reduce_add_ps(acc[jj]) + offs[jj];                                                     \
     }                                                                                                     \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
             const int64_t left = job->batch - j0;                                                         \
             /* every count up to MAXNJ in one pass (t = 3 as 2 + 1 passes read TQ1_0 at 0.55x t = 4) */   \
@@ -540,7 +540,7 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
     static __attribute__((noinline)) void NAME##_p2(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, int nv) { \
         p16_panel(job, r0, r1, j0, nv, KIND, BYTES, 2);                                                    \
     }                                                                                                     \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                     \
         const int64_t nb = job->cols / 256;                                                               \
         _Alignas(32) float dxt[DXT_MAX * 16];                                                             \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                          \
@@ -575,19 +575,19 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
         }                                                                                                 \
     }
 
-IQ_KERNEL(vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, IK_IQ2_XXS, true, PREP_IQ2_XXS, ARGS_IQ2_XXS)
-IQ_KERNEL(vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, IK_IQ2_XS, true, PREP_IQ2_XS, ARGS_IQ2_XS)
-IQ_KERNEL(vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, IK_IQ2_S, true, PREP_IQ2_S, ARGS_IQ2_S)
-IQ_KERNEL(vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, IK_IQ3_XXS, false, PREP_IQ3_XXS, ARGS_IQ3_XXS)
-IQ_KERNEL(vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, IK_IQ3_S, false, PREP_IQ3_S, ARGS_IQ3_S)
-IQ_KERNEL(vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, IK_IQ1_S, true, PREP_IQ1_S, ARGS_IQ1_S)
-IQ_KERNEL(vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, IK_IQ1_M, true, PREP_IQ1_M, ARGS_IQ1_M)
+IQ_KERNEL(bp_avx512_vec_iq2_xxs, BP_BLOCK_BYTES_IQ2_XXS, IK_IQ2_XXS, true, PREP_IQ2_XXS, ARGS_IQ2_XXS)
+IQ_KERNEL(bp_avx512_vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, IK_IQ2_XS, true, PREP_IQ2_XS, ARGS_IQ2_XS)
+IQ_KERNEL(bp_avx512_vec_iq2_s, BP_BLOCK_BYTES_IQ2_S, IK_IQ2_S, true, PREP_IQ2_S, ARGS_IQ2_S)
+IQ_KERNEL(bp_avx512_vec_iq3_xxs, BP_BLOCK_BYTES_IQ3_XXS, IK_IQ3_XXS, false, PREP_IQ3_XXS, ARGS_IQ3_XXS)
+IQ_KERNEL(bp_avx512_vec_iq3_s, BP_BLOCK_BYTES_IQ3_S, IK_IQ3_S, false, PREP_IQ3_S, ARGS_IQ3_S)
+IQ_KERNEL(bp_avx512_vec_iq1_s, BP_BLOCK_BYTES_IQ1_S, IK_IQ1_S, true, PREP_IQ1_S, ARGS_IQ1_S)
+IQ_KERNEL(bp_avx512_vec_iq1_m, BP_BLOCK_BYTES_IQ1_M, IK_IQ1_M, true, PREP_IQ1_M, ARGS_IQ1_M)
 /* ---- TQ2_0: qs[64] | d, element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 ------------- */
 static ALWAYS_INLINE __m512i cnt2(int a, int b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
 }
 
-ROW_KERNEL(vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, 8, {
+ROW_KERNEL(bp_avx512_vec_tq2_0, BP_BLOCK_BYTES_TQ2_0, BP_BLOCK_ELEMS_TQ2_0, 8, {
     __m512i w[4];
     for (int k = 0; k < 4; k++)
         w[k] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(b + 32 * (k / 2))),
@@ -617,7 +617,7 @@ static ALWAYS_INLINE __m512i trits(__m512i q) {
     return _mm512_mask_add_epi8(t, _mm512_cmpge_epu8_mask(q, _mm512_set1_epi8((char)171)), t, one);
 }
 
-ROW_KERNEL(vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, 8, {
+ROW_KERNEL(bp_avx512_vec_tq1_0, BP_BLOCK_BYTES_TQ1_0, BP_BLOCK_ELEMS_TQ1_0, 8, {
     const __m256i q = load32(b), q3 = times3(q), q9 = times3(q3), q27 = times3(q9), q81 = times3(q27);
     const __m128i q1 = _mm_loadu_si128((const __m128i *)(b + 32));
     const __m256i v = _mm256_set_m128i(times3x(q1), q1), v9 = times3(times3(v));
@@ -655,7 +655,7 @@ static void init_ue4m3(void) {
 
 static const int8_t fp4_doubled_abs[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
 
-ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
+ROW_KERNEL(bp_avx512_vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
     const __m256i q = load32(b + 4), m4 = _mm256_set1_epi8(15);
     const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     /* [sub 0 | sub 2] and [sub 1 | sub 3] per 128-bit lane, then lanes in order 0 1 2 3 */
@@ -677,57 +677,10 @@ ROW_KERNEL(vec_nvfp4, BP_BLOCK_BYTES_NVFP4, BP_BLOCK_ELEMS_NVFP4, 8, {
     }
 })
 
-bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
+/* The lookup tables this file's kernels read, filled once (kernels.def BP_CPU_SETUP). */
+void bp_avx512_grid_lowbit_setup(void) {
     init_iq1();
     init_ue4m3();
-/* max_batch: the panel GEMM (avx512/gemm_int8.c) dequantizes and requantizes each panel once per
- * call, a fixed cost that its int8 tile wins back from some batch on. Where the two meet,
- * 4096 x 4096, one thread, best of 3, on the dev machine (AMD EPYC Zen 5), GFLOP/s these / the
- * GEMM. With p16_panel (2026-11-30, night): t = 32: IQ2_XXS 406/291, IQ2_XS 380/267, IQ2_S
- * 367/285, IQ3_XXS 357/273, IQ3_S 351/257; t = 36 (32 + 4 rows): 346/316, 332/290, 322/321,
- * 304/282, 276/281; t = 40: 326/329, 314/306, 313/334, 285/295, 277/295, so the grid kinds stop
- * at 32 (t = 33 would add a pass of one input). IQ1_S 393/326 and IQ1_M 353/176 at 64: 64.
- * Before it (16 inputs per decode): IQ2_XXS 206/204 at t = 20; IQ3_XXS 171/192 at 20, IQ3_S
- * 151/176 at 20, IQ1_S 183/204 at 32. TQ2_0 359/359 at 32, 363/448 at 48; TQ1_0
- * 346/378 at 48 and 330/214 at 20 (limit 40); IQ1_M 180/148 at 64 (stays faster: 64 keeps
- * t = 65 on the GEMM for every kind, where the kernel tests check it). Each limit sits where
- * the two meet, so GFLOP/s does not dip past it. After the GEMM's direct panels (avx512/gemm_int8.c:
- * IQ2_XXS, IQ3_XXS, IQ3_S decode straight to int8) it overtakes those three past 16: t = 17
- * 287/325, 225/238, 187/228; t = 20 296/354, 242/263, 201/255; t = 32 411/431, 375/353, 353/340
- * (IQ3 a few % behind at 24-32 against 15-25% ahead at 17-20): limit 16. On the Intel Xeon VM
- * (2 threads, 4096 x 4096, 3 interleaved rounds, GFLOP/s kernel / GEMM) the GEMM wins far
- * earlier for the IQ3 kinds: IQ3_S t = 2 49/73, 4 87/138, 8 136/232, 16 242/363, so IQ3_S runs
- * the GEMM from t = 2; IQ3_XXS t = 2 89/66, 4 145/134, 5 139/162, 8 185/238: limit 4. */
-#define SET(K, FN, ACT, NAME, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, ACT), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME " VNNI, 8 inputs per pass, 16-32 from t = 9)", MAXB, NULL, true}
-    SET(IQ2_XXS, vec_iq2_xxs, BP_ACT_Q8X256, "q8_K", 16);
-    SET(IQ2_XS, vec_iq2_xs, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ2_S, vec_iq2_s, BP_ACT_Q8X256, "q8_K", 32);
-    SET(IQ3_XXS, vec_iq3_xxs, BP_ACT_Q8X256, "q8_K", 4);
-    SET(IQ3_S, vec_iq3_s, BP_ACT_Q8X256, "q8_K", 1);
-    SET(IQ1_S, vec_iq1_s, BP_ACT_Q8X256, "q8_K", 64);
-    SET(IQ1_M, vec_iq1_m, BP_ACT_Q8X256, "q8_K", 64);
-    SET(TQ2_0, vec_tq2_0, BP_ACT_Q8X256, "q8_K", 32);
-    SET(TQ1_0, vec_tq1_0, BP_ACT_Q8X256, "q8_K", 40);
-    /* IQ1_S and IQ1_M keep no AVX2 alternative for batch 1: avx2/decode_iq1_ternary.c's kernels (8 inputs a
-     * pass) came within the first-use timing's margin here (AVX2 / AVX-512 time 0.86 for IQ1_S
-     * against the 0.90 needed, 0.99 for IQ1_M; Zen 5, quiet), so under load two processes timed
-     * them either side of it: a clean-clone CI run saw the installed probe example pick the AVX2
-     * IQ1_S kernel and `backplane probe --json` the AVX-512 one, i.e. different bits for the same
-     * input on one machine. The AVX-512 kernel serves every batch of these two kinds. */
-    ops->vec_alt[BP_KIND_IQ1_S].fn = NULL;
-    ops->vec_alt[BP_KIND_IQ1_M].fn = NULL;
-    /* MAXNJ above; the names after SET, which writes the grid kinds' name */
-    ops->vec[BP_KIND_TQ2_0].name = "CPU avx512 TQ2_0 (q8_K VNNI, 8 inputs per pass)";
-    ops->vec[BP_KIND_TQ1_0].name = "CPU avx512 TQ1_0 (q8_K VNNI, 8 inputs per pass)";
-    /* NVFP4 decodes repacked (avx512/decode_repacked.c); this kernel reads the plain layout when the copy cannot be made */
-    ops->vec_plain[BP_KIND_NVFP4] = (bp_cpu_vec_kernel){vec_nvfp4, BP_ACT_Q8X32, "CPU avx512 NVFP4 (q8_0 VNNI, 8 inputs per pass)", 64, NULL, true};
-#undef SET
-    return true;
 }
 
-#else
-bool bp_cpu_avx512iq_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

@@ -141,7 +141,7 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
     K_ROWS(NAME, _r7, 7, false)                                                                          \
     K_ROWS(NAME, _r8, 8, false)                                                                          \
     /* Inputs outer, rows inner (as avx2/decode_repacked.inc, which says why). */                                     \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                        \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                             \
             const int64_t left = job->batch - j0;                                                            \
             if (left >= 16) {                                                                                \
@@ -295,7 +295,6 @@ static ALWAYS_INLINE void unpack_row(const int kind, const uint8_t *b, prow *o) 
     _mm512_storeu_si512((void *)o->sc, pk_dpw(kind) ? _mm512_and_si512(sc32, _mm512_set1_epi32(0xffff)) : sc32);
 }
 
-
 /* The panel's hooks (avx512/panel16.inc says what each must do). Block i of 16 inputs (the first
  * nv real, the rest 0): xt[64 k-steps][16 inputs x 4 bytes] (+128), their d, and the mins' word
  * pairs of activation sums (np of them, per 16 or per 32 elements). */
@@ -359,9 +358,9 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
         }                                                                                                   \
     }
 
-K_KERNEL(vec_q4_k, BP_BLOCK_BYTES_Q4_K, PK_Q4, 1, Q45K_BODY(b + 16, (void)0))
+K_KERNEL(bp_avx512_vec_q4_k, BP_BLOCK_BYTES_Q4_K, PK_Q4, 1, Q45K_BODY(b + 16, (void)0))
 /* Q5_K: qh[32] at 16, bit j of qh[l] is the fifth bit of group j's element l; quants at 48. */
-K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, PK_Q5, 1, {
+K_KERNEL(bp_avx512_vec_q5_k, BP_BLOCK_BYTES_Q5_K, PK_Q5, 1, {
     const __m512i qh = bcast32(b + 16);
     Q45K_BODY(b + 48, w[p] = _mm512_mask_add_epi8(w[p], _mm512_test_epi8_mask(qh, bit2(2 * p, 2 * p + 1)), w[p],
                                                   _mm512_set1_epi8(16)))
@@ -370,7 +369,7 @@ K_KERNEL(vec_q5_k, BP_BLOCK_BYTES_Q5_K, PK_Q5, 1, {
 /* ---- Q6_K: ql[128], qh[64], 16 int8 scales, d. Half h, zmm k (elements 128h + 64k ..):
  * k = 0: low nibbles of ql[64h .. 64h + 63] | qh bits 0-1 (first 32) and 2-3 (next 32);
  * k = 1: high nibbles | qh bits 4-5 and 6-7. Quants stored +32. */
-K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, PK_Q6, 0, {
+K_KERNEL(bp_avx512_vec_q6_k, BP_BLOCK_BYTES_Q6_K, PK_Q6, 0, {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
     const __m512i sc16 = zext(sc16y);
@@ -394,7 +393,7 @@ K_KERNEL(vec_q6_k, BP_BLOCK_BYTES_Q6_K, PK_Q6, 0, {
 
 /* ---- Q2_K: 16 scale bytes (low nibble scale, high nibble min), qs[64], d, dmin. zmm k (of 4)
  * is elements 64k..64k+63: bit pairs 2(2k%4) and 2(2k%4)+2 of qs[32(k/2) ..]. ----------------- */
-K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, 1, {
+K_KERNEL(bp_avx512_vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, 1, {
     const __m512i m3 = _mm512_set1_epi8(3);
     const __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
     const __m256i mn16 = _mm256_srli_epi16(raw, 4);
@@ -418,7 +417,7 @@ K_KERNEL(vec_q2_k, BP_BLOCK_BYTES_Q2_K, PK_Q2, 1, {
 /* ---- Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales (+32), d. Like Q2_K plus the high bit
  * (bit 2k and 2k+1 of hmask for zmm k's halves) as +4; the stored -4 comes back through the
  * activation sums. */
-K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, 0, {
+K_KERNEL(bp_avx512_vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, 0, {
     const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     const __m256i sc16y = scales_q3_k(b + 96);
     const __m512i sc16 = zext(sc16y);
@@ -438,35 +437,4 @@ K_KERNEL(vec_q3_k, BP_BLOCK_BYTES_Q3_K, PK_Q3, 0, {
     }
 })
 
-bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
-/* max_batch: where the panel GEMM overtakes (the IQ4_XS figures are of the kernel this file had
- * for it until avx512/decode_repacked.c's took over). Q4_K, Q5_K and IQ4_XS: 4, since the GEMM decodes
- * their panels straight to int8 (avx512/gemm_int8.c, direct panels): one thread, 4096 x 4096, Zen 5,
- * GFLOP/s kernel / GEMM, Q4_K Q5_K IQ4_XS: t = 4 232/190 216/181 225/193; t = 5 179/221 166/210
- * 178/227; t = 8 233/294 218/287 225/308; t = 12 222/318 200/305 208/329; t = 16 231/357 341/333
- * 406/386; t = 24 261/411 304/375 331/466; t = 32 434/447 414/417 463/504; t = 64 438/537
- * 410/512 460/608. For the others, as measured before the GEMM overtook: With 16/32 inputs per pass (t >= 16) these stay ahead of it past t = 64 on
- * the dev machine (Zen 5, 2 vCPU, 4096 x 4096, 2 threads, hot, best of 40, GFLOP/s at t = 64 /
- * the GEMM at t = 65): Q4_K 780/544, Q6_K 764/543, Q3_K 750/586, Q2_K 695/586, Q5_K 646/455;
- * IQ4_XS 1.1-2x in noisier runs. 64 is the limit the tests cover on each side; the old limits
- * (44-48) were where the 4-input kernels met the GEMM. */
-#define SET(K, FN, MAXB) bp_cpu_keep_alt(ops, BP_KIND_##K, BP_ACT_Q8X256), ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X256, "CPU avx512 " #K " (q8_K VNNI, 8 inputs per pass, 16-32 from t = 16)", MAXB, NULL, true}
-    SET(Q2_K, vec_q2_k, 64);
-    SET(Q3_K, vec_q3_k, 64);
-    SET(Q4_K, vec_q4_k, 4);
-    SET(Q5_K, vec_q5_k, 4);
-    SET(Q6_K, vec_q6_k, 64);
-    /* Q5_K's batches up to 4 read a copy in 16-element groups (avx512/decode_repacked.c); the kernel above
-     * serves the weight when there is no memory for one. */
-    bp_cpu_avx512pz_q5k(ops);
-
-#undef SET
-    return true;
-}
-
-#else
-bool bp_cpu_avx512k_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

@@ -84,26 +84,26 @@ static bool pack4(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes
     return true;
 }
 
-static bool pack4_q4_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+bool bp_avx512_pack4_q4_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack4(w, rows, cols, rb, QUAD_NIB, 18, 2, 0, 0, 0, 2, out);
 }
-static bool pack4_iq4_nl(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+bool bp_avx512_pack4_iq4_nl(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack4(w, rows, cols, rb, QUAD_NIB, 18, 2, 0, 0, 0, 2, out);
 }
-static bool pack4_q4_1(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+bool bp_avx512_pack4_q4_1(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack4(w, rows, cols, rb, QUAD_NIB, 20, 2, 0, 2, 2, 4, out);
 }
-static bool pack4_mxfp4(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+bool bp_avx512_pack4_mxfp4(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack4(w, rows, cols, rb, QUAD_NIB, 17, 1, 0, 0, 0, 1, out);
 }
-static bool pack4_q8_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+bool bp_avx512_pack4_q8_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack4(w, rows, cols, rb, QUAD_Q8, 34, 2, 0, 0, 0, 2, out);
 }
-static bool pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+bool bp_avx512_pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack4(w, rows, cols, rb, QUAD_Q1, BP_BLOCK_BYTES_Q1_0, 2, 0, 0, 0, 2, out);
 }
 
-/* IQ4_XS's copy (pack_iq4_xsi, below) starts with its superblocks' 8-byte heads back to back; its
+/* IQ4_XS's copy (bp_avx512_pack_iq4_xsi, below) starts with its superblocks' 8-byte heads back to back; its
  * nibbles from the next 64-byte boundary, so that every load is one aligned line. The same bytes
  * as the file at 4096 columns (16 x 8 = 128 bytes of heads). Its first copy kept the file's nibble
  * order (two quads a superblock); tried with avx2/decode_repacked.inc's AVX2 pair loop as well (the nibbles
@@ -113,7 +113,7 @@ static bool pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, 
 static size_t iq4xs_head_bytes(int64_t cols) { return ((size_t)(cols / 256) * 8 + 63) / 64 * 64; }
 
 /* Element el (0..31) of block b (of 8) in the 16-element-group layout of an 8-block chunk: its
- * nibble into qd (128 bytes, pack_nvfp4i's order) and its fifth bit into kd (4 u64 masks, one per
+ * nibble into qd (128 bytes, bp_avx512_pack_nvfp4i's order) and its fifth bit into kd (4 u64 masks, one per
  * unpacked zmm: bit 4 l + e of mask 2 m + n is element 8 m + 4 n + e of group l = 8 h + b; kd
  * may be NULL for the kinds without one, whose bit is 0). Both start zeroed. */
 static void put_i16(uint8_t *qd, uint8_t *kd, int b, int el, uint8_t nib, int bit) {
@@ -122,11 +122,11 @@ static void put_i16(uint8_t *qd, uint8_t *kd, int b, int el, uint8_t nib, int bi
     if (bit) kd[8 * (2 * m + n) + pos / 8] |= (uint8_t)(1u << (pos % 8));
 }
 
-/* NVFP4 for vec_nvfp4i: avx2/decode_repacked.inc's pack_nvfp4's scales (per 8 blocks, group l = 8 h + b's scale at
+/* NVFP4 for bp_avx512_vec_nvfp4i: avx2/decode_repacked.inc's pack_nvfp4's scales (per 8 blocks, group l = 8 h + b's scale at
  * byte l), then per 8 blocks 128 bytes of E2M1 codes in the BP_ACT_Q8X16I order: byte 64 m + 4 l +
  * e holds element 4 (2m) + e of group l in its low nibble and element 4 (2m + 1) + e in its high
  * one, so a 64-byte load unpacks to two zmm of 16 groups x 4 elements. Blocks padded to 8. */
-static bool pack_nvfp4i(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
+bool bp_avx512_pack_nvfp4i(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
     const int64_t nb = cols / 32, nbp = padded_blocks(cols);
     out->row_stride = (size_t)nbp * 2 + (size_t)nbp * 16;
     out->data = bp_cpu_packed_alloc(rows, out->row_stride);
@@ -150,11 +150,11 @@ static bool pack_nvfp4i(const uint8_t *w, int64_t rows, int64_t cols, size_t row
     return true;
 }
 
-/* IQ4_XS for vec_iq4_xsi: per row the superblocks' 8-byte heads (d, scales_h, scales_l) back to
+/* IQ4_XS for bp_avx512_vec_iq4_xsi: per row the superblocks' 8-byte heads (d, scales_h, scales_l) back to
  * back, then from the next 64-byte boundary per superblock 128 bytes of nibbles in put_i16's order
  * (its 8 groups of 32 as the 8 blocks; in the file element e of group b is the low nibble of
  * qs[16 b + e] for e < 16, the high one of qs[16 b + e - 16] after). */
-static bool pack_iq4_xsi(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
+bool bp_avx512_pack_iq4_xsi(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
     const int64_t nsb = cols / 256;
     const size_t head = iq4xs_head_bytes(cols);
     out->row_stride = head + (size_t)nsb * 128;
@@ -174,8 +174,8 @@ static bool pack_iq4_xsi(const uint8_t *w, int64_t rows, int64_t cols, size_t ro
     return true;
 }
 
-/* Q5_0 / Q5_1 for vec_q5_0i / vec_q5_1i: [nbp f16 d][nbp f16 m (Q5_1)][per 8 blocks the fifth
- * bits as put_i16's 4 masks][per 8 blocks 128 nibble bytes in pack_nvfp4i's order]. Blocks
+/* Q5_0 / Q5_1 for bp_avx512_vec_q5_0i / bp_avx512_vec_q5_1i: [nbp f16 d][nbp f16 m (Q5_1)][per 8 blocks the fifth
+ * bits as put_i16's 4 masks][per 8 blocks 128 nibble bytes in bp_avx512_pack_nvfp4i's order]. Blocks
  * padded to 8. */
 static bool pack_q5i(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, int has_m, bp_cpu_packed *out) {
     const int64_t nb = cols / 32, nbp = padded_blocks(cols);
@@ -200,13 +200,13 @@ static bool pack_q5i(const uint8_t *w, int64_t rows, int64_t cols, size_t row_by
     }
     return true;
 }
-/* Q5_K for vec_q5_ki: [per superblock its 16-byte head (d, dmin, the 12 bytes of 6-bit scales and
+/* Q5_K for bp_avx512_vec_q5_ki: [per superblock its 16-byte head (d, dmin, the 12 bytes of 6-bit scales and
  * mins), padded to 64 bytes][per superblock put_i16's 4 masks][per superblock 128 nibble bytes in
- * pack_nvfp4i's order]: the file's 176 bytes per 256, its 8 groups of 32 as the 8 blocks. In the
+ * bp_avx512_pack_nvfp4i's order]: the file's 176 bytes per 256, its 8 groups of 32 as the 8 blocks. In the
  * file element e of group G is nibble G % 2 of qs[32 (G / 2) + e] with its fifth bit at bit G of
  * qh[e]. */
 static size_t q5k_head_bytes(int64_t cols) { return ((size_t)(cols / 256) * 16 + 63) / 64 * 64; }
-static bool pack_q5_ki(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
+bool bp_avx512_pack_q5_ki(const uint8_t *w, int64_t rows, int64_t cols, size_t row_bytes, bp_cpu_packed *out) {
     const int64_t nsb = cols / 256;
     const size_t head = q5k_head_bytes(cols);
     out->row_stride = head + (size_t)nsb * (32 + 128);
@@ -226,17 +226,17 @@ static bool pack_q5_ki(const uint8_t *w, int64_t rows, int64_t cols, size_t row_
     }
     return true;
 }
-static bool pack_q5_0i(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+bool bp_avx512_pack_q5_0i(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack_q5i(w, rows, cols, rb, 0, out);
 }
-static bool pack_q5_1i(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
+bool bp_avx512_pack_q5_1i(const uint8_t *w, int64_t rows, int64_t cols, size_t rb, bp_cpu_packed *out) {
     return pack_q5i(w, rows, cols, rb, 1, out);
 }
 
 /* Activations (BP_ACT_Q8X32Q): per 4 blocks 128 quant bytes in the quads' order, then all block
  * scales d (nbp), then all d * sum(q), then per 8 blocks d * sum(q[0..15]) of each, then
  * d * sum(q[16..31]) of each (NVFP4's offset term: its scales are per 16). */
-static void quant_q8x32q(const float *x, int64_t n, void *out) {
+void bp_avx512_quant_q8x32q(const float *x, int64_t n, void *out) {
     const int64_t nb = n / 32, nbp = padded_blocks(n);
     int8_t *q = out;
     float *xd = (float *)(void *)(q + 32 * nbp), *xds = xd + nbp, *xds16 = xds + nbp;
@@ -256,10 +256,10 @@ static void quant_q8x32q(const float *x, int64_t n, void *out) {
     }
 }
 
-/* BP_ACT_Q8X16I: the bytes of quant_q8x32q with each 8 blocks' quants interleaved by 16-element
+/* BP_ACT_Q8X16I: the bytes of bp_avx512_quant_q8x32q with each 8 blocks' quants interleaved by 16-element
  * group: byte 64 k + 4 l + e is element 4 k + e of group l = 8 h + b (block b's elements 16 h ..). */
-static void quant_q8x16i(const float *x, int64_t n, void *out) {
-    quant_q8x32q(x, n, out);
+void bp_avx512_quant_q8x16i(const float *x, int64_t n, void *out) {
+    bp_avx512_quant_q8x32q(x, n, out);
     const int64_t nbp = padded_blocks(n);
     int8_t *q = out;
     for (int64_t g = 0; g < nbp; g += 8) {
@@ -268,7 +268,7 @@ static void quant_q8x16i(const float *x, int64_t n, void *out) {
         for (int b = 0; b < 8; b++)
             for (int h = 0; h < 2; h++)
                 for (int k = 0; k < 4; k++)
-                    /* quant_q8x32q's element 16 h + i of block b sits at 128 (b / 4) + 64 h + 16 (b % 4) + i */
+                    /* bp_avx512_quant_q8x32q's element 16 h + i of block b sits at 128 (b / 4) + 64 h + 16 (b % 4) + i */
                     memcpy(q + 32 * g + 64 * k + 4 * (8 * h + b), t + 128 * (b / 4) + 64 * h + 16 * (b % 4) + 4 * k, 4);
     }
 }
@@ -358,7 +358,7 @@ static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t b
  * in blocks of 8-32 run for every group, so that the second pass read them from L2, measured
  * 0.93-1.0x there (the second pass is the unpacking, not the memory). */
 #define QUAD_DISPATCH(NAME, TGT, ROW)                                                                      \
-    static TGT void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                  \
+    TGT void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                  \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
             const int64_t left = job->batch - j0;                                                          \
             const int nj = left >= 4 ? 4 : (int)left;                                                      \
@@ -435,21 +435,21 @@ static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t b
               pf_group(sp, g, 8 * ((SB) + (MB)) + 2 * (QB)), SCALES, qp + (QB) * (size_t)(b / 4), UNPACK,  \
               SIGNED, HAS_OFFS, OFFS, OFFS_K, 1.0f)
 
-QUAD_KERNEL(vec_q4_0q, , 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, wd, -8.0f)
-QUAD_KERNEL(vec_q4_1q, , 2, 2, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, f16x8(mp + 2 * g), 1.0f)
-QUAD_KERNEL(vec_iq4_nlq, , 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f)
-QUAD_KERNEL(vec_iq4_nlq_vb, VBMI, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_vperm(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f)
-QUAD_KERNEL(vec_mxfp4q, , 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_lut(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
-QUAD_KERNEL(vec_mxfp4q_vb, VBMI, 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_vperm(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
-QUAD_KERNEL(vec_q1_0q, , 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), UNSIGNED(q1_4(q)), 0, 1, wd,
+QUAD_KERNEL(bp_avx512_vec_q4_0q, , 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, wd, -8.0f)
+QUAD_KERNEL(bp_avx512_vec_q4_1q, , 2, 2, 64, f16x8(sp + 2 * g), UNSIGNED(nib4(q)), 0, 1, f16x8(mp + 2 * g), 1.0f)
+QUAD_KERNEL(bp_avx512_vec_iq4_nlq, , 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f)
+QUAD_KERNEL(bp_avx512_vec_iq4_nlq_vb, VBMI, 2, 0, 64, f16x8(sp + 2 * g), UNSIGNED(nib4_vperm(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f)
+QUAD_KERNEL(bp_avx512_vec_mxfp4q, , 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_lut(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
+QUAD_KERNEL(bp_avx512_vec_mxfp4q_vb, VBMI, 1, 0, 64, e8m0x8(sp + g), UNSIGNED(nib4_vperm(q, fp4_plus12_q)), 0, 1, wd, -12.0f)
+QUAD_KERNEL(bp_avx512_vec_q1_0q, , 2, 0, 16, _mm256_mul_ps(f16x8(sp + 2 * g), _mm256_set1_ps(0.125f)), UNSIGNED(q1_4(q)), 0, 1, wd,
             -8.0f)
-QUAD_KERNEL(vec_q8_0q, , 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd, 1.0f)
+QUAD_KERNEL(bp_avx512_vec_q8_0q, , 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, wd, 1.0f)
 
 /* IQ4_XS read in place (no repacked copy): a superblock is d, scales_h (u16), scales_l[4], then
  * qs[128], each 64-byte half of which is already a quad as the packer lays one out (16 nibble
  * bytes a group of 32: low nibbles its elements 0..15, high 16..31), so the quad loop's 8 blocks
  * are the superblock's 8 groups, scaled d * (ls - 32), and its values those of IQ4_NL (+127,
- * unsigned, the offset term as vec_iq4_nlq's), against q8_0 activations (a scale per 32, finer
+ * unsigned, the offset term as bp_avx512_vec_iq4_nlq's), against q8_0 activations (a scale per 32, finer
  * than the q8_K the AVX2 kernel and the GEMM use). It replaced a q8_K kernel in avx512/decode_kquant.c
  * (a sign mask and a negation of the activations per 64 weights, vpmaddubsw + vpdpwssd against
  * the scales): Intel Xeon VM, 2 threads, 4096 x 4096, GB/s hot 32.5 -> 44-45, cold 25.7 -> 28.8;
@@ -469,11 +469,11 @@ static ALWAYS_INLINE __m256 iq4_xs_scales(const uint8_t *b) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(l8)), _mm256_cvtph_ps(_mm_set1_epi16((short)bp_load_u16(b))));
 }
 #define IQ4XS_SB(g) (sp + BP_BLOCK_BYTES_IQ4_XS * (size_t)((g) / 8))
-QUAD_ROWS(vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOCK(IQ4XS_SB(g), BP_BLOCK_BYTES_IQ4_XS),
+QUAD_ROWS(bp_avx512_vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOCK(IQ4XS_SB(g), BP_BLOCK_BYTES_IQ4_XS),
           iq4_xs_scales(IQ4XS_SB(g)), IQ4XS_SB(b) + 8 + 64 * (size_t)((b / 4) % 2),
           UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f, 0.25f)
 #undef IQ4XS_SB
-/* The kernel that runs where there is memory for a copy is vec_iq4_xsi (below). Before it, the
+/* The kernel that runs where there is memory for a copy is bp_avx512_vec_iq4_xsi (below). Before it, the
  * same loop as this one on an aligned copy of the quads (the file's nibble order) had measured, same
  * machine and shape, GB/s L3-resident 46.8 -> 57.0, cold 29.2 -> 33.0; t = 2 262 -> 288 GFLOP/s:
  * this one reads 7 quads in 8 across two lines. */
@@ -481,7 +481,7 @@ QUAD_ROWS(vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOC
 /* ---- 16-element groups (BP_ACT_Q8X16I): NVFP4, IQ4_XS, Q5_0, Q5_1 ---------------------------
  * The layout above puts 4 blocks x 16 elements in a zmm, so each vpdpbusd lane holds a partial
  * sum of one group and every 64 weights need their own conversion, scale permute and FMA. Here
- * each 8 blocks' weights (pack_nvfp4i's order) are two 64-byte loads that unpack to four zmm of
+ * each 8 blocks' weights (bp_avx512_pack_nvfp4i's order) are two 64-byte loads that unpack to four zmm of
  * 16 groups x 4 elements (group l = 8 h + b: block b's elements 16 h ..), against activations in
  * the same order: four vpdpbusd (two chains) leave each group's whole integer dot in its own lane,
  * and one conversion and one FMA against the groups' scales finish 256 weights. Intel Xeon VM, 2
@@ -540,7 +540,7 @@ QUAD_ROWS(vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOC
 #define S_PER32 _mm512_broadcast_f32x8(_mm256_mul_ps(wd, _mm256_loadu_ps(xd + g)))
 #define OSTEP_PER32(OFFS) _mm256_fmadd_ps(OFFS, _mm256_loadu_ps(xd + nbp + g), offs[jj])
 
-/* NVFP4 (pack_nvfp4i): the 16 scales of 8 blocks, one per group in the groups' lane order, widen
+/* NVFP4 (bp_avx512_pack_nvfp4i): the 16 scales of 8 blocks, one per group in the groups' lane order, widen
  * to f16 with a shift (an E4M3 byte << 7 is the f16 of its value / 2^8, subnormals included), so
  * the scale is that * 128 (the value halved, as the table holds doubled E2M1 values + 12); the
  * -12 comes back once per row from the activations' 16-element sums. */
@@ -554,10 +554,10 @@ QUAD_ROWS(vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PREFETCH_BLOC
              pf_group(sp, g, 16 + 128), NVFP4_WD, _mm512_mul_ps(wd, _mm512_broadcast_f32x8(_mm256_loadu_ps(xd + g))), \
              __m512, _mm512_fmadd_ps(wd, _mm512_loadu_ps(xd + 2 * nbp + 2 * g), offs[jj]), UNPACK,           \
              a - 12.0f * _mm512_reduce_add_ps(o))
-NVFP4I_ROWS(vec_nvfp4i, , UNPACK_FP4)
-NVFP4I_ROWS(vec_nvfp4i_vb, VBMI, UNPACK_FP4_VB)
+NVFP4I_ROWS(bp_avx512_vec_nvfp4i, , UNPACK_FP4)
+NVFP4I_ROWS(bp_avx512_vec_nvfp4i_vb, VBMI, UNPACK_FP4_VB)
 
-/* IQ4_XS (pack_iq4_xsi): a superblock's 8 groups of 32 are the 8 blocks, scaled d * (ls - 32)
+/* IQ4_XS (bp_avx512_pack_iq4_xsi): a superblock's 8 groups of 32 are the 8 blocks, scaled d * (ls - 32)
  * (iq4_xs_scales' 4x: the 0.25 leaves with the row), its values IQ4_NL's (+127, unsigned). */
 #define UNPACK_IQ4(q, W0, W1) UNPACK_LUT(q, W0, W1, nib4_lut, iq4nl_plus127_q)
 #define UNPACK_IQ4_VB(q, W0, W1) UNPACK_LUT(q, W0, W1, nib4_vperm, iq4nl_plus127_q)
@@ -566,8 +566,8 @@ NVFP4I_ROWS(vec_nvfp4i_vb, VBMI, UNPACK_FP4_VB)
              const uint8_t *qp = sp + iq4xs_head_bytes(job->cols);, pf_group(sp, g, BP_BLOCK_BYTES_IQ4_XS), \
              const __m256 wd = iq4_xs_scales(sp + (size_t)g), S_PER32, __m256, OSTEP_PER32(wd), UNPACK,   \
              0.25f * (a - 127.0f * hsum8(o)))
-IQ4XSI_ROWS(vec_iq4_xsi, , UNPACK_IQ4)
-IQ4XSI_ROWS(vec_iq4_xsi_vb, VBMI, UNPACK_IQ4_VB)
+IQ4XSI_ROWS(bp_avx512_vec_iq4_xsi, , UNPACK_IQ4)
+IQ4XSI_ROWS(bp_avx512_vec_iq4_xsi_vb, VBMI, UNPACK_IQ4_VB)
 
 /* Q5_0 / Q5_1 (pack_q5i): per 8 blocks the four zmm's fifth-bit masks (32 bytes) in a region of
  * their own, so that the 128 nibble bytes stay 64-byte aligned. (In the quad layout the masks at
@@ -585,9 +585,9 @@ static ALWAYS_INLINE void q5_8(const uint8_t *q, const uint8_t *k, wquad *w0, wq
              const uint8_t *qp = kp + 4 * (size_t)nbp; (void)mp;, pf_group(sp, g, 8 * (2 + (MB)) + 160),   \
              const __m256 wd = f16x8(sp + 2 * g), S_PER32, __m256, OSTEP_PER32(OFFS), Q5_UNPACK,           \
              a + (OFFS_K) * hsum8(o))
-Q5I_KERNEL(vec_q5_0i, 0, wd, -16.0f)
-Q5I_KERNEL(vec_q5_1i, 2, f16x8(mp + 2 * g), 1.0f)
-/* Q5_K (pack_q5_ki): a superblock's 8 groups of 32 are the 8 blocks, scaled d * sc_G, the mins'
+Q5I_KERNEL(bp_avx512_vec_q5_0i, 0, wd, -16.0f)
+Q5I_KERNEL(bp_avx512_vec_q5_1i, 2, f16x8(mp + 2 * g), 1.0f)
+/* Q5_K (bp_avx512_pack_q5_ki): a superblock's 8 groups of 32 are the 8 blocks, scaled d * sc_G, the mins'
  * term dmin * m_G times the activations' d * sum(q) per 32, subtracted once per row; q8_0
  * activations (a scale per 32, finer than the q8_K of avx512/decode_kquant.c's kernel, which stays the
  * one on the plain layout). */
@@ -599,86 +599,9 @@ Q5I_KERNEL(vec_q5_1i, 2, f16x8(mp + 2 * g), 1.0f)
     const __m256 mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8))),      \
                                     _mm256_broadcastss_ps(_mm_movehdup_ps(dm)))
 #define Q5K_UNPACK(q, W0, W1) q5_8(q, kp + 4 * (size_t)g, &(W0), &(W1))
-I16_ROWS(vec_q5_ki, , job->packed->data + (size_t)r * job->packed->row_stride,
+I16_ROWS(bp_avx512_vec_q5_ki, , job->packed->data + (size_t)r * job->packed->row_stride,
          const uint8_t *kp = sp + q5k_head_bytes(job->cols); const uint8_t *qp = kp + 4 * (size_t)nbp;,
          pf_group(sp, g, BP_BLOCK_BYTES_Q5_K), Q5K_WD, S_PER32, __m256, OSTEP_PER32(mn), Q5K_UNPACK,
          a - hsum8(o))
 
-/* Called by avx512/decode_kquant.c's init after it set Q5_K's q8_K kernel: that one moves to vec_plain
- * (the weight without a copy) and vec_q5_ki takes batches up to 4 (the int8 GEMM's direct panels
- * after). Intel Xeon VM, 2 threads, 4096 x 4096: see the README's kernel table. No decode
- * alternative: the AVX2 kernel reads the plain layout, a main kernel with a copy is not timed
- * against one. */
-void bp_cpu_avx512pz_q5k(bp_cpu_ops *ops) {
-    ops->vec_plain[BP_KIND_Q5_K] = ops->vec[BP_KIND_Q5_K];
-    ops->vec_alt[BP_KIND_Q5_K] = (bp_cpu_vec_kernel){0};
-    ops->vec[BP_KIND_Q5_K] = (bp_cpu_vec_kernel){vec_q5_ki, BP_ACT_Q8X16I, "CPU avx512 Q5_K (repacked in 16-element groups, q8_0 VNNI)", 4, pack_q5_ki, true};
-}
-
-bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
-    ops->quant_q8x32q = quant_q8x32q;
-    ops->quant_q8x16i = quant_q8x16i;
-/* max_batch: where the int8 GEMM (avx512/gemm_int8.c) overtakes. Its direct panels (the weights
- * decoded straight to int8, no f32 round trip) moved that from past 64 to t = 20-40. One thread,
- * 4096 x 4096, dev machine (AMD EPYC Zen 5), best of 5, GFLOP/s these / the GEMM: Q4_0 t = 32
- * 389/398, t = 48 380/441; Q4_1 t = 24 384/347, t = 32 371/362; IQ4_NL t = 24 378/360, t = 32
- * 386/427; Q8_0 t = 24 263/243, t = 32 266/288; Q5_1 t = 24 299/298, t = 32 312/358; Q5_0 t = 16
- * 311/279, t = 24 317/340; MXFP4 (no direct panel) t = 32 341/269, t = 48 339/343; Q1_0 and
- * NVFP4 have no direct panel and keep 64. vec_plain (the kernel on the caller's layout, run when
- * the repacked copy cannot be allocated) stays the one avx2/decode_repacked.inc's init saved. */
-#define SET(K, FN, PACK, MAXB)                                                                                 \
-    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, BP_ACT_Q8X32Q, "CPU avx512 " #K " (repacked by 4 blocks, q8_0 VNNI)", MAXB, PACK, true}
-    SET(Q4_0, vec_q4_0q, pack4_q4_0, 32);
-    SET(Q4_1, vec_q4_1q, pack4_q4_1, 28);
-    SET(IQ4_NL, vec_iq4_nlq, pack4_iq4_nl, 28);
-    SET(MXFP4, vec_mxfp4q, pack4_mxfp4, 44);
-    ops->vec[BP_KIND_Q5_0] = (bp_cpu_vec_kernel){vec_q5_0i, BP_ACT_Q8X16I, "CPU avx512 Q5_0 (repacked in 16-element groups, q8_0 VNNI)", 20, pack_q5_0i, true};
-    ops->vec[BP_KIND_Q5_1] = (bp_cpu_vec_kernel){vec_q5_1i, BP_ACT_Q8X16I, "CPU avx512 Q5_1 (repacked in 16-element groups, q8_0 VNNI)", 24, pack_q5_1i, true};
-    SET(Q1_0, vec_q1_0q, pack4_q1_0, 64);
-    SET(Q8_0, vec_q8_0q, pack4_q8_0, 28);
-    /* IQ4_XS reads pack_iq4_xsi's copy, or its blocks in place where there is no memory for one
-     * (vec_plain). The AVX2 kernel it replaces is kept in vec_alt, but cpu.c never swaps a main
-     * kernel that reads a copy for it (decode_kernel), so BACKPLANE_CPU_DECODE does not reach
-     * IQ4_XS; test_cpu_kernels' passes for the two picks run this one twice. max_batch 8: Intel Xeon VM, 2 threads, 4096 x
-     * 4096, hot, GFLOP/s this / the int8 GEMM: t = 8 365/330, t = 12 365/416, t = 16 366/483. */
-    bp_cpu_keep_alt(ops, BP_KIND_IQ4_XS, BP_ACT_Q8X256P);
-    ops->vec_plain[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsq, BP_ACT_Q8X32Q, "CPU avx512 IQ4_XS (quads in place, q8_0 VNNI)", 8, NULL, true};
-    ops->vec[BP_KIND_IQ4_XS] = (bp_cpu_vec_kernel){vec_iq4_xsi, BP_ACT_Q8X16I, "CPU avx512 IQ4_XS (repacked in 16-element groups, q8_0 VNNI)", 8, pack_iq4_xsi, true};
-    /* NVFP4's vec_plain: avx2/decode_repacked.inc's init saved the AVX2 one, avx512/decode_grid_lowbit.c's puts its own */
-    ops->vec[BP_KIND_NVFP4] = (bp_cpu_vec_kernel){vec_nvfp4i, BP_ACT_Q8X16I, "CPU avx512 NVFP4 (repacked in 16-element groups, q8_0 VNNI)", 64, pack_nvfp4i, true};
-#undef SET
-    return true;
-}
-
-/* Where CPUID has AVX512_VBMI (cpu.c asks, after every other init of the path): the nibble-table
- * kinds' vpermb kernels (nib4_vperm) take the place of the pshufb ones, which move to vec_novbmi
- * (run with bp_cpu_set_vbmi(false) or BACKPLANE_CPU_VBMI=0). Only where the pshufb kernel is
- * still the one in place: a kernel another init put there is not this file's to replace. */
-void bp_cpu_avx512vb_init(bp_cpu_ops *ops) {
-    static const struct {
-        bp_kind kind;
-        bp_cpu_vec_fn pshufb, vpermb;
-        const char *name;
-    } vb[] = {
-        {BP_KIND_IQ4_NL, vec_iq4_nlq, vec_iq4_nlq_vb, "CPU avx512 IQ4_NL (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
-        {BP_KIND_MXFP4, vec_mxfp4q, vec_mxfp4q_vb, "CPU avx512 MXFP4 (repacked by 4 blocks, q8_0 VNNI, vpermb lookup)"},
-        {BP_KIND_IQ4_XS, vec_iq4_xsi, vec_iq4_xsi_vb, "CPU avx512 IQ4_XS (repacked in 16-element groups, q8_0 VNNI, vpermb lookup)"},
-        {BP_KIND_NVFP4, vec_nvfp4i, vec_nvfp4i_vb, "CPU avx512 NVFP4 (repacked in 16-element groups, q8_0 VNNI, vpermb lookup)"},
-    };
-    for (size_t i = 0; i < sizeof vb / sizeof vb[0]; i++) {
-        bp_cpu_vec_kernel *v = &ops->vec[vb[i].kind];
-        if (v->fn != vb[i].pshufb) continue;
-        ops->vec_novbmi[vb[i].kind] = *v;
-        v->fn = vb[i].vpermb;
-        v->name = vb[i].name;
-    }
-}
-
-#else
-bool bp_cpu_avx512pz_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
-void bp_cpu_avx512vb_init(bp_cpu_ops *ops) { (void)ops; }
-void bp_cpu_avx512pz_q5k(bp_cpu_ops *ops) { (void)ops; }
 #endif

@@ -138,7 +138,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
     /* Rows outer, inputs inner, column blocks of COLBLK_BYTES a row past 4 inputs (avx512/simd.h);   \
      * batches below QMIN only (the quads take the rest), so the parked sums are sized for those. */  \
     BP_TILE_COLS(NAME##_cols, NAME##_tile, R, (QMIN) - 1, COLBLK_BYTES / (ESZ))                            \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         if (job->batch == 1) {                                                                             \
             g_decode[DEC](job, r0, r1);                                                                    \
             return;                                                                                        \
@@ -161,7 +161,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
  * 31.2, BF16 29.5; 4 KB into L2 34.6 / 36.5 / 34.8; 4 KB into L1 27.4 / 31.4 / 28.0; 8 KB into
  * L2 35.9 / 34.7 / 34.0. Same column order for any r0, r1. */
 #define ROW_KERNEL(NAME, LOAD, ESZ)                                                                        \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         const float *x = job->x;                                                                           \
         const int64_t n = job->cols;                                                                       \
         for (int64_t r = r0; r < r1; r++) {                                                                \
@@ -309,7 +309,7 @@ static __attribute__((noinline)) void quad_tile_n(const float *s, const float *x
  * tiles (the last may be short), column blocks of QCB, groups of at most QNJ inputs as even as
  * they go. */
 #define QUAD_KERNEL(NAME, PACK, ESZ)                                                                       \
-    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         _Alignas(64) float s[QCB * QR];                                                                    \
         __m512 part[4 * QCHUNK];                                                                           \
         const int64_t n = job->cols;                                                                       \
@@ -361,7 +361,7 @@ static bp_cpu_vec_fn g_quad[3] = {quad_f32, quad_f16, quad_bf16};
  * quads: F32 t = 128 230 -> 312, t = 512 254 -> 296, t = 2048 255 -> 298; F16 t = 128 255 ->
  * 332, t = 512 273 -> 329, t = 2048 267 -> 311; BF16 t = 128 247 -> 328, t = 512 263 -> 314.
  * Rows [r0, r1) of every input; ith unused (no scratch: the block is on the stack). */
-static void quad_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
+void bp_avx512_quad_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     (void)ith;
     const bp_kind k = job->kt->info.kind;
     g_quad[k == BP_KIND_F32 ? 0 : k == BP_KIND_F16 ? 1 : 2](job, r0, r1);
@@ -375,12 +375,12 @@ static void quad_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
 #define QMIN_F32 12
 #define QMIN_F16 12
 #define QMIN_BF16 16
-FLOAT_KERNEL(vec_f32, ld_f32, 4, 0, 4, false, QMIN_F32)
-FLOAT_KERNEL(vec_f16, ld_f16, 2, 1, 8, false, QMIN_F16)
-FLOAT_KERNEL(vec_bf16, ld_bf16, 2, 2, 8, true, QMIN_BF16)
+FLOAT_KERNEL(bp_avx512_vec_f32, ld_f32, 4, 0, 4, false, QMIN_F32)
+FLOAT_KERNEL(bp_avx512_vec_f16, ld_f16, 2, 1, 8, false, QMIN_F16)
+FLOAT_KERNEL(bp_avx512_vec_bf16, ld_bf16, 2, 2, 8, true, QMIN_BF16)
 
 /* BP_ACT_F32EO (cpu_internal.h): per whole 32 columns the 16 even ones, then the 16 odd ones. */
-static void quant_f32eo(const float *x, int64_t n, void *out) {
+void bp_avx512_quant_f32eo(const float *x, int64_t n, void *out) {
     float *o = out;
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
@@ -396,26 +396,5 @@ static void quant_f32eo(const float *x, int64_t n, void *out) {
 
 #define BP_STR_(x) #x
 #define BP_STR(x) BP_STR_(x) /* a macro's value as a string */
-bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
-/* max_batch 64, then the GEMM: the quads again (quad_gemm), in chunks of 64 inputs. */
-    if (!ops->vec[BP_KIND_F32].fn || !ops->vec[BP_KIND_F16].fn || !ops->vec[BP_KIND_BF16].fn) return false;
-#define SET(K, ACT, FN, NAME, QMIN)                                                                        \
-    ops->vec[BP_KIND_##K] = (bp_cpu_vec_kernel){FN, ACT, "CPU avx512 " #K " (" NAME ": 8 x 3 tiles, from t = " BP_STR(QMIN) " 4 x 4 quads 16 rows x 6 inputs; decode one row)", MAX_BATCH, NULL, true}
-    SET(F32, BP_ACT_F32, vec_f32, "f32 FMA", QMIN_F32);
-    SET(F16, BP_ACT_F32, vec_f16, "F16C + f32 FMA", QMIN_F16);
-    SET(BF16, BP_ACT_F32EO, vec_bf16, "f32 FMA", QMIN_BF16);
-    ops->quant_f32eo = quant_f32eo;
-    ops->vec_row_unit[BP_KIND_F32] = ops->vec_row_unit[BP_KIND_F16] = ops->vec_row_unit[BP_KIND_BF16] = QR;
-#undef SET
-    ops->gemm = quad_gemm;
-    ops->gemm_name = "quads GEMM (4 x 4 quads, 16 rows x 6 inputs, f32 FMA)";
-    ops->gemm_isa = "avx512";
-    return true;
-}
 
-#else
-bool bp_cpu_avx512f_init(bp_cpu_ops *ops) {
-    (void)ops;
-    return false;
-}
 #endif

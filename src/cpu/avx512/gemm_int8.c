@@ -27,7 +27,6 @@
  * weight zmm x 8 inputs (the old tile: 9 loads per 8) reached 7.0. */
 enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */, GROUPS_PER_BLOCK = 86 /* ~512 inputs */ };
 
-
 /* The T inputs in ceil(T / MR) groups of near-equal size (the first T % groups one larger), so
  * no group is a small remainder: t = 32 ran as 6+6+6+6+6+2, where the 2-input tile does 4
  * vpdpbusd per 4 loads; now 6+6+5+5+5+5. Group g: inputs [*t0, *t0 + *m). */
@@ -43,11 +42,11 @@ static ALWAYS_INLINE void group_of(int64_t T, int64_t g, int64_t *t0, int *m) {
  * micro-kernel's broadcasts read m * kc contiguous bytes instead of m rows 4 KB apart (which
  * share one L1 set). Then T x (cols / QB) float scales, then per input and 32 columns d x the sum of the quants
  * (the offset term of the direct panels, below). */
-static size_t prep_bytes(int64_t T, int64_t cols) {
+size_t bp_avx512_gemm_q8_bytes(int64_t T, int64_t cols) {
     return bp_cpu_q8_prep_bytes(T, cols) + sizeof(float) * (size_t)(T * (cols / 32));
 }
 
-static void prep(const float *x, int64_t T, int64_t cols, void *buf) {
+void bp_avx512_gemm_q8_prep(const float *x, int64_t T, int64_t cols, void *buf) {
     const int qb = bp_cpu_q8_block(cols);
     uint8_t *q = buf;
     float *d = (float *)(void *)(q + (size_t)(T * cols));
@@ -109,7 +108,6 @@ static panel panel_of(float *scratch) {
 }
 _Static_assert(NR * KC + NR * KC / 4 + PW * KC / 4 + 3 * (KC / 32) * PW <= BP_CPU_SCRATCH_FLOATS,
                "the int8 GEMM's panels fit the thread scratch");
-
 
 /* Columns [k0, k0 + n) of the 16 rows in rowbuf (n = 64, or 32 at the last chunk of a kc that
  * is a multiple of 32 only) into half h (rows 16 h ..) of the packed pair: per QB block each
@@ -184,7 +182,6 @@ static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int n
     }
 }
 
-
 /* ---- Direct panels: the kind's own integers, no f32 round trip ------------------------------
  * Why: at t = 32-64 the pack above (dequantize 16 rows to f32, absmax, requantize, transpose)
  * cost as much as ~36 inputs' micro-kernel time per panel (one thread, 4096 x 4096, Zen 5:
@@ -192,7 +189,7 @@ static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int n
  * scale per 32 columns, plus an offset for some (w = s q + o: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL
  * IQ4_XS Q4_K Q5_K), a decoder writes q as int8 with s and o per 32 columns, and the pack is
  * only the transpose. The micro-kernel then scales per 32 columns (twice as often) and adds
- * o x (the input's d x its 32 quants' sum, from prep). The weights are not rounded a second
+ * o x (the input's d x its 32 quants' sum, from bp_avx512_gemm_q8_prep). The weights are not rounded a second
  * time, so results are closer to the reference than the requantized panels. */
 static void d8_q4_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q4_0, q += 32) {
@@ -432,7 +429,7 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
  * 362-419; t = 512 Q5_K 630-643 -> 656-659, IQ4_XS 592-593 -> 607-613; t = 2048 (8 MB of
  * inputs re-read per pair) both ~590, hence the input blocks: 2 threads, 4096 x 4096, t = 2048,
  * Q4_K 1069 -> 1162 GFLOP/s, Q8_0 1063 -> 1189, IQ2_XXS t = 1024 1166 -> 1278; t = 512 unchanged. */
-static void gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
+void bp_avx512_gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const panel pp = panel_of(job->scratch[ith]);
     /* Input groups in blocks of ~512 inputs (bp_batch_block; t = 2048 above). */
     const int64_t ngroups = (job->batch + MR - 1) / MR, per = bp_batch_block(ngroups, GROUPS_PER_BLOCK, 1);
@@ -458,7 +455,7 @@ static ALWAYS_INLINE void put16_iq1(float *dst, uint64_t g0, uint64_t g1, float 
 
 /* IQ1_S, 50 bytes: f16 d; 32 low index bytes at 2; per 32 weights a u16 at 34: four 3-bit high
  * index parts, a 3-bit scale (2 s + 1), the delta sign (bit 15). */
-static void dq_iq1_s(const void *src, float *dst, int64_t nblocks) {
+void bp_avx512_dq_iq1_s(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ1_S) {
         const float d = bp_f16_to_f32(bp_load_u16(b));
@@ -477,7 +474,7 @@ static void dq_iq1_s(const void *src, float *dst, int64_t nblocks) {
 /* IQ1_M, 56 bytes: 32 low index bytes; 16 qh bytes at 32, a nibble per 8 weights (3 high index
  * bits, the delta sign); 4 u16 at 48: sixteen 3-bit scales (2 s + 1, one per 16 weights) and in
  * their top nibbles the f16 d. */
-static void dq_iq1_m(const void *src, float *dst, int64_t nblocks) {
+void bp_avx512_dq_iq1_m(const void *src, float *dst, int64_t nblocks) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nblocks; i++, b += BP_BLOCK_BYTES_IQ1_M) {
         uint16_t sc[4];
@@ -500,30 +497,9 @@ bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks
     return dq8_to_float(fn, off, k, blocks, nblocks, out);
 }
 
-bool bp_cpu_avx512_init(bp_cpu_ops *ops) {
-    ops->isa_name = "avx512";
-    ops->gemm_q8 = gemm_q8;
-    ops->gemm_q8_prep = prep;
-    ops->gemm_q8_bytes = prep_bytes;
-    ops->gemm_q8_name = "panel GEMM (int8 panels decoded direct or requantized, VNNI 6x32)";
-    /* These replace the AVX2 path's (avx2/dequant_lowbit.c), which this path inherits: as conditional
-     * fallbacks they never ran once the AVX2 ones existed, and the panel GEMM at t = 32-64 ran
-     * IQ1_M 84 -> 98 and 151 -> 175 GFLOP/s with them (one thread, 4096 x 4096, Zen 5). */
-    ops->dequant[BP_KIND_IQ1_S] = dq_iq1_s;
-    ops->dequant[BP_KIND_IQ1_M] = dq_iq1_m;
-    /* Q2_0 has a one-input decode kernel (avx2/decode_grid_lowbit.c); its direct panels beat it from t = 2
-     * (one thread, 4096 x 4096, Zen 5, GFLOP/s kernel / GEMM: t = 2 69/91, t = 4 68/175). */
-    ops->vec[BP_KIND_Q2_0].max_batch = 1;
-    return true;
-}
-
 #else
 bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out) {
     (void)k, (void)blocks, (void)nblocks, (void)out;
-    return false;
-}
-bool bp_cpu_avx512_init(bp_cpu_ops *ops) {
-    (void)ops;
     return false;
 }
 #endif

@@ -9,7 +9,7 @@
  * in L1 next to the matching slice of x. */
 enum { CHUNK = 1024 };
 
-static void vec_generic(const bp_cpu_job *job, int64_t r0, int64_t r1) {
+void bp_scalar_vec_generic(const bp_cpu_job *job, int64_t r0, int64_t r1) {
     float buf[CHUNK];
     const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
     for (int64_t r = r0; r < r1; r++) {
@@ -30,7 +30,7 @@ static void vec_generic(const bp_cpu_job *job, int64_t r0, int64_t r1) {
 
 /* Each row chunk is dequantized once and used for every input; y accumulates chunk by chunk
  * in a fixed order, so the thread count never changes a value. */
-static void gemm_generic(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
+void bp_scalar_gemm_generic(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     float *buf = job->scratch[ith];
     const int64_t be = job->kt->info.block_elems, bb = job->kt->info.block_bytes;
     for (int64_t r = r0; r < r1; r++) {
@@ -49,7 +49,8 @@ static void gemm_generic(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1)
     }
 }
 
-void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out) {
+void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, void *out_) {
+    bp_q8x32 *out = out_;
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
         float amax = 0;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
@@ -66,7 +67,8 @@ void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out) {
     }
 }
 
-void bp_cpu_quant_q8x256_scalar(const float *x, int64_t n, bp_q8x256 *out) {
+void bp_cpu_quant_q8x256_scalar(const float *x, int64_t n, void *out_) {
+    bp_q8x256 *out = out_;
     for (int64_t b = 0; b < n / 256; b++, x += 256) {
         float amax = 0;
         for (int i = 0; i < 256; i++) amax = fmaxf(amax, fabsf(x[i]));
@@ -84,7 +86,7 @@ void bp_cpu_quant_q8x256_scalar(const float *x, int64_t n, bp_q8x256 *out) {
     }
 }
 
-static uint64_t read_sum(const uint8_t *p, size_t n) {
+uint64_t bp_scalar_read_sum(const uint8_t *p, size_t n) {
     const uint64_t *q = (const uint64_t *)(const void *)p;
     uint64_t a = 0, b = 0, c = 0, d = 0;
     for (size_t i = 0; i < n / 8; i += 4) {
@@ -96,14 +98,3 @@ static uint64_t read_sum(const uint8_t *p, size_t n) {
     return a ^ b ^ c ^ d;
 }
 
-void bp_cpu_scalar_init(bp_cpu_ops *ops) {
-    memset(ops, 0, sizeof *ops);
-    ops->isa_name = "scalar";
-    ops->vec_generic = (bp_cpu_vec_kernel){vec_generic, BP_ACT_F32, "CPU scalar generic-dequant", 0, NULL, false};
-    ops->gemm = gemm_generic;
-    ops->gemm_name = "row GEMM (dequant + f32 dot)";
-    ops->gemm_isa = "scalar";
-    ops->quant_q8x32 = bp_cpu_quant_q8x32_scalar;
-    ops->quant_q8x256 = bp_cpu_quant_q8x256_scalar;
-    ops->read_sum = read_sum;
-}
