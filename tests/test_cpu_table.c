@@ -9,7 +9,8 @@
  * 2. On every path this CPU runs, for every weight kind and a spread of batches (each side of
  *    every batch limit in the table), with and without repacking and for both batch-1 picks:
  *    the name bp_cpu_kernel_name (what probe and the run records print) gives for (kind, t) is
- *    the name of the function bp_cpu_gemm then called. */
+ *    the name of the function bp_cpu_gemm then called.
+ * 3. docs/cpu-kernel-table.md is the table as it is (test_cpu_table --write makes it anew). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,8 +193,76 @@ out:
     free(y);
 }
 
-int main(void) {
+static const char *const act_names[BP_ACT_COUNT] = {"f32", "q8x32", "q8x256", "q8x32p", "q8x256p", "q8x32q", "bf16", "f32eo", "q8x16i"};
+
+/* The table as markdown: one line per path and kind. */
+static size_t table_markdown(char *buf, size_t len) {
+    size_t n = 0;
+#define OUT(...) (n += (size_t)snprintf(buf + (n < len ? n : len), n < len ? len - n : 0, __VA_ARGS__))
+    OUT("# The CPU kernel table\n\nGenerated from `src/cpu/kernels.def` by `test_cpu_table --write` (the suite fails when this\n"
+        "file and the table disagree). One line per path and weight kind: the decode kernel that a batch of up to *max\n"
+        "batch* inputs runs (larger batches run the path's GEMM, below), the activation format it reads, whether one call\n"
+        "serves every input (*multi*), the copy it repacks the weight into, the kernel run without that copy (*plain*),\n"
+        "the second batch-1 kernel (*alt*, `*`: the default) and the GEMM panels' dequantizer (*ref*: the reference).\n"
+        "Which kernel decodes Q4_K on AVX2 at batch 8: the avx2 Q4_K line, `bp_avx2_vec_q4_k` up to batch 16.\n\n");
+    for (const bp_cpu_path_row *p = bp_cpu_table_path(); p->path != BP_CPU_ISA_COUNT; p++) {
+        OUT("## %s\n\n", bp_cpu_isa_name(p->path));
+        OUT("Generic decode `%s`; f32 GEMM (F32, F16, BF16 and kinds without rows): %s", p->generic.name, p->gemm_name);
+        if (p->q8_name) OUT("; int8 GEMM (quantized kinds): %s", p->q8_name);
+        OUT(".\n\n");
+        bool any = false;
+        for (const bp_cpu_decode_row *d = bp_cpu_table_decode(); d->path != BP_CPU_ISA_COUNT; d++) {
+            if (d->path != p->path) continue;
+            if (!any) OUT("| kind | decode kernel | act | multi | max batch | repacks | plain | alt | dequant | name |\n"
+                          "|---|---|---|---|---|---|---|---|---|---|\n");
+            any = true;
+            int c = 0;
+            const bp_cpu_decode_row *pl = row_of(bp_cpu_table_plain(), d->path, d->kind, &c);
+            const bp_cpu_decode_row *vb = row_of(bp_cpu_table_vbmi(), d->path, d->kind, &c);
+            const char *alt = "";
+            bool first = false;
+            for (const bp_cpu_alt_row *a = bp_cpu_table_alt(); a->path != BP_CPU_ISA_COUNT; a++)
+                if (a->path == d->path && a->kind == d->kind) {
+                    const bp_cpu_decode_row *from = row_of(bp_cpu_table_decode(), a->from, a->kind, &c);
+                    alt = from ? from->fn_name : "?", first = a->first;
+                }
+            char mb[16];
+            if (d->k.max_batch == 0x7fffffff) snprintf(mb, sizeof mb, "any");
+            else snprintf(mb, sizeof mb, "%d", d->k.max_batch);
+            OUT("| %s | `%s`%s%s%s | %s | %s | %s | %s | %s%s%s | %s%s%s%s | %s | %s |\n", bp_kind_traits_of(d->kind)->info.name,
+                d->fn_name, vb ? " (`" : "", vb ? vb->fn_name : "", vb ? "` with VBMI)" : "", act_names[d->k.act],
+                d->k.multi ? "yes" : "no", mb, d->k.pack ? "yes" : "", pl ? "`" : "", pl ? pl->fn_name : "", pl ? "`" : "",
+                *alt ? "`" : "", alt, *alt ? "`" : "", first ? "*" : "", d->dequant ? "fast" : "ref", d->k.name);
+        }
+        if (any) OUT("\n");
+    }
+#undef OUT
+    return n;
+}
+
+static void check_doc(bool write) {
+    static char want[1 << 16];
+    const size_t n = table_markdown(want, sizeof want);
+    CHECK(n < sizeof want, "the markdown table needs %zu bytes", n);
+    const char *path = "docs/cpu-kernel-table.md";
+    if (write) {
+        FILE *f = fopen(path, "w");
+        CHECK(f && fwrite(want, 1, n, f) == n, "cannot write %s", path);
+        if (f) fclose(f);
+        return;
+    }
+    static char have[1 << 16];
+    FILE *f = fopen(path, "r");
+    size_t m = f ? fread(have, 1, sizeof have, f) : 0;
+    if (f) fclose(f);
+    CHECK(m == n && memcmp(have, want, n) == 0, "%s is not the table as it is: run test_cpu_table --write from the source tree",
+          path);
+}
+
+int main(int argc, char **argv) {
+    const bool write = argc > 1 && strcmp(argv[1], "--write") == 0;
     check_table();
-    check_names();
+    if (!write) check_names();
+    check_doc(write);
     return bp_test_finish();
 }
