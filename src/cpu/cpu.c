@@ -23,13 +23,10 @@ static bool g_have[BP_CPU_ISA_COUNT];
 static bp_cpu_isa g_isa;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-/* BF16 batches round x to bf16 for vdpbf16ps only on AMD CPUs (g_bf16_dot, from CPUID). On Zen 5
- * vdpbf16ps does twice an FMA's f32 FLOPs (the vdpbf16ps GEMM 835 GFLOP/s at 2 threads, the f32
- * FMA one ~417); on the Intel Xeon VM (AVX-512 BF16/FP16/AMX, 2 vCPU, 2 threads, 4096 x 4096) the
- * vdpbf16ps kernels ran BF16 at t = 512 at 210 GFLOP/s and the exact f32 ones at 281, t = 16-32
- * 210-218 vs 218-234 (ggml 226-227): there rounding x buys nothing and costs precision. A timed
- * choice was tried: a loop of 12 independent vdpbf16ps against one of FMAs read 0.5 or 1.3 on the
- * same core depending on how the compiler scheduled it, too fragile to steer by. */
+/* BF16 batches round x to bf16 for vdpbf16ps only on AMD CPUs (g_bf16_dot, from CPUID): on the
+ * AMD CPU measured vdpbf16ps did twice an FMA's f32 FLOPs, on the Intel one the exact f32
+ * kernels were faster, so there rounding x buys nothing and costs precision (figures, and why a
+ * timed choice was not kept: docs/cpu-kernels.md). */
 static bool g_bf16_dot;
 /* BACKPLANE_CPU_VBMI=0 or bp_cpu_set_vbmi(false): ops->vec_novbmi where a kind has one. */
 static bool g_vbmi_off;
@@ -258,14 +255,10 @@ static int cmp_dbl(const void *a, const void *b);
 /* BACKPLANE_CPU_DECODE=time: the alternative must be this much faster (the median over TRIES
  * back-to-back pairs of its time / the main kernel's) to replace the main kernel. The two
  * kernels sum in different orders, so their results differ in the last bits: a pick that flips
- * between processes changes a program's output on the same machine. History: 3% over best of 5
- * flipped on Zen 5 where two kernels were within a few percent; 10% over best of 15 flipped on
- * the Intel Xeon VM under `ctest -j2` with compilers running (Q5_K's AVX2 kernel under 0.90x in
- * one process, 1.08-1.33x quiet); the median of 31 pairs (each pair's two calls see about the
- * same load) still let the Python binding and the C CLI, run side by side by ctest, pick
- * different IQ4_XS kernels (0.95-0.96x quiet). A timed choice is only as stable as the kernels
- * are far apart, so it is not the default: ops->alt_first is, fixed per kind from measurements
- * on the machines we have. BACKPLANE_CPU_DECODE=avx512|avx2 pins the choice outright. */
+ * between processes changes a program's output on the same machine, and under load it did at
+ * every margin tried (docs/cpu-kernels.md). A timed choice is only as stable as the kernels are
+ * far apart, so it is not the default: the table's ALT rows fix the choice per kind.
+ * BACKPLANE_CPU_DECODE=avx512|avx2 pins it outright. */
 #define PICK_MARGIN 0.90
 
 /* Under AddressSanitizer or ThreadSanitizer the two kernels' times say nothing about the machine

@@ -100,9 +100,7 @@ typedef struct bp_cpu_vec_kernel {
     bp_cpu_act act;
     const char *name; /* "CPU avx2 Q4_K (q8_K int dot)" */
     /* Up to this batch the kernel runs (once per input, or once for all with multi) instead of
-     * the panel GEMM (0: the default, 4). Crossovers measured on the dev machine (1024 x 4096,
-     * one core): per-input ~16 for Q4_0/Q4_K, ~10 for Q6_K, ~6 for the grid IQ kinds (whose
-     * decode is compute-bound); multi-input repacked kernels ~48-64+. */
+     * the panel GEMM (0: the default, 4): where the two cross (kernels.def, docs/cpu-kernels.md). */
     int max_batch;
     /* Non-NULL: the kernel reads a repacked copy of the weight (job->packed), made by this at
      * first use and kept in bp_weight.backend_state[BP_BACKEND_CPU]; the caller's bytes are
@@ -149,9 +147,8 @@ typedef struct bp_cpu_ops {
      * machine measured); false: vec. BACKPLANE_CPU_DECODE=time times the two instead. */
     bool alt_first[BP_CPU_MAX_KIND];
     /* Batches (t >= 2) of vec reach it in chunks of a multiple of this many rows (0: 4, as
-     * decode). The AVX-512 float quads tile by 16: 640 rows in 40-row chunks left every third
-     * tile half empty (F32 t = 16 -11%, F16 t = 24 -13% on the Intel Xeon VM); 16 for the
-     * quantized kinds cost Q4_0 and TQ2_0 5-8% at t = 2-8 there (32-row chunks, not 40). */
+     * decode): 16 for the AVX-512 float quads, which tile by 16 (a chunk of 40 rows left every
+     * third tile half empty); the quantized kinds keep 4, finer chunks balancing better. */
     int vec_row_unit[BP_CPU_MAX_KIND];
     /* Faster dequantizers than the reference for the GEMM panels, per kind (NULL: reference).
      * Same contract as bp_dequant_fn, and bit-identical to the reference: test_cpu_dequant

@@ -155,7 +155,7 @@ void bp_avx2_vec_nvfp4(const bp_cpu_job *job, int64_t r0, int64_t r1) {
  * steps as the multi-input kernel (d * DS * x.d times each block's sum, added in block order,
  * one hsum at the end), so results are bit-identical to it and independent of the batch. */
 /* GRID_TILE_MAXB: the most inputs the tile holds (acc: 256 KB of stack at 512; pool threads have
- * the default 8 MB). Each kind's max_batch (bp_cpu_avx2iq_init) is at most this. */
+ * the default 8 MB). Each grid kind's AVX2 batch limit (kernels.def) is at most this. */
 enum { GRID_TILE_MIN = 10, GRID_TILE_MAXB = 512 };
 typedef struct {
     _Alignas(32) int8_t w[KQ_RB][8][32];

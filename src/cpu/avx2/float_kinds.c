@@ -90,24 +90,13 @@ ROW_VEC(vec_bf16, load_bf16, conv_bf16, 2)
  * once for 4 inputs. Rows go in blocks of FRB, each block run for every group of 4 inputs (the
  * block comes from memory once, from L2 after that), and a block's columns in chunks of FCC, so
  * the chunk of 4 inputs (8 KB) and of the rows (16 KB of F32) stay in L1 across the block's rows.
- * The rows are prefetched 2 KB ahead: jumping between 8 rows' chunks, the hardware prefetcher
- * left F32 at t = 4 at ~29 GFLOP/s on one core of the dev machine (~45-60 with it).
- * A batch of up to 4 (one group of inputs, nothing to keep in L1 for a next group) streams whole
- * rows instead, and each row asks for a line once: AVX2 forced on the Intel Xeon VM, 2 threads,
- * 4096 x 4096, hot, 3 interleaved rounds, GFLOP/s before / after (ggml's AVX2 build): t = 2 F16
- * 98.9 / 111.6 (109.6), BF16 93.1 / 106.2 (106.8), F32 56.2 / 58.5 (55.7); t = 4 F16 153 / 162,
- * BF16 139 / 150. At t = 2 F16 streams its weights as fast as decode does hot (~56 GB/s): the
- * rate at which this VM's cache hierarchy hands a core a 32 MiB weight, for both libraries.
- * A (row, input)'s 8 lanes carry over from chunk to chunk as a vector (part) and are summed once
- * at the end: a horizontal sum per tile and chunk cost F16 / BF16 3-8% at t = 8-32 (AVX2 forced,
- * 4096 x 4096, 2 threads, Zen 5; F16 t = 32 ~5080 -> ~4750 us). A row's sum (lanes in column
- * order, then the tail) does not depend on which row it is paired with, so results do not depend
- * on how rows are split over threads. */
-/* max_batch 32: on the dev machine (Zen 5, AVX2 path, 4096 x 4096, 2 threads, one interleaved run
- * with ggml) these ran F32 151 / 162 GFLOP/s at t = 8 / 16, F16 168 at 8, BF16 163 / 172, where
- * the f32 panel GEMM ran F32 133, F16 135 / 168, BF16 160 at t = 16-32 (one core alone measured the
- * crossover lower, ~12-16: two threads share the memory these read once). */
-enum { FR = 3, FRB = 12, FCC = 512, FMAXB_F32 = 32, FMAXB_F16 = 32, FMAXB_BF16 = 32 };
+ * The rows are prefetched 2 KB ahead (jumping between 8 rows' chunks defeats the hardware
+ * prefetcher). A batch of up to 4 (one group of inputs) streams whole rows instead, each row
+ * asking for a line once. A (row, input)'s 8 lanes carry over from chunk to chunk as a vector
+ * (part) and are summed once at the end. A row's sum (lanes in column order, then the tail) does
+ * not depend on which row it is paired with, so results do not depend on how rows are split over
+ * threads. The batch limit (32, kernels.def) and the measurements: docs/cpu-kernels.md. */
+enum { FR = 3, FRB = 12, FCC = 512 };
 
 #define FLOAT_MULTI(NAME, ONE, LOAD, CONV, ESZ)                                                            \
     static ALWAYS_INLINE void NAME##_tile(const bp_cpu_job *job, int64_t r, const int R, const int NJ,    \

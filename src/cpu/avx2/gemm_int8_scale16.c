@@ -1,12 +1,10 @@
 /* AVX2 prefill, the int8 panel GEMM (avx2/gemm_int8.c) for the 256-element kinds whose weights are
  * small integers with an integer scale per 16 columns (Q6_K Q3_K Q2_K IQ2_XS IQ2_S IQ1_M) or per
- * 32 (IQ1_S Q5_K IQ2_XXS IQ3_XXS IQ3_S) under a float super-block scale d. The per-16 kinds went
- * the slow way before: dequantized to f32 and requantized to int8 per 64 columns, with a
- * vpmaddwd by ones after every vpmaddubsw; the per-32 ones widened every k4 step.
- * Here a row's own integers are packed as they are, and the sub-block scale costs nothing: the
- * int16 pairs of vpmaddubsw are summed over S k4 steps (4 S columns, within one scale group), then
- * the widening vpmaddwd multiplies by a vector of the 16 rows' int16 scales instead of ones. The
- * int32 sums run over the activation's 64-column block, then one float multiply by d_w d_x.
+ * 32 (IQ1_S Q5_K IQ2_XXS IQ3_XXS IQ3_S) under a float super-block scale d. A row's own integers
+ * are packed as they are, and the sub-block scale costs nothing: the int16 pairs of vpmaddubsw
+ * are summed over S k4 steps (4 S columns, within one scale group), then the widening vpmaddwd
+ * multiplies by a vector of the 16 rows' int16 scales instead of ones. The int32 sums run over
+ * the activation's 64-column block, then one float multiply by d_w d_x.
  *   Unsigned panels (stored q' = q + m, offset -m sc per group: Q6_K 0..63 m 32, Q3_K 0..7 m 4,
  *     IQ1 0..18 m 9, IQ3_S 0..30 m 15; Q2_K 0..3 and Q5_K 0..31 with their mins): q' is
  *     vpmaddubsw's unsigned operand as it is (no vpsignb); the offset goes through the input's
@@ -19,8 +17,6 @@
  * int16 range (|x| <= 127), a lane sums S pairs: S = 2: Q6_K 2 x 2 x 63 x 127 = 32004, IQ3_XXS
  * 31496, IQ2 21844; S = 4: Q5_K 4 x 2 x 31 x 127 = 31496, IQ3_S 30480, IQ1 18288, Q3_K, Q2_K.
  * An int32 sum of a block: Q6_K |sc| <= 128, 8 x 128 x 32004 + offsets < 2^31.
- * Tried and measured slower (t = 512, GFLOP/s): Q6_K signed with S = 4 ~385 (this ~430); IQ2
- * unsigned (+ 43) widening every step, both row halves a pass ~330 (this ~380).
  * The weights are not rounded a second time, so the results are closer to the reference than
  * the requantized panels' (same tolerance.def gemm QUANT bound, test_cpu_kernels). */
 #include "cpu/cpu_internal.h"

@@ -2,29 +2,19 @@
  * the grid kinds (IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S), IQ1_S, IQ1_M, TQ1_0, TQ2_0, NVFP4 (Q1_0
  * runs the repacked kernels of avx2/decode_repacked.inc).
  *
- * At 2 threads these kinds are limited by instructions per weight, not memory, so each kernel
- * decodes a 32-weight group ONCE into unsigned bytes g, a 32-bit negate mask k and int16 group
- * scales, pairs two groups in a zmm, and then serves every input of the pass (up to 8)
- * with four instructions per 64 weights: load, masked negate of the activations where k
- * is set (the weight's sign moved onto x), vpmaddubsw, vpdpwssd (scale and accumulate). What
- * capped t >= 8 (measured on one Zen 5 core by removing parts): the per-input block end
- * (scalar d_w * d_x, its broadcast, IQ1's 16-sum term added after the fact) cost as much as
- * the decode; it is now 3 FP ops per input and block (SERVE). The AVX2 kernels
- * rebuilt the sign bytes from a 128-entry table per input, 32 weights at a time, and ran once
- * per input.
- *  - Grid rows come from scalar loads (vmovq / vpinsrq): one vpgatherqq per pair of groups
- *    measured slower on Zen 5 (IQ2_XXS one core, GFLOP/s: t = 1 68 -> 47, t = 8 207 -> 153,
- *    t = 32 411 -> 375).
- *  - Sign masks come straight from the bits: IQ2_S / IQ3_S store them; the ksigns kinds store
- *    7 bits per 8 weights, the 8th being their parity, computed here by a shift/xor cascade.
- *  - IQ1_S / IQ1_M: w = 8 g + delta (g in -1..1, delta +-1), so w + 9 = 8 (g + 1) + (delta + 1)
- *    is unsigned (0..18): a table of 8 (g + 1) per grid row, one byte add for delta, and the
- *    -9 comes back once per block through the activations' 16-sums (no per-input sign work).
- *  - TQ2_0: 64 weights per zmm as Q2_K (avx512/decode_kquant.c), unscaled, one vpdpbusd per input.
- * From t = 9 the grid and IQ1 kinds run a panel with the inputs in the lanes (p16_panel: a
- * block decoded once per 16 or 32 inputs, one vpdpbusd per 64 multiply-adds).
+ * These kinds are limited by instructions per weight, not memory, so each kernel decodes a
+ * 32-weight group once into unsigned bytes, a negate mask (the weight's sign moved onto x) and
+ * int16 group scales, pairs two groups in a zmm, and serves every input of the pass (up to 8)
+ * with four instructions per 64 weights: load, masked negate, vpmaddubsw, vpdpwssd. The block
+ * end is 3 FP ops per input (SERVE). Grid rows come from scalar loads (a gather was slower);
+ * sign masks straight from the bits (the ksigns kinds' 8th bit is the parity of the other 7);
+ * IQ1_S / IQ1_M use w + 9 = 8 (g + 1) + (delta + 1), unsigned, the -9 returned once per block
+ * through the activations' 16-sums; TQ2_0 reads 64 weights per zmm as Q2_K does.
+ * From t = 9 the grid and IQ1 kinds run a panel with the inputs in the lanes (p16_panel: a block
+ * decoded once per 16 or 32 inputs, one vpdpbusd per 64 multiply-adds).
  * Results per (row, input) do not depend on the batch grouping or the thread count; for the
- * grid and IQ1 kinds (t >= 2) not on which kernel (row or panel) served the input either. */
+ * grid and IQ1 kinds (t >= 2) not on which kernel (row or panel) served the input either.
+ * Measurements: docs/cpu-kernels.md. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)

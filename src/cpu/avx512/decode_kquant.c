@@ -1,29 +1,16 @@
 /* AVX-512 decode and small-batch kernels for the k-quants (Q2_K Q3_K Q4_K Q5_K Q6_K) against
- * bp_q8x256 activations (IQ4_XS, once here, runs avx512/decode_repacked.c's quad loop). One zmm holds 64
- * weights, the two 32-weight groups (or four 16-weight groups) whose activations are 64
- * consecutive bytes of the plain q8x256 layout, so nothing is re-ordered. Per 64 weights:
- * unpack (a variable shift per 256-bit half picks the low or high nibble / bit pair; vptestmb +
- * masked add supply Q5_K's and Q3_K's extra bit), one vpmaddubsw (u8 x s8 pairs) and one
- * vpdpwssd that multiplies the pairs by their group scales (vpermw puts each group's scale under
- * its lanes) and accumulates (Q4_K / Q5_K decode: dot4_p32, one vpdpbusd per 64 instead). The
- * AVX2 kernels did the same per 32 weights with a scalar scale broadcast per group; on the dev
- * machine (Zen 5) these read ~2x the bytes per cycle hot.
+ * bp_q8x256 activations (IQ4_XS runs avx512/decode_repacked.c's quad loop). One zmm holds 64
+ * weights, the 32-weight groups whose activations are 64 consecutive bytes of the plain q8x256
+ * layout, so nothing is re-ordered. Per 64 weights: unpack (a variable shift per 256-bit half
+ * picks the nibble or bit pair; vptestmb + masked add supply Q5_K's and Q3_K's extra bit), one
+ * vpmaddubsw and one vpdpwssd that multiplies the pairs by their group scales (vpermw puts each
+ * group's scale under its lanes) and accumulates (Q4_K / Q5_K decode: one vpdpbusd instead).
  *
- * Small batches: each kernel computes up to MAX_NJ = 8 inputs per pass over a row (multi = true),
- * every count from 1 to 8 in one pass, so the weights are read once per call and unpacked once
- * per 8 inputs. History: 8 a pass once ran Q4_K / Q6_K at t = 8 at 0.4-0.6x two passes of 4 on
- * the dev machine (Zen 5, 1000 x 4096, an older epilogue), so it became 4 a pass, and t = 3
- * (2 + 1) and 5-7 (4 + 1..3) made two or three passes of unpacking: on the Intel Xeon VM (2
- * threads, 4096 x 4096, hot, 3 interleaved rounds) t = 5 read below t = 4 (Q2_K 206 vs 253
- * GFLOP/s, Q3_K 181 vs 225, Q6_K 208 vs 251; ggml's Q2_K at t = 5: 197). One pass of up to 8
- * there: t = 5 Q2_K 240, Q3_K 241, Q6_K 248; t = 8 1.06-1.19x; t = 2-4 even. From 16 inputs on, groups of 16 or 32
- * run a second kernel (p16_panel, avx512/panel16.inc) with the inputs in the lanes: one vpdpbusd
- * per 64 multiply-adds instead of two multiply ops and a per-input epilogue.
- *
- * Tried for Q4_K / Q5_K decode and taken out: a split copy per row (heads, fifth bits, nibbles in
- * regions of their own, so no 32-byte load spans two lines, as avx512/decode_repacked.c does for IQ4_XS
- * and Q5_0/Q5_1): Intel Xeon VM, 2 threads, 4096 x 4096, cold, Q4_K 31.8 -> 29.7 GB/s, Q5_K 29.3
- * -> 28.7 (three streams a row where there was one, and only 1 load in 4 or 2 had spanned). */
+ * Small batches: up to MAX_NJ = 8 inputs per pass over a row, every count from 1 to 8 in one
+ * pass, so the weights are read once per call and unpacked once per 8 inputs (two passes of 4
+ * made t = 5-7 slower than t = 4). From 16 inputs, groups of 16 or 32 run p16_panel
+ * (avx512/panel16.inc) with the inputs in the lanes: one vpdpbusd per 64 multiply-adds.
+ * Measurements and what was tried: docs/cpu-kernels.md. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)

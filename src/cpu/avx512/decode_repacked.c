@@ -1,19 +1,13 @@
 /* AVX-512 repacked kernels four blocks at a time for the 32-element kinds (Q4_0 Q4_1 Q8_0
  * IQ4_NL MXFP4) and Q1_0, and eight at a time in 16-element groups (I16_ROWS, below) for Q5_0,
- * Q5_1, IQ4_XS and NVFP4 (as pairs of 32-element blocks with a scale per 16). avx2/decode_repacked.inc
- * works on pairs of blocks in ymm registers, which costs, per 64 weights and input, two vpdpbusd plus a
- * conversion, a scale permute and an FMA. Here one zmm holds the low nibbles of four blocks
- * (elements 0..15 of each) and another the high nibbles (16..31), against activations laid out
- * to match (BP_ACT_Q8X32Q: per 4 blocks [b0 0..15, b1 0..15, b2 0..15, b3 0..15, b0 16..31,
- * ...]); per 128 weights and input: two vpdpbusd, one conversion, one permute, one FMA, half
- * the float work of the pair loop.
+ * Q5_1, IQ4_XS and NVFP4 (as pairs of 32-element blocks with a scale per 16). One zmm holds the
+ * low nibbles of four blocks (elements 0..15 of each) and another the high nibbles (16..31),
+ * against activations laid out to match (BP_ACT_Q8X32Q: per 4 blocks [b0 0..15, b1 0..15,
+ * b2 0..15, b3 0..15, b0 16..31, ...]); per 128 weights and input: two vpdpbusd, one conversion,
+ * one permute, one FMA, half the float work of avx2/decode_repacked.inc's pair loop.
  *
- * Every line of a row is requested BP_ROW_PF ahead (avx2/simd.h; the note on pf_group says
- * how): with the scales and quants of a row read as two streams, the hardware prefetcher left a
- * cold Q4_0 decode at 14.7 GB/s on one core of the dev machine (Q4_K's one stream: 30);
- * prefetched 1 KB ahead, 32.5. At 2 threads (Zen 5, 2 vCPU, 4096 x 4096, cold) 2 KB instead of
- * 1 read Q4_0 at 60.7 GB/s instead of 56.8, and prefetching Q8_0's second line too (its quads
- * are 128 bytes) 65.2 instead of 60.8.
+ * Every line of a row is requested BP_ROW_PF ahead (avx2/simd.h, pf_group): a row read as two
+ * streams (scales, quants) defeats the hardware prefetcher (measurements: docs/cpu-kernels.md).
  *
  * Weight layout per row (made once per weight at first use, like avx2/decode_repacked.inc's): [nbp scale
  * fields][nbp second fields (Q4_1's min)][quads of blocks, padded to 4 blocks]. A quad is the
@@ -484,13 +478,8 @@ QUAD_ROWS(bp_avx512_vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PRE
  * each 8 blocks' weights (bp_avx512_pack_nvfp4i's order) are two 64-byte loads that unpack to four zmm of
  * 16 groups x 4 elements (group l = 8 h + b: block b's elements 16 h ..), against activations in
  * the same order: four vpdpbusd (two chains) leave each group's whole integer dot in its own lane,
- * and one conversion and one FMA against the groups' scales finish 256 weights. Intel Xeon VM, 2
- * threads, 4096 x 4096, interleaved A/B against the quad kernels (3-7 rounds): NVFP4 decode hot
- * 47.6 -> 56.3 GB/s, cold 30.9 -> 35.0, t = 2 232 -> 315, t = 4-16 234-239 -> 408-414 GFLOP/s;
- * IQ4_XS hot 49.5 -> 53.3, cold 30.6 -> 32.8, t = 2-8 +10-12%; Q5_0 cold 30.2 -> 33.3, t = 2-16
- * +17-22%; Q5_1 cold 29.6 -> 31.0, +13%. (NVFP4's quad kernel had replaced a per-block one,
- * avx512/decode_grid_lowbit.c's, now the fallback on the plain layout, at ~79% of the read bandwidth where
- * Q4_0 read ~93%.)
+ * and one conversion and one FMA against the groups' scales finish 256 weights (faster than the
+ * quad kernels for these four kinds at every batch measured: docs/cpu-kernels.md).
  *
  * ROWP: the row; SETUP: declarations after sp (qp: the 8-block chunks of 128 quant bytes); PF: the
  * prefetch before the 8 blocks at g; WD: a declaration of their weight scales wd; S: the zmm of

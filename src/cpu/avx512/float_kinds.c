@@ -1,26 +1,19 @@
 /* AVX-512 decode, batch and GEMM kernels for the float kinds (F32, F16, BF16): a register tile
- * of R = 8 rows by up to 3 inputs, or 4 x 4 for a batch of 4 (one pass over the weights: 2 + 2
- * read them twice and ran F32 at 0.66x ggml). Wider input tiles (2 x 8) measured slower on the
- * dev machine. Column blocking for every batch did too (short weight streams defeat the
- * prefetcher), so batches up to 4 (one group of inputs) stream whole rows; larger ones, where
- * each group re-reads the tile's rows, go through 2 KB blocks of each row so that the re-reads
- * come from L1 (COLBLK_BYTES, measured there). Per 16 columns: NJ activation loads, then per row one
- * weight load (converted to f32: vcvtph2ps for F16; BF16 per 32 columns, the even elements by a
- * shift and the odd ones by a mask, against activations stored in that order, BP_ACT_F32EO: on
- * the Intel Xeon VM, 2 threads, 4096 x 4096, t = 4 176 -> 207 GFLOP/s, t = 8 196 -> 222, t = 16
- * 222 -> 240, where widening 16 at a time in order took two operations) and NJ FMAs, so an
- * activation load serves 8 rows and a weight load NJ inputs (the AVX2 kernels loaded both per
- * FMA, and ran once per input). The accumulators hide the FMA latency; these kernels keep
- * exact f32 products (no bf16/f16 dot instructions: the tests hold them to the FLOAT bound). BF16
- * batches (t >= 2) outside exact mode run avx512/bf16_dot.c instead on AMD CPUs with AVX512_BF16.
+ * of R = 8 rows by up to 3 inputs, or 4 x 4 for a batch of 4 (one pass over the weights).
+ * Batches up to 4 stream whole rows; larger ones, where each group of inputs re-reads the tile's
+ * rows, go through 2 KB blocks of each row so the re-reads come from L1 (COLBLK_BYTES). Per 16
+ * columns: NJ activation loads, then per row one weight load converted to f32 (vcvtph2ps for
+ * F16; BF16 per 32 columns, the even elements by a shift and the odd ones by a mask, against
+ * activations stored in that order, BP_ACT_F32EO) and NJ FMAs, so an activation load serves 8
+ * rows and a weight load NJ inputs. Products stay exact f32 (the tests hold these kernels to the
+ * FLOAT bound); BF16 batches outside exact mode run avx512/bf16_dot.c on AMD CPUs with AVX512_BF16.
  *
  * Larger batches (F32 and F16 from t = 12, BF16 from 16) run an outer-product tile over the
  * weights turned into 4 x 4 quads a column block at a time (QUAD_KERNEL, below).
  *
- * Batch 1 runs a one-row kernel (below: ROW_KERNEL, every float kind),
- * faster cold than the tile. Each tile row is prefetched ahead (1 KB in 8-row tiles, 2 KB in
- * 4-row ones, by the first group of inputs only): eight weight streams at once outran the
- * hardware prefetcher.
+ * Batch 1 runs a one-row kernel (ROW_KERNEL), faster cold than the tile. Each tile row is
+ * prefetched ahead (1 KB in 8-row tiles, 2 KB in 4-row ones, by the first group of inputs only):
+ * eight weight streams at once outran the hardware prefetcher. Measurements: docs/cpu-kernels.md.
  *
  * Every (row, input) has one accumulator summed in column order, whatever tile it falls in,
  * so results do not depend on the thread count (the row split) or the batch grouping (the quads
@@ -192,26 +185,16 @@ static bp_cpu_vec_fn g_decode[3] = {row_f32, row_f16, row_bf16};
  * quads. A zmm holds 4 columns of 4 rows (a 128-bit lane a row) and meets the same 4 columns of
  * one input, broadcast to every lane (vbroadcastf32x4: a load alone, no shuffle), so the tile
  * is an outer product: per 4 columns, 4 weight vectors (16 rows) and NJ <= 6 broadcasts feed
- * 4 x NJ FMAs.
- * The dot-product tiles above load a whole zmm per row and per input (8 + 3 loads per 24 FMAs);
- * on the Intel Xeon VM, with everything in L1, an 8 x 3 tile of that kind ran at 66-71% of one
- * core's FMA peak (7.4 G zmm FMAs/s) and this one at 90-96%. The first input group of each
- * column block pays for it: it converts 16 rows of QCB columns to f32 and turns each 4 x 4 of
- * 128-bit lanes around (8 shuffles per 64 weights) into a 16 KB block that the other groups read
- * from L1 (~20% of the time at t = 16 with the weight hot in L2, one thread).
+ * 4 x NJ FMAs, against 8 + 3 loads per 24 FMAs in the dot-product tiles above (which ran at
+ * about 70% of the FMA peak in L1, this one above 90%). The first input group of each column
+ * block pays for it: it converts 16 rows of QCB columns to f32 and transposes each 4 x 4 of
+ * 128-bit lanes into a 16 KB block that the other groups read from L1.
  *
  * The block's loads would come in a burst (16 rows at once); instead each step of the groups
  * requests two lines of the next block (or of the next tile's first) into L2, spread over the
- * block's compute. Intel Xeon VM, 2 threads, 4096 x 4096, 3 interleaved rounds, GFLOP/s, 8 x 3
- * tiles -> quads with the pack prefetching each row 2 KB ahead -> spread: F32 t = 16 211 -> 205
- * -> 240, t = 32 257 -> 257 -> 277 (where a 64 MiB weight streams at ~25-30 GB/s of the 37);
- * F16 t = 16 -> 259 -> 278. Against the tiles (same run, spread): F32 t = 8 1.00x, t = 9 1.03x,
- * t = 12 1.07x, t = 16 1.07x; F16 t = 8 1.00x, t = 9 1.01x, t = 12 1.14x, t = 16 1.26x; BF16 t =
- * 12 0.93x (its tiles widen with one operation, SPLIT), t = 16 1.10x. A 640 x 2048 weight (in L3)
- * puts the crossing later: F32 t = 9 0.98x, t = 12 1.00x, t = 16 1.06x; F16 t = 9 0.90x, t = 12
- * 1.00x, t = 16 1.10x (with 16-row chunks, ops->vec_row_unit); so QMIN 12, 12 and 16. An
- * earlier run without the spread: F16 t = 32 275 -> 330, t = 64 279 -> 338; BF16 t = 32 289 ->
- * 326; F32 t = 64 237 -> 312. Blocks of 128 or 512 columns read within 3% of 256.
+ * block's compute. QMIN (12, 12 and 16) is where the quads overtake the tiles, on a 640 x 2048
+ * weight in L3 (the later crossing; 16-row chunks, the table's row unit); the measurements are
+ * in docs/cpu-kernels.md.
  *
  * Per (row, input), lane k sums the columns = k mod 4 in column order and the four lanes are
  * added ((0 + 1) + (2 + 3)) at the end, whatever the tile, the row split or the input grouping.
