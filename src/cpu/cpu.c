@@ -1,6 +1,6 @@
 /* The CPU backend's entry points: pick the instruction-set path once (CPUID, or
  * BACKPLANE_CPU_ISA), plan each call from the kernel table (kernels.def: the decode kernel up to
- * its batch limit, else the path's GEMM; plan() serves the run, the batched jobs and the name
+ * its batch limit, else the path's GEMM; plan_call serves the run, the batched jobs and the name
  * reports alike), quantize activations once per call, repack a weight at first use when its
  * kernel reads a copy, and share rows out over the pool. The kernels live under scalar/, avx2/
  * and avx512/, each folder built with its own -m flags (backend.cmake), so one binary runs on
@@ -368,8 +368,8 @@ typedef struct plan {
 } plan;
 
 static void plan_call(const bp_cpu_ops *ops, bp_kind k, int64_t t, int64_t cols, bool copy, plan *p) {
-    /* BF16 at t >= 2 outside exact mode reads once per call whether exact mode is on (it may flip
-     * at any time; one call must not mix the two). */
+    /* Exact mode is read once here: it may flip at any time, and one call must not mix the
+     * rounded-activation BF16 kernels with the exact ones. */
     const bool lo = use_bf16r(ops, k, t);
     *p = (plan){0};
     if (use_vec_for_batch(ops, k, t, lo)) {

@@ -75,7 +75,7 @@ static ALWAYS_INLINE void tq2_0_row(const bp_cpu_job *job, int64_t r, const int 
 }
 /* 4 inputs a pass: 530 GFLOP/s at t = 8-32 where 8 ran 430-440 (its decode is two ops per 32
  * weights, so 8 inputs buy nothing and hold more registers). */
-KQ_MULTI_N(bp_avx2_vec_tq2_0, tq2_0_row, 4)
+KQ_MULTI_NL(, bp_avx2_vec_tq2_0, tq2_0_row, 4)
 
 /* ---- TQ1_0: 54 bytes, qs[48] | qh[4] | d. Elements 0-159: trit e/32 of qs[e%32]; 160-239:
  * trit (e-160)/16 of qs[32 + e%16]; 240-255: trit (e-240)/4 of qh[e%4]. Trit k of byte q is
@@ -132,7 +132,7 @@ static ALWAYS_INLINE void tq1_0_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-KQ_MULTI_N(bp_avx2_vec_tq1_0, tq1_0_row, LO_NJ)
+KQ_MULTI_NL(, bp_avx2_vec_tq1_0, tq1_0_row, LO_NJ)
 
 /* ---- IQ1 kinds ----------------------------------------------------------------------------
  * bp_iq1s_grid's 2048 entries (8 weights in {-1, 0, 1} each) as bytes 8 (g + 1), built once. */
@@ -196,7 +196,7 @@ static ALWAYS_INLINE void iq1_s_row(const bp_cpu_job *job, int64_t r, const int 
     LO_BLOCK_END(sumi, f16(b) * 0.125f)
     LO_ROW_END
 }
-KQ_MULTI_N(bp_avx2_vec_iq1_s, iq1_s_row, LO_NJ)
+KQ_MULTI_NL(, bp_avx2_vec_iq1_s, iq1_s_row, LO_NJ)
 
 /* IQ1_M, 56 bytes: 32 low index bytes at 0; 16 qh bytes at 32 (a nibble per 8 weights: 3 high
  * index bits, delta sign at bit 3); 4 u16 at 48: 3-bit scales per 16 weights (2s + 1) and, in
@@ -253,7 +253,7 @@ static ALWAYS_INLINE void iq1_m_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-KQ_MULTI_N(bp_avx2_vec_iq1_m, iq1_m_row, LO_NJ)
+KQ_MULTI_NL(, bp_avx2_vec_iq1_m, iq1_m_row, LO_NJ)
 
 /* The lookup tables this file's kernels read, filled once (kernels.def BP_CPU_SETUP). */
 void bp_avx2_iq1_ternary_setup(void) {

@@ -410,7 +410,7 @@ static ALWAYS_INLINE void iq4_xs_row(const bp_cpu_job *job, int64_t r, const int
         acc[jj] = _mm256_fmadd_ps(_mm256_set1_ps(d * XJ(jj)->d), _mm256_cvtepi32_ps(sumi[jj]), acc[jj]);
     KQ_ROW_END
 }
-KQ_MULTI8(bp_avx2_vec_iq4_xs, iq4_xs_row)
+KQ_MULTI_NL(, bp_avx2_vec_iq4_xs, iq4_xs_row, 8)
 
 /* q8x256 with each pair of groups interleaved by halves (BP_ACT_Q8X256P). */
 void bp_avx2_quant_q8x256p(const float *x, int64_t n, void *out_) {

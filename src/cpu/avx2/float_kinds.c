@@ -60,7 +60,7 @@ static ALWAYS_INLINE float conv_f32(const uint8_t *p) {
 static ALWAYS_INLINE float conv_f16(const uint8_t *p) { return bp_f16_to_f32(bp_load_u16(p)); }
 static ALWAYS_INLINE float conv_bf16(const uint8_t *p) { return bp_bf16_to_f32(bp_load_u16(p)); }
 #define ROW_VEC(NAME, LOAD, CONV, ESZ)                                                          \
-    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                            \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                            \
         const float *x = job->x;                                                                  \
         const int64_t n = job->cols;                                                              \
         for (int64_t r = r0; r < r1; r++) {                                                       \

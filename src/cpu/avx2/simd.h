@@ -259,8 +259,10 @@ enum { KQ_NJ = 8, KQ_RB = 16 };
  * block's weights (16 rows x 2.3 KB at 4096 columns) stay in L1/L2 across the groups, where a
  * whole chunk of rows per group (hundreds of rows) came again from L3. Each input's sums are
  * formed the same way whatever the group, so results do not depend on the batch. */
-#define KQ_MULTI_N(NAME, ROW, N)                                                                   \
-    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
+/* KQ_MULTI_NL: the same with the function's linkage given (empty for the kernels the table names). */
+#define KQ_MULTI_N(NAME, ROW, N) KQ_MULTI_NL(static, NAME, ROW, N)
+#define KQ_MULTI_NL(LINKAGE, NAME, ROW, N)                                                         \
+    LINKAGE void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                              \
         for (int64_t rb = r0; rb < r1; rb += KQ_RB) {                                              \
             const int64_t re = r1 - rb < KQ_RB ? r1 : rb + KQ_RB;                                  \
             for (int64_t j0 = 0; j0 < job->batch; j0 += (N)) {                                     \

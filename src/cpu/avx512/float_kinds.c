@@ -154,7 +154,7 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
  * 31.2, BF16 29.5; 4 KB into L2 34.6 / 36.5 / 34.8; 4 KB into L1 27.4 / 31.4 / 28.0; 8 KB into
  * L2 35.9 / 34.7 / 34.0. Same column order for any r0, r1. */
 #define ROW_KERNEL(NAME, LOAD, ESZ)                                                                        \
-    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         const float *x = job->x;                                                                           \
         const int64_t n = job->cols;                                                                       \
         for (int64_t r = r0; r < r1; r++) {                                                                \
@@ -292,7 +292,7 @@ static __attribute__((noinline)) void quad_tile_n(const float *s, const float *x
  * tiles (the last may be short), column blocks of QCB, groups of at most QNJ inputs as even as
  * they go. */
 #define QUAD_KERNEL(NAME, PACK, ESZ)                                                                       \
-    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
+    static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         _Alignas(64) float s[QCB * QR];                                                                    \
         __m512 part[4 * QCHUNK];                                                                           \
         const int64_t n = job->cols;                                                                       \
