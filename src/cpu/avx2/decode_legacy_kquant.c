@@ -296,7 +296,9 @@ static ALWAYS_INLINE void q4_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_mins_end(acc, sumi, NJ, xb, xs, i, b, mn16);
     KQ_ROW_END
 }
-KQ_MULTI8(vec_q4_k_multi, q4_k_row)
+/* Q4_K and Q5_K: their 8-input loop apart from the tile driver (KT_TILED), as GCC compiled it
+ * when every kernel was static. */
+KQ_MULTI_NL(static __attribute__((noinline)), vec_q4_k_multi, q4_k_row, 8)
 
 static ALWAYS_INLINE void q5_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q5_K)
@@ -312,7 +314,7 @@ static ALWAYS_INLINE void q5_k_row(const bp_cpu_job *job, int64_t r, const int N
     kq_mins_end(acc, sumi, NJ, xb, xs, i, b, mn16);
     KQ_ROW_END
 }
-KQ_MULTI8(vec_q5_k_multi, q5_k_row)
+KQ_MULTI_NL(static __attribute__((noinline)), vec_q5_k_multi, q5_k_row, 8)
 
 static ALWAYS_INLINE void q6_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q6_K)

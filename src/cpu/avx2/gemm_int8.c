@@ -429,8 +429,8 @@ bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks
 
 /* The direct panels' loop (bp_avx2_gemm_q8's, with the direct pack and micro-kernel); kept apart so the
  * requantized loop compiles as it did (one loop serving both ran the requantized kinds ~5%
- * slower). */
-static void gemm_direct(const bp_cpu_job *job, dq8_fn d8, bool sg, int blk, int ith, int64_t r0, int64_t r1) {
+ * slower): noinline, since GCC inlines a static function called once into an exported caller. */
+static __attribute__((noinline)) void gemm_direct(const bp_cpu_job *job, dq8_fn d8, bool sg, int blk, int ith, int64_t r0, int64_t r1) {
     const panel pp = panel_of(job->scratch[ith]);
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const int qb = bp_cpu_q8_block(cols);
@@ -462,16 +462,21 @@ static void gemm_direct(const bp_cpu_job *job, dq8_fn d8, bool sg, int blk, int 
     }
 }
 
+static void gemm_requant(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
+
 void bp_avx2_gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     bool sg;
     int blk;
     int64_t max_t;
     if (bp_cpu_avx2g16_gemm(job, ith, r0, r1)) return; /* the per-16 kinds: avx2/gemm_int8_scale16.c */
     const dq8_fn d8 = d8_of(job->kt->info.kind, &sg, &blk, &max_t);
-    if (d8 && job->batch <= max_t) {
-        gemm_direct(job, d8, sg, blk, ith, r0, r1);
-        return;
-    }
+    if (d8 && job->batch <= max_t) gemm_direct(job, d8, sg, blk, ith, r0, r1);
+    else gemm_requant(job, ith, r0, r1);
+}
+
+/* The requantized panels' loop, a function of its own as GCC had split it out of the dispatch
+ * above while every kernel was static (compiled into the exported dispatcher it ran otherwise). */
+static __attribute__((noinline)) void gemm_requant(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const panel pp = panel_of(job->scratch[ith]);
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const int qb = bp_cpu_q8_block(cols);
