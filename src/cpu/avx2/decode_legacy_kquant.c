@@ -182,9 +182,19 @@ static ALWAYS_INLINE void kt_inputs(const bp_cpu_job *job, kq_tile *t, int nr, i
     }
 }
 
-/* The tile driver for kind NAME: DECODE(t, rr, b) fills row rr of the tile from block b. */
-#define KT_TILED(NAME, BB, MINS, DECODE, MULTI)                                                            \
-    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                       \
+/* The tile driver for kind NAME: DECODE(t, rr, b) fills row rr of the tile from block b.
+ * KT_TILED_SPLIT keeps the tile (a 40 KB stack frame) in a function of its own, so that a
+ * decode call, which runs MULTI, does not move the stack 40 KB down first (GCC compiled Q4_K
+ * and Q5_K so while their kernels were static; Q2_K Q3_K Q6_K keep the one function). */
+#define KT_TILED(NAME, BB, MINS, DECODE, MULTI) KT_TILED_FN(, NAME, BB, MINS, DECODE, MULTI)
+#define KT_TILED_SPLIT(NAME, BB, MINS, DECODE, MULTI)                                                      \
+    KT_TILED_FN(static __attribute__((noinline)), NAME##_tile, BB, MINS, DECODE, MULTI)                    \
+    void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                             \
+        if (job->batch < KT_TILE_MIN || job->batch > KT_TILE_MAXB) MULTI(job, r0, r1);                      \
+        else NAME##_tile(job, r0, r1);                                                                      \
+    }
+#define KT_TILED_FN(LINKAGE, NAME, BB, MINS, DECODE, MULTI)                                                 \
+    LINKAGE void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                       \
         if (job->batch < KT_TILE_MIN || job->batch > KT_TILE_MAXB) {                                        \
             MULTI(job, r0, r1);                                                                             \
             return;                                                                                         \
@@ -374,8 +384,8 @@ KQ_MULTI8(vec_q3_k_multi, q3_k_row)
 
 KT_TILED(bp_avx2_vec_q2_k, BP_BLOCK_BYTES_Q2_K, 1, kt_q2_k, vec_q2_k_multi)
 KT_TILED(bp_avx2_vec_q3_k, BP_BLOCK_BYTES_Q3_K, 0, kt_q3_k, vec_q3_k_multi)
-KT_TILED(bp_avx2_vec_q4_k, BP_BLOCK_BYTES_Q4_K, 1, kt_q4_k, vec_q4_k_multi)
-KT_TILED(bp_avx2_vec_q5_k, BP_BLOCK_BYTES_Q5_K, 1, kt_q5_k, vec_q5_k_multi)
+KT_TILED_SPLIT(bp_avx2_vec_q4_k, BP_BLOCK_BYTES_Q4_K, 1, kt_q4_k, vec_q4_k_multi)
+KT_TILED_SPLIT(bp_avx2_vec_q5_k, BP_BLOCK_BYTES_Q5_K, 1, kt_q5_k, vec_q5_k_multi)
 KT_TILED(bp_avx2_vec_q6_k, BP_BLOCK_BYTES_Q6_K, 0, kt_q6_k, vec_q6_k_multi)
 
 /* IQ4_XS, 136 bytes: d; scales_h u16 at 2; scales_l[4] at 4; qs[128] at 8, 16 bytes per 32
