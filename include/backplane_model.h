@@ -128,6 +128,18 @@ bp_status bp_context_kind_record(const bp_context *c, bp_kind k, bool prefill, b
 /* That record as a line (bp_run_record_label); "" when nothing of that kind has run. A
  * thread-local copy, valid until the next call on this thread. */
 const char *bp_context_kind_path(const bp_context *c, bp_kind k, bool prefill);
+/* The last forward step of the context, decode (one token) or prefill: the record of what ran it
+ * whole ("Vulkan step F16", or the CPU running it op by op), and what it moved between host and
+ * device, counted by the device layer where the copies and submissions were made (zeros for a
+ * step the CPU ran). BP_E_NOT_FOUND before such a step. */
+typedef struct bp_step_report {
+    bp_run_record record;
+    uint64_t uploads, downloads;        /* host -> device and device -> host copies */
+    uint64_t bytes_in, bytes_out;
+    uint64_t submissions, launches;     /* queue submissions (a replayed step: 1), kernels */
+    bool recorded;                      /* the step recorded its submission rather than replay it */
+} bp_step_report;
+bp_status bp_context_step_report(const bp_context *c, bool prefill, bp_step_report *out);
 /* Forget positions >= n (0 clears the cache). BP_E_INVAL when n > bp_context_pos. */
 bp_status bp_context_truncate(bp_context *c, int64_t n);
 /* Bytes of the KV cache (K and V, every layer), and of the context's other buffers. */

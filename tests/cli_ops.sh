@@ -10,7 +10,7 @@ set -u
 cli=${1:?usage: cli_ops.sh path/to/backplane}
 fail() { echo "FAIL: $*"; exit 1; }
 
-ops="matvec gemm jobs attention norm rope act glu softmax conv2d conv2d_gn conv2d_ln moe"
+ops="matvec gemm jobs attention norm rope act glu softmax conv2d conv2d_gn conv2d_ln moe step"
 kv="F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL"
 
 probe=$("$cli" probe --json) || fail "probe --json exited $?"

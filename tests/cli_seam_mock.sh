@@ -47,6 +47,9 @@ ops = re.findall(r"^  (\w+) +(.+) \(\d+ calls?\)$", err.split("paths per op:")[1
 if not ops:
     bad.append("no 'paths per op' lines")
 for op, what in ops:
+    # the mock does not claim the whole step: the CPU walks its ops, each of which ran on the mock
+    if op == "step" and what.startswith("CPU, op by op"):
+        continue
     if not what.startswith("Mock %s " % op):
         bad.append("op %s ran on %r" % (op, what))
 prof = [l for l in err.splitlines() if re.match(r"^\| (matvec|gemm|jobs|attention|norm|rope|act|glu|softmax) \|", l)]
@@ -68,7 +71,7 @@ if len(rows) != 1 or rows[0][1:] != ("mock F32 norm", "CPU", "mock: injected lau
 if not re.search(r"^  norm +CPU .*\(fallback from Mock: mock: injected launch error on norm\)", txt, re.M):
     bad.append("the summary does not name the norm fallback")
 for op, what in re.findall(r"^  (\w+) +(.+) \(\d+ calls?\)$", txt.split("paths per op:")[1].split("fallbacks:")[0], re.M):
-    if op != "norm" and not what.startswith("Mock "):
+    if op != "norm" and not what.startswith("Mock ") and not (op == "step" and what.startswith("CPU, op by op")):
         bad.append("with norm failing, op %s ran on %r" % (op, what))
 for b in bad:
     print("FAIL %s: %s" % (arch, b))

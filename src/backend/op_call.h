@@ -7,6 +7,7 @@
 #define BP_BACKEND_OP_CALL_H
 
 #include "backplane.h"
+#include "backend/step.h"
 
 typedef enum bp_op {
 #define BP_OP(ENUM, name, domain, doc) BP_OP_##ENUM,
@@ -65,6 +66,8 @@ typedef struct bp_op_call {
             const float *route_w;
             float *y;
         } moe;
+        /* step: kind = kind2 = the KV cache's kind. */
+        struct { const bp_step_prog *prog; bp_step_io *io; } step;
     } u;
     /* The size the rule and the cost model see (bp_op_shape below): set by the op layer for
      * every op but matvec, gemm and jobs, whose shapes come from their weights. */

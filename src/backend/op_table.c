@@ -65,7 +65,24 @@ int bp_op_call_kinds(const bp_op_call *c, bp_kind *kinds, int max) {
         while (j < n && kinds[j] != k) j++;
         if (j == n && n < max) kinds[n++] = k;
     }
-    if ((c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE) && c->kind2 != c->kind && n < max) kinds[n++] = c->kind2;
+    if ((c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE || c->op == BP_OP_STEP) && c->kind2 != c->kind && n < max)
+        kinds[n++] = c->kind2;
+    return n;
+}
+
+int bp_step_weight_kinds(const bp_step_prog *p, bp_kind *kinds, int max) {
+    int n = 0;
+    for (int i = -1; p && i < p->n_nodes; i++) {
+        const bp_step_node *nd = i >= 0 ? &p->nodes[i] : NULL;
+        const int m = !nd ? 1 : nd->kind == BP_STEP_MATMUL ? nd->n_jobs : nd->kind == BP_STEP_EMBED ? 1 : 0;
+        for (int j = 0; j < m; j++) {
+            const bp_weight *w = !nd ? p->embed : nd->kind == BP_STEP_EMBED ? nd->w : nd->job[j].w;
+            if (!w) continue;
+            int k = 0;
+            while (k < n && kinds[k] != w->kind) k++;
+            if (k == n && n < max) kinds[n++] = w->kind;
+        }
+    }
     return n;
 }
 

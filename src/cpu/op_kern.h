@@ -1,11 +1,11 @@
 /* The CPU op kernels per instruction set: the inner loops of attention (dequantize a KV tile,
  * the score tile, the P V accumulation, exp and row sums), the activations and the norms' row
  * sums. scalar/op_kernels.c is portable C; avx2/op_kernels.c and avx512/op_kernels.c compile
- * op_kern.inc with their own -m flags (src/ops/ops.cmake), and the path follows the CPU
+ * op_kern.inc with their own -m flags (src/cpu/backend.cmake), and the path follows the CPU
  * backend's (bp_cpu_isa_current: CPUID, BACKPLANE_CPU_ISA, bp_cpu_isa_force), so one binary
  * runs on any x86-64 and the tests drive every path. */
-#ifndef BP_OPS_OP_KERN_H
-#define BP_OPS_OP_KERN_H
+#ifndef BP_CPU_OP_KERN_H
+#define BP_CPU_OP_KERN_H
 
 #include "cpu/cpu.h"
 

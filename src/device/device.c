@@ -225,6 +225,22 @@ static bp_status check_range(bp_device *dev, const void *buf, size_t off, size_t
     return BP_OK;
 }
 
+/* Traffic counters: relaxed atomics, read as a whole by bp_dev_traffic_get. */
+#define COUNT(field, n) __atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+void bp_dev_traffic_get(bp_device *dev, bp_dev_traffic *out) {
+    memset(out, 0, sizeof *out);
+    if (!dev || !dev->common) return;
+    const bp_dev_traffic *t = &dev->common->traffic;
+    out->h2d = __atomic_load_n(&t->h2d, __ATOMIC_RELAXED);
+    out->d2h = __atomic_load_n(&t->d2h, __ATOMIC_RELAXED);
+    out->h2d_bytes = __atomic_load_n(&t->h2d_bytes, __ATOMIC_RELAXED);
+    out->d2h_bytes = __atomic_load_n(&t->d2h_bytes, __ATOMIC_RELAXED);
+    out->launches = __atomic_load_n(&t->launches, __ATOMIC_RELAXED);
+    out->submits = dev->m->version >= 2 && dev->m->submits ? dev->m->submits(dev)
+                                                           : __atomic_load_n(&t->submits, __ATOMIC_RELAXED);
+}
+
 #define DEV_CHECK(what) \
     do { bp_status s_ = need_dev(dev, what); if (s_) return s_; } while (0)
 #define TRY(expr) \
@@ -235,6 +251,7 @@ bp_status bp_dev_h2d(bp_device *dev, void *dst, size_t dst_off, const void *src,
     TRY(check_range(dev, dst, dst_off, bytes, "h2d"));
     TRY(blocking_ok(dev, "h2d"));
     if (!src && bytes) return bp_fail(BP_E_INVAL, "h2d on %s: host source is NULL", dev->name);
+    if (bytes) COUNT(h2d, 1), COUNT(h2d_bytes, bytes);
     return bytes ? dev->m->h2d(dev, dst, dst_off, src, bytes) : BP_OK;
 }
 
@@ -243,6 +260,7 @@ bp_status bp_dev_d2h(bp_device *dev, void *dst, const void *src, size_t src_off,
     TRY(check_range(dev, src, src_off, bytes, "d2h"));
     TRY(blocking_ok(dev, "d2h"));
     if (!dst && bytes) return bp_fail(BP_E_INVAL, "d2h on %s: host destination is NULL", dev->name);
+    if (bytes) COUNT(d2h, 1), COUNT(d2h_bytes, bytes);
     return bytes ? dev->m->d2h(dev, dst, src, src_off, bytes) : BP_OK;
 }
 
@@ -287,6 +305,7 @@ bp_status bp_dev_h2d_on(bp_device *dev, bp_stream *s, void *dst, size_t dst_off,
     DEV_CHECK("bp_dev_h2d_on");
     TRY(check_range(dev, dst, dst_off, bytes, "h2d_async"));
     if (!bytes) return BP_OK;
+    COUNT(h2d, 1), COUNT(h2d_bytes, bytes);
     if (dev->m->h2d_async) return dev->m->h2d_async(dev, s, dst, dst_off, src, bytes);
     TRY(default_async_prologue(dev, s, "h2d_async"));
     return dev->m->h2d(dev, dst, dst_off, src, bytes);
@@ -297,6 +316,7 @@ bp_status bp_dev_d2h_on(bp_device *dev, bp_stream *s, void *dst, const void *src
     DEV_CHECK("bp_dev_d2h_on");
     TRY(check_range(dev, src, src_off, bytes, "d2h_async"));
     if (!bytes) return BP_OK;
+    COUNT(d2h, 1), COUNT(d2h_bytes, bytes);
     if (dev->m->d2h_async) return dev->m->d2h_async(dev, s, dst, src, src_off, bytes);
     TRY(default_async_prologue(dev, s, "d2h_async"));
     return dev->m->d2h(dev, dst, src, src_off, bytes);
@@ -458,6 +478,7 @@ bp_status bp_dev_launch_raw(bp_device *dev, bp_stream *s, bp_kernel *k, const bp
     DEV_CHECK("bp_dev_launch_raw");
     if (!dims || nparams < 0 || (nparams && !params)) return bp_fail(BP_E_INVAL, "launch on %s: bad arguments", dev->name);
     if (!dev->m->launch_raw) return bp_fail(BP_E_UNSUPPORTED, "%s has no raw-argument launch", dev->name);
+    COUNT(launches, 1);
     return dev->m->launch_raw(dev, s, k, dims, params, nparams);
 }
 
@@ -466,6 +487,7 @@ bp_status bp_dev_launch(bp_device *dev, bp_stream *s, bp_kernel *k, const bp_lau
     DEV_CHECK("bp_dev_launch");
     if (!dims || nargs < 0 || nargs > MAX_ARGS || (nargs && !args))
         return bp_fail(BP_E_INVAL, "launch on %s: bad arguments (%d args, at most %d)", dev->name, nargs, MAX_ARGS);
+    COUNT(launches, 1);
     if (dev->m->launch) return dev->m->launch(dev, s, k, dims, args, nargs);
     if (!dev->m->launch_raw) return bp_fail(BP_E_UNSUPPORTED, "%s cannot launch kernels", dev->name);
     /* Default: typed -> raw, a buffer becoming its address plus offset (CUDA, mock only). */
@@ -505,6 +527,7 @@ void bp_dev_stream_destroy(bp_device *dev, bp_stream *s) {
 bp_status bp_dev_sync(bp_device *dev) {
     DEV_CHECK("bp_dev_sync");
     TRY(blocking_ok(dev, "device sync"));
+    COUNT(submits, 1);
     return dev->m->device_sync ? dev->m->device_sync(dev) : BP_OK;
 }
 
@@ -512,6 +535,7 @@ bp_status bp_dev_stream_sync(bp_device *dev, bp_stream *s) {
     DEV_CHECK("bp_dev_stream_sync");
     if (bp_dev_stream_is_capturing(dev, s))
         return bp_fail(BP_E_INVAL, "stream sync on %s: the stream is capturing a graph", dev->name);
+    COUNT(submits, 1);
     if (dev->m->stream_sync) return dev->m->stream_sync(dev, s);
     return dev->m->device_sync ? dev->m->device_sync(dev) : BP_OK;
 }
@@ -572,6 +596,7 @@ bp_status bp_dev_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
 bp_status bp_dev_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
     DEV_CHECK("bp_dev_graph_replay");
     if (!dev->m->graph_replay) return bp_fail(BP_E_UNSUPPORTED, "%s has no graphs", dev->name);
+    COUNT(submits, 1);
     return dev->m->graph_replay(dev, g, s);
 }
 

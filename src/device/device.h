@@ -94,7 +94,7 @@ static inline bp_kernel_arg bp_arg_bytes(const void *p, size_t n) {
 /* Called once the device no longer needs a retained copy source (see h2d_retained). */
 typedef void (*bp_release_fn)(void *ctx);
 
-#define BP_DEVICE_METHODS_VERSION 1
+#define BP_DEVICE_METHODS_VERSION 2
 
 typedef struct bp_device_methods {
     /* REQUIRED. BP_DEVICE_METHODS_VERSION the table was written against. */
@@ -239,6 +239,12 @@ typedef struct bp_device_methods {
     bp_status (*arena_create)(bp_device *dev, size_t bytes, void **buf);
     /* OPTIONAL (REQUIRED with arena_create). DEFAULT: bp_dev_free. */
     void (*arena_destroy)(bp_device *dev, void *buf);
+    /* ---- members above are valid for version 1 ---- */
+    /* OPTIONAL. Work submissions to the device's queues since open (vkQueueSubmit, a graph
+     * launch), for the traffic count of bp_dev_traffic. DEFAULT: the common code counts graph
+     * replays and stream / device syncs instead. */
+    uint64_t (*submits)(bp_device *dev);
+    /* ---- members above are valid for version 2 ---- */
 } bp_device_methods;
 
 /* A device: the backend's method table and state, plus the common state (ledger, op cache,
@@ -325,6 +331,15 @@ bp_status bp_dev_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s);
 void bp_dev_graph_destroy(bp_device *dev, bp_graph *g);
 void bp_dev_graph_abort(bp_device *dev, bp_stream *s);
 bool bp_dev_stream_is_capturing(bp_device *dev, bp_stream *s);
+
+/* What crossed between host and device since open, counted by the wrappers where the copies and
+ * launches are made: calls and bytes each way, kernel launches, queue submissions (the
+ * backend's `submits` member, else replays + syncs). A step's traffic is the difference of two
+ * readings. */
+typedef struct bp_dev_traffic {
+    uint64_t h2d, d2h, h2d_bytes, d2h_bytes, launches, submits;
+} bp_dev_traffic;
+void bp_dev_traffic_get(bp_device *dev, bp_dev_traffic *out);
 
 /* Case-insensitive substring test: BACKPLANE_VULKAN_DEVICE / BACKPLANE_OPENCL_DEVICE pick a
  * device whose name contains the value. An empty needle matches. */

@@ -27,6 +27,7 @@ struct bp_device_common {
     size_t scratch_bytes[BP_DEV_SCRATCH];
     bp_stream *capturing[BP_DEV_CAPTURE];
     bool capturing_default;  /* the NULL stream is capturing */
+    bp_dev_traffic traffic;  /* counted by the wrappers (atomics: any thread may copy) */
 };
 
 /* Ledger hooks used by device.c. */

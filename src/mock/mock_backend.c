@@ -7,6 +7,7 @@
 
 #include "core/alloc.h"
 #include "core/error.h"
+#include "gpu/gpu_step.h"
 
 static bp_mock_backend_config cfg;
 static bp_device *dev;
@@ -221,7 +222,14 @@ static bp_launch mock_launch(const bp_op_call *c, char *err, size_t err_len) {
         s = run_jobs(&one, 1, c->u.mm.x, c->u.mm.t, err, err_len);
     } else if (c->op == BP_OP_JOBS)
         s = run_jobs(c->u.jobs.jobs, c->u.jobs.n_jobs, c->u.jobs.x, c->u.jobs.t, err, err_len);
-    else
+    else if (c->op == BP_OP_STEP) {
+        /* the device step code over the mock device and its C step kernels */
+        const bp_gpu_backend b = {.id = BP_BACKEND_COUNT, .name = "mock", .display = "Mock",
+                                  .max_binding = (size_t)1 << 30, .extra = NULL, .mm_tile = 32,
+                                  .logits_rows = cfg.step_logits_rows};
+        s = bp_gpu_step_run(&b, dev, c, err, err_len);
+        if (s) snprintf(err, err_len, "%s", bp_last_error());
+    } else
         s = run_op(c, err, err_len);
     if (s) return bp_launch_of_status(s); /* a lost device (sticky fault) is BP_LAUNCH_LOST */
     atomic_fetch_add(&ops, 1);
@@ -258,12 +266,15 @@ void bp_mock_backend_config_for(bp_mock_backend_config *c, const bp_kind *kinds,
     c->probe_result = true;
 }
 
+/* Every op but the whole step: the mock runs ops one by one (a step it would run is its nodes,
+ * each an op it claims). */
 void bp_mock_claim_all(bp_mock_backend_config *c) {
     for (int op = 0; op < BP_OP_COUNT; op++)
-        for (int i = 0; i < bp_kind_table_size(); i++) {
-            const bp_kind k = bp_kind_at(i)->kind;
-            if (bp_op_kind_in_domain((bp_op)op, k)) bp_mock_claim(c, (bp_op)op, &k, 1);
-        }
+        if (op != BP_OP_STEP)
+            for (int i = 0; i < bp_kind_table_size(); i++) {
+                const bp_kind k = bp_kind_at(i)->kind;
+                if (bp_op_kind_in_domain((bp_op)op, k)) bp_mock_claim(c, (bp_op)op, &k, 1);
+            }
     c->probe_result = true;
 }
 

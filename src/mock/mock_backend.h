@@ -38,6 +38,8 @@ typedef struct bp_mock_backend_config {
     /* The result of every op but matvec/gemm/jobs (the op layer's bp_op_reference): the mock
      * sits below the op layer and cannot call it. NULL: such a launch is an error. */
     bp_status (*reference)(const bp_op_call *c);
+    int64_t step_logits_rows; /* the device step keeps at most this many logit rows per buffer
+                                 (0: a binding's worth), so a test can exercise the split */
 } bp_mock_backend_config;
 
 /* claim = launch = true for op on each of kinds[0..n). Adds to cfg (zero it first). */

@@ -3,29 +3,27 @@
 #include "mock/mock_device.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "core/error.h"
 
-enum { RING = 32, MAX_CAPTURED = 64, MAX_PARAMS = 8 };
+#include "mock/mock_step_kernels.h"
 
-typedef struct mock_kernel {
-    const char *name;
-    int nparams;
-    size_t sizes[MAX_PARAMS];
-    void (*run)(void **params); /* may set kernel_status */
-} mock_kernel;
+enum { RING = 32, MAX_CAPTURED = 4096, MAX_PARAMS = BP_MOCK_MAX_PARAMS, MAX_VAL = BP_MOCK_MAX_VAL };
+
+typedef bp_mock_kernel mock_kernel;
 
 typedef struct captured {
     const mock_kernel *k;
-    unsigned char vals[MAX_PARAMS][8];
+    unsigned char vals[MAX_PARAMS][MAX_VAL];
 } captured;
 
 struct bp_graph {
-    int n;
-    captured c[MAX_CAPTURED];
+    int n, cap;
+    captured *c;
 };
 
 struct bp_stream {
@@ -98,7 +96,8 @@ static bp_status note(bp_device *dev, bp_mock_call c, const char *op, const char
  * launch or replay on the same thread. */
 static _Thread_local bp_status kernel_status;
 
-static void k_gemm(void **p) {
+static void k_gemm(const mock_kernel *k, void **p) {
+    (void)k;
     const void *w = *(void **)p[0];
     const float *x = *(void **)p[1];
     float *y = *(void **)p[2];
@@ -109,17 +108,18 @@ static void k_gemm(void **p) {
     kernel_status = s ? s : bp_ref_gemm(kind, w, rb * (size_t)rows, rows, cols, x, t, y);
 }
 
-static void k_poke(void **p) {
+static void k_poke(const mock_kernel *k, void **p) {
+    (void)k;
     unsigned char *base = *(void **)p[0];
     base[*(int64_t *)p[1]] = (unsigned char)*(int32_t *)p[2];
 }
 
-static void k_nop(void **p) { (void)p; }
+static void k_nop(const mock_kernel *k, void **p) { (void)k, (void)p; }
 
 static const mock_kernel kernels[] = {
-    {"gemm", 7, {sizeof(void *), sizeof(void *), sizeof(void *), 4, 8, 8, 8}, k_gemm},
-    {"poke", 3, {sizeof(void *), 8, 4}, k_poke},
-    {"nop_", 0, {0}, k_nop}, /* any name starting with "nop_" (see mock_device.h) */
+    {"gemm", 7, {sizeof(void *), sizeof(void *), sizeof(void *), 4, 8, 8, 8}, k_gemm, 0, false, ""},
+    {"poke", 3, {sizeof(void *), 8, 4}, k_poke, 0, false, ""},
+    {"nop_", 0, {0}, k_nop, 0, false, ""}, /* any name starting with "nop_" (see mock_device.h) */
 };
 
 static bp_status m_kernel_lookup(bp_device *dev, const char *name, bp_kernel **out) {
@@ -132,7 +132,25 @@ static bp_status m_kernel_lookup(bp_device *dev, const char *name, bp_kernel **o
             *out = (bp_kernel *)(void *)&kernels[i];
             return BP_OK;
         }
+    /* the step's kernels (mock_step_kernels.c), one handle per name */
+    mock_kernel k;
+    if (bp_mock_step_kernel(name, &k)) {
+        mock_kernel *h = bp_malloc(sizeof *h);
+        if (!h) return bp_fail(BP_E_NOMEM, "mock: no memory for kernel %s", name);
+        *h = k;
+        snprintf(h->name_buf, sizeof h->name_buf, "%s", name);
+        h->name = h->name_buf;
+        h->dynamic = true;
+        *out = (bp_kernel *)(void *)h;
+        return BP_OK;
+    }
     return bp_fail(BP_E_NOT_FOUND, "mock: no kernel called '%s'", name);
+}
+
+static void m_kernel_release(bp_device *dev, bp_kernel *kh) {
+    (void)dev;
+    mock_kernel *k = (mock_kernel *)(void *)kh;
+    if (k && k->dynamic) bp_free(k);
 }
 
 static bp_status m_launch_raw(bp_device *dev, bp_stream *s, bp_kernel *kh, const bp_launch_dims *dims,
@@ -149,9 +167,14 @@ static bp_status m_launch_raw(bp_device *dev, bp_stream *s, bp_kernel *kh, const
     bool rec = m->capturing && m->capturing == (s ? (const void *)s : &default_stream);
     if (rec) {
         bp_graph *g = m->graph;
-        if (g->n == MAX_CAPTURED) {
-            pthread_mutex_unlock(&m->lock);
-            return bp_fail(BP_E_NOMEM, "mock: graph full (%d launches)", MAX_CAPTURED);
+        if (g->n == g->cap) {
+            int nc = g->cap ? 2 * g->cap : 64;
+            captured *c = nc <= MAX_CAPTURED ? bp_realloc(g->c, (size_t)nc * sizeof *c) : NULL;
+            if (!c) {
+                pthread_mutex_unlock(&m->lock);
+                return bp_fail(BP_E_NOMEM, "mock: graph full (%d launches)", g->n);
+            }
+            g->c = c, g->cap = nc;
         }
         captured *c = &g->c[g->n++];
         c->k = k;
@@ -160,7 +183,7 @@ static bp_status m_launch_raw(bp_device *dev, bp_stream *s, bp_kernel *kh, const
     pthread_mutex_unlock(&m->lock);
     if (rec) return BP_OK;
     kernel_status = BP_OK;
-    k->run(params);
+    k->run(k, params);
     return kernel_status;
 }
 
@@ -295,6 +318,7 @@ static bp_status m_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
     /* A failed end still ends the capture; the half-made graph is freed here. */
     bp_status st = note(dev, BP_MOCK_GRAPH, "graph", "end", 0);
     if (st) {
+        bp_free((*out)->c);
         bp_free(*out);
         *out = NULL;
     }
@@ -311,7 +335,7 @@ static bp_status m_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
         void *params[MAX_PARAMS];
         for (int j = 0; j < g->c[i].k->nparams; j++) params[j] = g->c[i].vals[j];
         kernel_status = BP_OK;
-        g->c[i].k->run(params);
+        g->c[i].k->run(g->c[i].k, params);
         if (kernel_status) return kernel_status;
     }
     return BP_OK;
@@ -319,6 +343,7 @@ static bp_status m_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
 
 static void m_graph_destroy(bp_device *dev, bp_graph *g) {
     (void)dev;
+    if (g) bp_free(g->c);
     bp_free(g);
 }
 
@@ -338,6 +363,7 @@ static int m_compute_units(bp_device *dev) {
 
 static void m_close(bp_device *dev) {
     mock *m = M(dev);
+    if (m->graph) bp_free(m->graph->c);
     bp_free(m->graph);
     pthread_mutex_destroy(&m->lock);
     bp_free(m);
@@ -359,6 +385,7 @@ static const bp_device_methods mock_methods = {
     .d2h_async = m_d2h_async,
     .memset = m_memset,
     .kernel_lookup = m_kernel_lookup,
+    .kernel_release = m_kernel_release,
     .launch_raw = m_launch_raw,
     .stream_create = m_stream_create,
     .stream_destroy = m_stream_destroy,

@@ -14,11 +14,20 @@ bp_context_params bp_context_default_params(void) {
 
 void bp_context_free(bp_context *c) {
     if (!c) return;
+    for (int i = 0; i < BP_STEP_STATES; i++)
+        if (c->step_state[i]) c->step_state[i]->free(c->step_state[i]);
+    bp_free(c->prog[0].nodes);
+    bp_free(c->prog[1].nodes);
     bp_kv_cache_free(c->kv);
     bp_free(c->positions);
     float *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->tmp, c->gate, c->up, c->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) bp_free(bufs[i]);
     bp_free(c);
+}
+
+void bp_context_cut_states(bp_context *c, int64_t n) {
+    for (int i = 0; i < BP_STEP_STATES; i++)
+        if (c->step_state[i] && c->step_state[i]->kv_len > n) c->step_state[i]->kv_len = n;
 }
 
 static float *buf(bp_context *c, int64_t n, int64_t width) {
@@ -130,6 +139,7 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
             char msg[512];
             snprintf(msg, sizeof msg, "%s", bp_last_error());
             bp_kv_cache_truncate(c->kv, -1, pos0);
+            bp_context_cut_states(c, pos0);
             c->pos = pos0;
             c->n_out = 0;
             return bp_fail(s, "%s", msg);
@@ -140,6 +150,7 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
      * forward pass, appends nothing. */
     if ((s = bp_context_check_logits(c, n, n_out, pos0))) {
         bp_kv_cache_truncate(c->kv, -1, pos0);
+        bp_context_cut_states(c, pos0);
         c->pos = pos0;
         c->n_out = 0;
         return s;
@@ -158,6 +169,18 @@ int64_t bp_context_n_ctx(const bp_context *c) { return c ? c->n_ctx : 0; }
 size_t bp_context_kv_bytes(const bp_context *c) { return c ? bp_kv_cache_bytes(c->kv) : 0; }
 size_t bp_context_buffer_bytes(const bp_context *c) {
     return c ? c->buf_bytes + (size_t)c->logits_cap * (size_t)c->m->hp.n_vocab * sizeof(float) : 0;
+}
+
+bp_status bp_context_step_report(const bp_context *c, bool prefill, bp_step_report *out) {
+    if (!c || !out) return bp_fail(BP_E_INVAL, "bp_context_step_report: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (!c->step_rec[prefill].backend[0])
+        return bp_fail(BP_E_NOT_FOUND, "bp_context_step_report: no %s step has run", prefill ? "prefill" : "decode");
+    const bp_step_traffic *t = &c->last_traffic[prefill];
+    out->record = c->step_rec[prefill];
+    out->uploads = t->h2d, out->downloads = t->d2h, out->bytes_in = t->h2d_bytes, out->bytes_out = t->d2h_bytes;
+    out->submissions = t->submits, out->launches = t->launches, out->recorded = t->recorded;
+    return BP_OK;
 }
 
 bp_status bp_context_kind_record(const bp_context *c, bp_kind k, bool prefill, bp_run_record *out) {
@@ -179,6 +202,7 @@ bp_status bp_context_truncate(bp_context *c, int64_t n) {
     if (n < 0 || n > c->pos)
         return bp_fail(BP_E_INVAL, "bp_context_truncate: %lld is outside 0..%lld", (long long)n, (long long)c->pos);
     bp_status s = bp_kv_cache_truncate(c->kv, -1, n);
+    bp_context_cut_states(c, n);
     if (s) return s;
     c->pos = n;
     c->n_out = 0;

@@ -10,130 +10,168 @@
  *               g, u = h Wgate, h Wup                      one matmul submission
  *               f = (act(g) * u) Wdown; post-norm (Gemma)
  *               x += f
- *   logits = (rmsnorm(x) * output_norm) Wout; soft-cap (Gemma 2-style final cap, when the file has one) */
-#include <math.h>
-#include <stdio.h>
+ *   logits = (rmsnorm(x) * output_norm) Wout; soft-cap (Gemma 2-style final cap, when the file has one)
+ *
+ * The step is written as a program of op nodes (src/backend/step.h), once per shape (t, n_out),
+ * and run through the op `step`: the CPU runs the nodes one by one through the op layer, a
+ * device backend that claims the step records them once and replays them per token. */
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "model/context_internal.h"
-#include "model/rope_factors.h"
+#include "ops/ops_internal.h"
 
-/* Elementwise pieces too small to be ops: bias and residual adds, the final soft-cap. */
-static void add_rows(float *y, const float *b, int64_t t, int64_t n) {
-    for (int64_t i = 0; i < t; i++)
-        for (int64_t j = 0; j < n; j++) y[i * n + j] += b[j];
+/* ---- writing the program ------------------------------------------------------------------- */
+
+static bp_step_node *add(bp_step_prog *p, bp_step_kind kind, bp_step_buf dst, bp_step_buf src, int64_t r0,
+                         int64_t rows, int64_t n) {
+    if (p->n_nodes == p->cap) return NULL; /* sized by program_size: cannot happen */
+    bp_step_node *nd = &p->nodes[p->n_nodes++];
+    memset(nd, 0, sizeof *nd);
+    nd->kind = kind, nd->dst = dst, nd->src = src, nd->r0 = r0, nd->rows = rows, nd->n = n, nd->f = 1.0f;
+    return nd;
 }
 
-static void add(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+static void norm(bp_step_prog *p, bp_step_buf dst, bp_step_buf src, int64_t r0, int64_t rows, int64_t n,
+                 const float *gain, float eps) {
+    bp_step_node *nd = add(p, BP_STEP_RMS_NORM, dst, src, r0, rows, n);
+    if (nd) nd->vec = gain, nd->f = eps;
 }
 
-/* ---- the step ------------------------------------------------------------------------------- */
-
-static bp_status embed(bp_context *c, const int32_t *tokens, int64_t t) {
-    const bp_model *m = c->m;
-    const bp_weight *e = m->tok_embd;
-    const int64_t E = m->hp.n_embd;
-    for (int64_t i = 0; i < t; i++) {
-        float *x = c->x + i * E;
-        bp_status s = bp_dequantize(e->kind, e->data + (size_t)tokens[i] * e->row_bytes, e->row_bytes, x, E);
-        if (s) return s;
-        if (m->hp.emb_scale != 1.0f)
-            for (int64_t j = 0; j < E; j++) x[j] *= m->hp.emb_scale;
-    }
-    return BP_OK;
+static void bias(bp_step_prog *p, bp_step_buf dst, int64_t r0, int64_t rows, int64_t n, const float *b) {
+    if (!b) return;
+    bp_step_node *nd = add(p, BP_STEP_ADD_VEC, dst, dst, r0, rows, n);
+    if (nd) nd->vec = b;
 }
 
-/* One matmul submission; keeps, per weight kind, the record of what ran its last job (the seam
- * writes each job's record into its weight where the job ran). */
-static bp_status mm(bp_context *c, const float *x, int64_t t, bp_matmul_job *jobs, int n) {
-    bp_status s = bp_matmul(x, t, jobs, n);
-    if (s) return s;
-    for (int i = 0; i < n; i++) {
-        unsigned k = (unsigned)jobs[i].w->kind;
-        if (k < BP_MODEL_MAX_KIND) bp_weight_last_record(jobs[i].w, &c->kind_rec[t > 1][k]);
-    }
-    return BP_OK;
+/* One matmul node: the jobs share src's rows [r0, r0 + rows). */
+static void mm(bp_step_prog *p, bp_step_buf src, int64_t r0, int64_t rows, int n, bp_weight *w0, bp_step_buf d0,
+               bp_weight *w1, bp_step_buf d1, bp_weight *w2, bp_step_buf d2) {
+    bp_step_node *nd = add(p, BP_STEP_MATMUL, d0, src, r0, rows, w0->cols);
+    if (!nd) return;
+    nd->n_jobs = n;
+    nd->job[0].w = w0, nd->job[0].dst = d0, nd->job[1].w = w1, nd->job[1].dst = d1, nd->job[2].w = w2,
+    nd->job[2].dst = d2;
 }
 
-/* RoPE of Q and K: the op, or the model's own with Llama 3 frequency factors (rope_factors.c). */
-static bp_status rope(const bp_context *c, float *x, int64_t t, int32_t heads, float base, float scale) {
-    const bp_hparams *hp = &c->m->hp;
-    bp_rope_desc d = {.n_heads = heads, .head_dim = (int32_t)hp->head_dim_k, .n_rot = (int32_t)hp->n_rot,
-                      .layout = c->m->arch->rope, .freq_base = base, .freq_scale = scale};
-    if (c->m->rope_freqs) return bp_model_rope_factors(&d, c->m->rope_freqs, x, t, c->positions);
-    return bp_rope(&d, x, t, c->positions);
+static void rope(bp_step_prog *p, const bp_model *m, bp_step_buf b, int64_t rows, int32_t heads, float base,
+                 float scale) {
+    const bp_hparams *hp = &m->hp;
+    bp_step_node *nd = add(p, BP_STEP_ROPE, b, b, 0, rows, (int64_t)heads * hp->head_dim_k);
+    if (!nd) return;
+    nd->rope = (bp_rope_desc){.n_heads = heads, .head_dim = (int32_t)hp->head_dim_k, .n_rot = (int32_t)hp->n_rot,
+                              .layout = m->arch->rope, .freq_base = base, .freq_scale = scale};
+    nd->rope_factors = m->rope_freqs;
 }
 
 /* One layer over t tokens. Only the last `keep` rows go on past the attention: every layer but
  * the last keeps all t; the last keeps the rows whose logits are wanted (none: its K and V are
  * all a later step needs), as llama.cpp's output-row selection does, which spares a prefill the
  * last layer's attention, output projection and FFN for the other rows. */
-static bp_status layer(bp_context *c, int il, int64_t t, int64_t keep) {
-    const bp_model *m = c->m;
+static void layer(bp_step_prog *p, const bp_model *m, int il, int64_t t, int64_t keep) {
     const bp_hparams *hp = &m->hp;
     const bp_layer *L = &m->layers[il];
     const int64_t E = hp->n_embd, D = hp->head_dim_k, H = hp->n_head, KV = hp->n_head_kv, F = hp->n_ff;
     const bool swa = hp->swa_window > 0 && hp->is_swa[il];
     const float eps = hp->rms_eps;
-    bp_status s;
     /* attention block */
-    if ((s = bp_rms_norm(c->x, t, E, L->attn_norm, eps, c->xn))) return s;
-    bp_matmul_job qkv[3] = {{L->wq, c->q}, {L->wk, c->kc}, {L->wv, c->vc}};
-    if ((s = mm(c, c->xn, t, qkv, 3))) return s;
-    if (L->bq) add_rows(c->q, L->bq, t, H * D);
-    if (L->bk) add_rows(c->kc, L->bk, t, KV * D);
-    if (L->bv) add_rows(c->vc, L->bv, t, KV * D);
-    if (L->q_norm && (s = bp_rms_norm(c->q, t * H, D, L->q_norm, eps, c->q))) return s;
-    if (L->k_norm && (s = bp_rms_norm(c->kc, t * KV, D, L->k_norm, eps, c->kc))) return s;
+    norm(p, BP_SB_XN, BP_SB_X, 0, t, E, L->attn_norm, eps);
+    mm(p, BP_SB_XN, 0, t, 3, L->wq, BP_SB_Q, L->wk, BP_SB_K, L->wv, BP_SB_V);
+    bias(p, BP_SB_Q, 0, t, H * D, L->bq);
+    bias(p, BP_SB_K, 0, t, KV * D, L->bk);
+    bias(p, BP_SB_V, 0, t, KV * D, L->bv);
+    if (L->q_norm) norm(p, BP_SB_Q, BP_SB_Q, 0, t * H, D, L->q_norm, eps);
+    if (L->k_norm) norm(p, BP_SB_K, BP_SB_K, 0, t * KV, D, L->k_norm, eps);
     /* Sliding layers use the local base and no position scaling (Gemma 3: linear scaling is a
      * property of the global layers' long-context extension). */
     float base = swa ? hp->rope_base_swa : hp->rope_base, scale = swa ? 1.0f : hp->rope_freq_scale;
-    if ((s = rope(c, c->q, t, (int32_t)H, base, scale)) || (s = rope(c, c->kc, t, (int32_t)KV, base, scale))) return s;
-    if ((s = bp_kv_cache_append(c->kv, il, c->kc, c->vc, t, c->pos))) return s;
-    if (keep == 0) return BP_OK;
+    rope(p, m, BP_SB_Q, t, (int32_t)H, base, scale);
+    rope(p, m, BP_SB_K, t, (int32_t)KV, base, scale);
+    bp_step_node *nd = add(p, BP_STEP_KV_APPEND, BP_SB_K, BP_SB_K, 0, t, KV * D);
+    if (nd) nd->layer = il;
+    if (keep == 0) return;
     const int64_t r0 = t - keep; /* first row carried on */
-    float *x = c->x + r0 * E;
-    bp_attn_desc ad = {.n_heads = (int32_t)H, .n_kv_heads = (int32_t)KV, .scale = hp->attn_scale, .causal = true,
-                       .window = swa ? hp->swa_window : 0, .softcap = 0};
-    if ((s = bp_attention(&ad, c->q + r0 * H * D, keep, c->positions + r0, c->kv, il, c->att))) return s;
-    bp_matmul_job o = {L->wo, c->tmp};
-    if ((s = mm(c, c->att, keep, &o, 1))) return s;
-    if (L->bo) add_rows(c->tmp, L->bo, keep, E);
-    if (L->attn_post_norm && (s = bp_rms_norm(c->tmp, keep, E, L->attn_post_norm, eps, c->tmp))) return s;
-    add(x, c->tmp, keep * E);
+    if ((nd = add(p, BP_STEP_ATTENTION, BP_SB_ATT, BP_SB_Q, r0, keep, H * D))) {
+        nd->layer = il;
+        nd->attn = (bp_attn_desc){.n_heads = (int32_t)H, .n_kv_heads = (int32_t)KV, .scale = hp->attn_scale,
+                                  .causal = true, .window = swa ? hp->swa_window : 0, .softcap = 0};
+    }
+    mm(p, BP_SB_ATT, r0, keep, 1, L->wo, BP_SB_TMP, NULL, 0, NULL, 0);
+    bias(p, BP_SB_TMP, r0, keep, E, L->bo);
+    if (L->attn_post_norm) norm(p, BP_SB_TMP, BP_SB_TMP, r0, keep, E, L->attn_post_norm, eps);
+    add(p, BP_STEP_ADD, BP_SB_X, BP_SB_TMP, r0, keep, E);
     /* feed-forward block */
-    if ((s = bp_rms_norm(x, keep, E, L->ffn_norm, eps, c->xn))) return s;
-    bp_matmul_job gu[2] = {{L->w_gate, c->gate}, {L->w_up, c->up}};
-    if ((s = mm(c, c->xn, keep, gu, 2))) return s;
-    if (L->b_gate) add_rows(c->gate, L->b_gate, keep, F);
-    if (L->b_up) add_rows(c->up, L->b_up, keep, F);
-    if ((s = bp_glu(m->arch->ffn_act, c->gate, c->up, keep * F, c->gate))) return s;
-    bp_matmul_job down = {L->w_down, c->tmp};
-    if ((s = mm(c, c->gate, keep, &down, 1))) return s;
-    if (L->b_down) add_rows(c->tmp, L->b_down, keep, E);
-    if (L->ffn_post_norm && (s = bp_rms_norm(c->tmp, keep, E, L->ffn_post_norm, eps, c->tmp))) return s;
-    add(x, c->tmp, keep * E);
-    return BP_OK;
+    norm(p, BP_SB_XN, BP_SB_X, r0, keep, E, L->ffn_norm, eps);
+    mm(p, BP_SB_XN, r0, keep, 2, L->w_gate, BP_SB_GATE, L->w_up, BP_SB_UP, NULL, 0);
+    bias(p, BP_SB_GATE, r0, keep, F, L->b_gate);
+    bias(p, BP_SB_UP, r0, keep, F, L->b_up);
+    if ((nd = add(p, BP_STEP_GLU, BP_SB_GATE, BP_SB_GATE, r0, keep, F))) nd->act = m->arch->ffn_act;
+    mm(p, BP_SB_GATE, r0, keep, 1, L->w_down, BP_SB_TMP, NULL, 0, NULL, 0);
+    bias(p, BP_SB_TMP, r0, keep, E, L->b_down);
+    if (L->ffn_post_norm) norm(p, BP_SB_TMP, BP_SB_TMP, r0, keep, E, L->ffn_post_norm, eps);
+    add(p, BP_STEP_ADD, BP_SB_X, BP_SB_TMP, r0, keep, E);
 }
 
-bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out) {
+/* At most this many nodes per layer (norm, qkv, 3 biases, 2 q/k norms, 2 ropes, append,
+ * attention, o, bias, post-norm, add, norm, gate/up, 2 biases, glu, down, bias, post-norm,
+ * add), plus embedding, final norm, output, cap. */
+enum { NODES_PER_LAYER = 26, NODES_FIXED = 4 };
+
+/* The program for (t, n_out), written into p (its node array kept between shapes). */
+static bp_status program(bp_context *c, bp_step_prog *p, int64_t t, int64_t n_out) {
     const bp_model *m = c->m;
     const bp_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, V = hp->n_vocab;
-    bp_status s = embed(c, tokens, t);
-    if (s) return s;
-    for (int64_t i = 0; i < t; i++) c->positions[i] = (int32_t)(c->pos + i);
-    for (int il = 0; il < (int)hp->n_layer; il++)
-        if ((s = layer(c, il, t, il == (int)hp->n_layer - 1 ? n_out : t))) return s;
+    const int need = NODES_FIXED + NODES_PER_LAYER * (int)hp->n_layer;
+    if (p->cap < need) {
+        bp_step_node *nodes = bp_realloc(p->nodes, (size_t)need * sizeof *nodes);
+        if (!nodes) return bp_fail(BP_E_NOMEM, "forward: no memory for a %d-node step", need);
+        p->nodes = nodes, p->cap = need;
+    }
+    p->n_nodes = 0, p->t = t, p->n_out = n_out, p->n_batch = c->n_batch;
+    p->n_layers = (int)hp->n_layer, p->n_kv_heads = (int32_t)hp->n_head_kv, p->head_dim = (int32_t)hp->head_dim_k;
+    p->ctx = c->n_ctx, p->kv_kind = c->kv_kind, p->embed = m->tok_embd;
+    const int64_t QD = hp->n_head * hp->head_dim_k, KVD = hp->n_head_kv * hp->head_dim_k;
+    const int64_t width[BP_SB_COUNT] = {E, E, QD, KVD, KVD, QD, E, hp->n_ff, hp->n_ff, V};
+    memcpy(p->width, width, sizeof width);
+    p->gen++;
+    bp_step_node *nd = add(p, BP_STEP_EMBED, BP_SB_X, BP_SB_X, 0, t, E);
+    if (nd) nd->w = m->tok_embd, nd->f = hp->emb_scale;
+    for (int il = 0; il < (int)hp->n_layer; il++) layer(p, m, il, t, il == (int)hp->n_layer - 1 ? n_out : t);
     if (n_out == 0) return BP_OK;
-    if ((s = bp_rms_norm(c->x + (t - n_out) * E, n_out, E, m->output_norm, hp->rms_eps, c->xn))) return s;
-    float *out = c->logits + (size_t)c->n_out * (size_t)V;
-    bp_matmul_job job = {m->output, out};
-    if ((s = mm(c, c->xn, n_out, &job, 1))) return s;
-    if (hp->final_softcap > 0)
-        for (int64_t i = 0; i < n_out * V; i++) out[i] = hp->final_softcap * tanhf(out[i] / hp->final_softcap);
+    norm(p, BP_SB_XN, BP_SB_X, t - n_out, n_out, E, m->output_norm, hp->rms_eps);
+    mm(p, BP_SB_XN, t - n_out, n_out, 1, m->output, BP_SB_LOGITS, NULL, 0, NULL, 0);
+    if (hp->final_softcap > 0 && (nd = add(p, BP_STEP_SOFTCAP, BP_SB_LOGITS, BP_SB_LOGITS, 0, n_out, V)))
+        nd->f = hp->final_softcap;
+    return BP_OK;
+}
+
+/* ---- the step ------------------------------------------------------------------------------- */
+
+bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out) {
+    const int64_t V = c->m->hp.n_vocab;
+    /* [0] decode (t = 1), [1] the last other shape: a decode step reuses its program as is */
+    bp_step_prog *p = &c->prog[t > 1];
+    bp_status s;
+    if ((p->t != t || p->n_out != n_out || !p->n_nodes) && (s = program(c, p, t, n_out))) return s;
+    for (int64_t i = 0; i < t; i++) c->positions[i] = (int32_t)(c->pos + i);
+    bp_step_io io = {.tokens = tokens, .positions = c->positions, .pos0 = c->pos, .kv = c->kv,
+                     .state = c->step_state, .kind_rec = c->kind_rec[t > 1], .kind_rec_n = BP_MODEL_MAX_KIND};
+    io.logits = c->logits + (size_t)c->n_out * (size_t)V;
+    float *host[BP_SB_COUNT] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->tmp, c->gate, c->up, io.logits};
+    memcpy(io.host, host, sizeof host);
+    if ((s = bp_step_run(p, &io))) return s;
+    c->last_traffic[t > 1] = io.traffic;
+    bp_op_last_record("step", &c->step_rec[t > 1]);
+    /* per weight kind, the record of what ran its last job: the device's, or (a step run op by op)
+     * the one the seam wrote into the weight */
+    const bool whole = strcmp(c->step_rec[t > 1].backend, "cpu") != 0;
+    for (int i = 0; !whole && i < p->n_nodes; i++)
+        for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++) {
+            const bp_weight *w = p->nodes[i].job[j].w;
+            if ((unsigned)w->kind < BP_MODEL_MAX_KIND) bp_weight_last_record(w, &c->kind_rec[t > 1][w->kind]);
+        }
     c->n_out += n_out;
     return BP_OK;
 }

@@ -36,6 +36,7 @@ bp_status bp_op_cpu(const bp_op_call *c, char *label, size_t label_len) {
     case BP_OP_CONV2D_GN:
     case BP_OP_CONV2D_LN: return bp_conv2d_cpu_op(c, label, label_len);
     case BP_OP_MOE: return bp_moe_cpu_op(c, label, label_len);
+    case BP_OP_STEP: return bp_step_cpu(c, label, label_len);
     case BP_OP_COUNT: break;
     }
     return bp_fail(BP_E_UNSUPPORTED, "CPU: op %d has no implementation", (int)c->op);

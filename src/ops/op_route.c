@@ -31,6 +31,7 @@ const char *bp_op_route_label(bp_op op, bp_kind k, const bp_op_shape *s, char *b
         case BP_OP_CONV2D_GN:
         case BP_OP_CONV2D_LN:
         case BP_OP_MOE: bp_conv_moe_cpu_label(op, k, r.kernel, sizeof r.kernel); break;
+        case BP_OP_STEP: snprintf(r.kernel, sizeof r.kernel, "CPU, op by op (each op routed on its own)"); break;
         default: snprintf(r.kernel, sizeof r.kernel, "CPU %s %s", kn->isa, bp_op_name(op)); break;
         }
     }

@@ -48,6 +48,7 @@ bp_status bp_op_reference(const bp_op_call *c) {
     case BP_OP_MOE:
         return bp_moe_ref(c->u.moe.m, c->u.moe.x, c->u.moe.t, c->u.moe.top_k, c->u.moe.ids, c->u.moe.route_w,
                           c->u.moe.y);
+    case BP_OP_STEP: return bp_step_cpu(c, (char[8]){0}, 8); /* its nodes' ops are the references */
     case BP_OP_COUNT: break;
     }
     return bp_fail(BP_E_UNSUPPORTED, "op %d has no reference", (int)c->op);

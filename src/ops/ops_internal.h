@@ -30,6 +30,15 @@ bp_status bp_ref_attention(const bp_attn_desc *d, const float *q, int64_t t, con
 /* The activation of one value, as the reference computes it (double). */
 double bp_ref_act1(bp_activation a, double x);
 
+/* RoPE with frequency divisors per pair (rope.c; Llama 3.1+ rope_freqs.weight). */
+bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, float *x, int64_t t,
+                               const int32_t *positions);
+/* The op `step` (step.c): run a forward step through the walk; the CPU's node-by-node run. */
+bp_status bp_step_run(const bp_step_prog *p, bp_step_io *io);
+/* On one backend only ("cpu": node by node), its record in *rec (verify). */
+bp_status bp_step_run_on(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec);
+bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len);
+
 /* ---- KV cache layout (src/ops/kv_cache.c) -------------------------------------------------- */
 typedef struct bp_kv_layer {
     uint8_t *k, *v;     /* [n_kv_heads][cap][row bytes] */

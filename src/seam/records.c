@@ -29,7 +29,7 @@ void bp_seam_record_fill(bp_run_record *r, const bp_op_call *c, int i, const cha
     memset(r, 0, sizeof *r);
     r->op = (int)c->op;
     r->kind = bp_op_call_kind(c, 0);
-    r->kind2 = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE ? c->kind2 : r->kind;
+    r->kind2 = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE || c->op == BP_OP_STEP ? c->kind2 : r->kind;
     r->batch = bp_op_call_shape(c, 0).t;
     const bp_seam_slot *s = i >= 0 ? bp_seam_slot_at(i) : NULL;
     if (!s) {

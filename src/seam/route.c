@@ -237,8 +237,19 @@ bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len
     const int n = bp_op_call_parts(c);
     bp_kind kinds[CHUNK];
     bp_op_shape shapes[CHUNK];
-    const bool two = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE; /* a second kind to claim */
+    const bool two = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE || c->op == BP_OP_STEP; /* a second kind */
     bp_seam_take take = BP_TAKE_YES;
+    /* A step carries the model's weight kinds too: the slot must claim jobs for every one (the
+     * same matmul kernels the step records), whatever its step claim says. */
+    if (c->op == BP_OP_STEP) {
+        bp_kind wk[32];
+        const int nw = bp_step_weight_kinds(c->u.step.prog, wk, 32);
+        for (int j = 0; j < nw; j++)
+            if (!bp_seam_slot_claims(i, BP_OP_JOBS, wk[j])) {
+                put(why, why_len, "no jobs %s kernel (a step runs every matmul of the model)", kind_name(wk[j]));
+                return bp_seam_slot_at(i) && bp_seam_slot_at(i)->dispatch ? BP_TAKE_NO_CLAIM : BP_TAKE_NOT_COMPILED;
+            }
+    }
     /* Parts in chunks: every part must be taken, the first refusal is the answer. */
     for (int j0 = 0; j0 < n && take == BP_TAKE_YES; j0 += CHUNK) {
         int m = n - j0 < CHUNK ? n - j0 : CHUNK;

@@ -76,11 +76,46 @@ foreach(kind ${BP_VK_KINDS})
   endforeach()
 endforeach()
 
+# The step's kernels (src/gpu/gpu_step.c names them): one SPIR-V per NAME=source[:defines]; the
+# embedding per weight kind.
+set(BP_VK_STEP_KERNELS rms_norm=rms_norm eltwise=eltwise glu=glu rope=rope)
+# The KV cache kinds (src/gpu/gpu_step.c bp_gpu_step_kv_kind: the same list).
+foreach(kv F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1)
+  list(APPEND BP_VK_STEP_KERNELS kv_append_${kv}=kv_append:KV_${kv} attention_${kv}=attention:KV_${kv})
+endforeach()
+foreach(kind ${BP_VK_KINDS})
+  list(APPEND BP_VK_STEP_KERNELS embed_${kind}=embed:KIND_${kind})
+endforeach()
+set(BP_VK_NAMED "")
+foreach(entry ${BP_VK_STEP_KERNELS})
+  string(REGEX REPLACE "^([A-Za-z0-9_]+)=.*" "\\1" kname "${entry}")
+  string(REGEX REPLACE "^[A-Za-z0-9_]+=([a-z_]+).*" "\\1" src "${entry}")
+  set(defs "")
+  if(entry MATCHES ":")
+    string(REGEX REPLACE "^[^:]+:(.*)" "\\1" def "${entry}")
+    set(defs -D${def})
+  endif()
+  set(spv ${BP_VK_OUT}/step_${kname}.spv)
+  if(BP_GLSLC)
+    set(cmd ${BP_GLSLC} --target-env=vulkan1.2 -O ${defs} -I${BP_VK_SRC}/shaders -I${BP_VK_OUT}
+            ${BP_VK_SRC}/shaders/${src}.comp -o ${spv})
+  else()
+    set(cmd ${BP_GLSLANG} --target-env vulkan1.2 ${defs} -I${BP_VK_SRC}/shaders -I${BP_VK_OUT} -o ${spv}
+            ${BP_VK_SRC}/shaders/${src}.comp)
+  endif()
+  add_custom_command(OUTPUT ${spv} COMMAND ${cmd}
+    DEPENDS ${BP_VK_SHADER_DEPS} ${BP_VK_OUT}/iq_tables.glsl
+    COMMENT "Compiling the Vulkan step kernel ${kname}")
+  list(APPEND BP_VK_SPVS ${spv})
+  list(APPEND BP_VK_NAMED ${kname})
+endforeach()
+
 string(REPLACE ";" "," BP_VK_KINDS_CSV "${BP_VK_KINDS}")
+string(REPLACE ";" "," BP_VK_NAMED_CSV "${BP_VK_NAMED}")
 add_custom_command(
   OUTPUT ${BP_VK_OUT}/vk_spirv_data.c
   COMMAND ${CMAKE_COMMAND} -DOUT=${BP_VK_OUT}/vk_spirv_data.c -DSPV_DIR=${BP_VK_OUT}
-          -DKINDS=${BP_VK_KINDS_CSV} -P ${BP_VK_SRC}/embed_spirv.cmake
+          -DKINDS=${BP_VK_KINDS_CSV} -DNAMED=${BP_VK_NAMED_CSV} -P ${BP_VK_SRC}/embed_spirv.cmake
   DEPENDS ${BP_VK_SPVS} ${BP_VK_SRC}/embed_spirv.cmake ${BP_VK_SRC}/vk_kinds.def
   COMMENT "Embedding ${CMAKE_CURRENT_LIST_DIR} SPIR-V")
 

@@ -42,7 +42,9 @@ static bp_status sub_wait_locked(bp_vk_ctx *c, bp_vk_sub *s) {
 static bp_status stream_cb_locked(bp_vk_ctx *c, bp_stream *s, VkCommandBuffer *out) {
     bp_status st = check_lost(c);
     if (st) return st;
-    if (s->cur < 0) {
+    if (s->cap) {
+        /* recording a graph: no ring slot, no wait */
+    } else if (s->cur < 0) {
         bp_vk_sub *slot = &s->ring[s->next];
         if (!slot->cb) {
             VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
@@ -64,7 +66,7 @@ static bp_status stream_cb_locked(bp_vk_ctx *c, bp_stream *s, VkCommandBuffer *o
         s->cur = s->next;
         s->next = (s->next + 1) % BP_VK_RING;
     }
-    VkCommandBuffer cb = s->ring[s->cur].cb;
+    VkCommandBuffer cb = s->cap ? s->cap->cb : s->ring[s->cur].cb;
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
                                            VK_ACCESS_HOST_WRITE_BIT,
@@ -95,13 +97,24 @@ static bp_status stream_flush_locked(bp_vk_ctx *c, bp_stream *s) {
                        .pCommandBuffers = &slot->cb};
     r = bp_vk.vkQueueSubmit(c->queue, 1, &si, slot->fence);
     if (r != VK_SUCCESS) return bp_vk_fail(c, "vkQueueSubmit", r);
+    c->submits++;
     slot->in_flight = true;
     last_sub = slot;
     return BP_OK;
 }
 
+static bp_status graph_wait_locked(bp_vk_ctx *c, struct bp_graph *g) {
+    if (!g || !g->in_flight) return BP_OK;
+    VkResult r = bp_vk.vkWaitForFences(c->device, 1, &g->fence, VK_TRUE, VK_WAIT_NS);
+    if (r != VK_SUCCESS) return bp_vk_fail(c, r == VK_TIMEOUT ? "vkWaitForFences (a replay, timed out after 120 s)" : "vkWaitForFences", r == VK_TIMEOUT ? VK_ERROR_DEVICE_LOST : r);
+    bp_vk.vkResetFences(c->device, 1, &g->fence);
+    g->in_flight = false;
+    return BP_OK;
+}
+
 static bp_status stream_wait_locked(bp_vk_ctx *c, bp_stream *s) {
-    bp_status st = stream_flush_locked(c, s);
+    bp_status st = s->cap ? BP_OK : stream_flush_locked(c, s);
+    if (!st) st = graph_wait_locked(c, s->replay);
     for (int i = 0; i < BP_VK_RING && !st; i++) st = sub_wait_locked(c, &s->ring[i]);
     /* The stream has drained: finish its device-to-host copies and recycle its staging. */
     for (int i = 0; i < s->npost && !st; i++) memcpy(s->post[i].dst, (char *)s->stg->map + s->post[i].off, s->post[i].n);
@@ -257,7 +270,7 @@ static bp_status staging_locked(bp_vk_ctx *c, size_t bytes) {
 }
 
 static bp_status copy_locked(bp_vk_ctx *c, VkBuffer dst, size_t dst_off, VkBuffer src, size_t src_off, size_t n) {
-    VkCommandBuffer cb;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
     bp_status st = stream_cb_locked(c, &c->defstream, &cb);
     if (st) return st;
     VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = n};
@@ -378,22 +391,27 @@ static bp_status vk_d2h_async(bp_device *dev, bp_stream *s, void *dst, const voi
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-/* name: "matvec_<KIND>" or "gemm_<KIND>", e.g. "matvec_Q4_K". */
+/* name: "matvec_<KIND>" or "gemm_<KIND>", e.g. "matvec_Q4_K", or a step kernel ("rms_norm"). */
 static bp_status vk_kernel_lookup(bp_device *dev, const char *name, bp_kernel **out) {
     bp_vk_ctx *c = ctx(dev);
     int op = strncmp(name, "matvec_", 7) == 0 ? BP_VK_OP_MATVEC : strncmp(name, "gemm_", 5) == 0 ? BP_VK_OP_GEMM : -1;
     const char *kind = op < 0 ? "" : name + (op == BP_VK_OP_MATVEC ? 7 : 5);
-    const bp_vk_spirv *sp = NULL;
+    const uint32_t *code = NULL;
+    size_t code_bytes = 0;
     for (int i = 0; op >= 0 && i < bp_vk_spirv_count; i++) {
-        if (strcmp(bp_vk_spirv_table[i].name, kind) == 0) sp = &bp_vk_spirv_table[i];
+        if (strcmp(bp_vk_spirv_table[i].name, kind) == 0)
+            code = bp_vk_spirv_table[i].code[op], code_bytes = bp_vk_spirv_table[i].bytes[op];
     }
-    if (!sp || !sp->code[op]) return bp_fail(BP_E_NOT_FOUND, "Vulkan: no kernel named %s", name);
+    for (int i = 0; op < 0 && i < bp_vk_spirv_named_count; i++)
+        if (!strcmp(bp_vk_spirv_named_table[i].name, name))
+            code = bp_vk_spirv_named_table[i].code, code_bytes = bp_vk_spirv_named_table[i].bytes;
+    if (!code) return bp_fail(BP_E_NOT_FOUND, "Vulkan: no kernel named %s", name);
     bp_kernel *k = bp_calloc(1, sizeof *k);
     if (!k) return bp_fail(BP_E_NOMEM, "Vulkan kernel %s: out of host memory", name);
     snprintf(k->name, sizeof k->name, "%s", name);
     pthread_mutex_lock(&c->lock);
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                   .codeSize = sp->bytes[op], .pCode = sp->code[op]};
+                                   .codeSize = code_bytes, .pCode = code};
     VkShaderModule mod;
     VkResult r = bp_vk.vkCreateShaderModule(c->device, &mi, NULL, &mod);
     bp_status st = BP_OK;
@@ -582,6 +600,113 @@ static bp_status vk_event_sync(bp_device *dev, bp_event *e) {
     return st;
 }
 
+/* ---- graphs: a command buffer recorded once and submitted per replay ----------------------- */
+
+static bp_status vk_graph_begin(bp_device *dev, bp_stream *s) {
+    bp_vk_ctx *c = ctx(dev);
+    pthread_mutex_lock(&c->lock);
+    bp_stream *q = s ? s : &c->defstream;
+    bp_status st = check_lost(c);
+    if (!st) st = stream_flush_locked(c, q); /* what was queued before runs first, on its own */
+    struct bp_graph *g = NULL;
+    if (!st && !(g = bp_calloc(1, sizeof *g))) st = bp_fail(BP_E_NOMEM, "Vulkan graph: out of host memory");
+    if (!st) {
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = c->cmd_pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = 1};
+        VkResult r = bp_vk.vkAllocateCommandBuffers(c->device, &ai, &g->cb);
+        if (r != VK_SUCCESS) st = bp_vk_fail(c, "vkAllocateCommandBuffers", r);
+        VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        if (!st && (r = bp_vk.vkCreateFence(c->device, &fi, NULL, &g->fence)) != VK_SUCCESS)
+            st = bp_vk_fail(c, "vkCreateFence", r);
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        if (!st && (r = bp_vk.vkBeginCommandBuffer(g->cb, &bi)) != VK_SUCCESS) st = bp_vk_fail(c, "vkBeginCommandBuffer", r);
+    }
+    if (st && g) {
+        if (g->cb) bp_vk.vkFreeCommandBuffers(c->device, c->cmd_pool, 1, &g->cb);
+        if (g->fence) bp_vk.vkDestroyFence(c->device, g->fence, NULL);
+        bp_free(g);
+    } else if (!st) {
+        q->cap = g;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+static void graph_free_locked(bp_vk_ctx *c, struct bp_graph *g) {
+    if (!g) return;
+    graph_wait_locked(c, g);
+    for (int i = 0; i < VK_STREAMS_MAX; i++)
+        if (vk_streams[i] && vk_streams[i]->replay == g) vk_streams[i]->replay = NULL;
+    if (c->defstream.replay == g) c->defstream.replay = NULL;
+    if (g->cb) bp_vk.vkFreeCommandBuffers(c->device, c->cmd_pool, 1, &g->cb);
+    if (g->fence) bp_vk.vkDestroyFence(c->device, g->fence, NULL);
+    bp_free(g);
+}
+
+static bp_status vk_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
+    bp_vk_ctx *c = ctx(dev);
+    pthread_mutex_lock(&c->lock);
+    bp_stream *q = s ? s : &c->defstream;
+    struct bp_graph *g = q->cap;
+    q->cap = NULL;
+    *out = NULL;
+    bp_status st = g ? BP_OK : bp_fail(BP_E_INVAL, "Vulkan: graph_end without graph_begin");
+    if (g) {
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+        bp_vk.vkCmdPipelineBarrier(g->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                                   0, NULL, 0, NULL);
+        VkResult r = bp_vk.vkEndCommandBuffer(g->cb);
+        if (r != VK_SUCCESS) st = bp_vk_fail(c, "vkEndCommandBuffer", r);
+    }
+    if (st) graph_free_locked(c, g);
+    else *out = g;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+static bp_status vk_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
+    bp_vk_ctx *c = ctx(dev);
+    pthread_mutex_lock(&c->lock);
+    bp_stream *q = s ? s : &c->defstream;
+    bp_status st = check_lost(c);
+    if (!st) st = stream_flush_locked(c, q);
+    if (!st) st = graph_wait_locked(c, g); /* one replay of a graph at a time */
+    if (!st) {
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &g->cb};
+        VkResult r = bp_vk.vkQueueSubmit(c->queue, 1, &si, g->fence);
+        if (r != VK_SUCCESS) st = bp_vk_fail(c, "vkQueueSubmit (graph replay)", r);
+        else c->submits++, g->in_flight = true, q->replay = g;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+static void vk_graph_destroy(bp_device *dev, bp_graph *g) {
+    bp_vk_ctx *c = ctx(dev);
+    pthread_mutex_lock(&c->lock);
+    graph_free_locked(c, g);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static bool vk_stream_is_capturing(bp_device *dev, bp_stream *s) {
+    bp_vk_ctx *c = ctx(dev);
+    pthread_mutex_lock(&c->lock);
+    bool cap = (s ? s : &c->defstream)->cap != NULL;
+    pthread_mutex_unlock(&c->lock);
+    return cap;
+}
+
+static uint64_t vk_submits(bp_device *dev) {
+    bp_vk_ctx *c = ctx(dev);
+    pthread_mutex_lock(&c->lock);
+    uint64_t n = c->submits;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
 static bp_status vk_mem_info(bp_device *dev, size_t *total, size_t *free_bytes) {
     bp_vk_ctx *c = ctx(dev);
     uint32_t heap = c->memprops.memoryTypes[c->mem_device].heapIndex;
@@ -628,5 +753,11 @@ const bp_device_methods bp_vk_methods = {
     .event_record = vk_event_record,
     .event_wait = vk_event_wait,
     .event_sync = vk_event_sync,
+    .graph_begin = vk_graph_begin,
+    .graph_end = vk_graph_end,
+    .graph_replay = vk_graph_replay,
+    .graph_destroy = vk_graph_destroy,
+    .stream_is_capturing = vk_stream_is_capturing,
     .mem_info = vk_mem_info,
+    .submits = vk_submits,
 };

@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "vulkan/vk_internal.h"
 #include "vulkan/vk_spirv.h"
+#include "gpu/gpu_step.h"
 
 enum { VK_SLOT_X = 0, VK_SLOT_Y = 1, VK_MAX_JOBS = 16 };
 #define VK_GEMM_TM 32 /* tile sizes of shaders/gemm.comp */
@@ -239,6 +240,20 @@ static bp_status record_part(bp_device *dev, bp_weight *w, vk_weight *vw, bp_ker
     return bp_dev_d2h_on(dev, NULL, y + (size_t)t0 * (size_t)w->rows, yb, 0, (size_t)tn * (size_t)w->rows * 4);
 }
 
+/* The IQ grids, uploaded once per device. */
+static bp_status iq_upload(bp_device *dev) {
+    if (vk_iq_buf) return BP_OK;
+    void *b;
+    bp_status st = bp_dev_alloc(dev, bp_vk_iq_nwords * 4, &b);
+    if (st) return st;
+    if ((st = bp_dev_h2d(dev, b, 0, bp_vk_iq_words, bp_vk_iq_nwords * 4))) {
+        bp_dev_free(dev, b);
+        return st;
+    }
+    vk_iq_buf = b;
+    return BP_OK;
+}
+
 /* Y_j = X W_j^T for every job j, t inputs (jobs of one weight: a matvec or gemm call). The input
  * is uploaded once per batch chunk and every job's kernels and read-backs queue behind it on
  * the default stream: one submission, one wait per chunk (every command starts with a full
@@ -267,15 +282,7 @@ static bp_status run_jobs(const bp_matmul_job *jobs, int n, const float *x, int6
     int64_t tb = (int64_t)(range / ((size_t)widest * 4));
     if (tb > (int64_t)VK_GEMM_TN * 65535) tb = (int64_t)VK_GEMM_TN * 65535;
     if (tb > t) tb = t;
-    if (!vk_iq_buf) {
-        void *b;
-        if ((st = bp_dev_alloc(dev, bp_vk_iq_nwords * 4, &b))) return st;
-        if ((st = bp_dev_h2d(dev, b, 0, bp_vk_iq_words, bp_vk_iq_nwords * 4))) {
-            bp_dev_free(dev, b);
-            return st;
-        }
-        vk_iq_buf = b;
-    }
+    if ((st = iq_upload(dev))) return st;
     const int64_t cols = jobs[0].w->cols;
     void *xb, *yb;
     if ((st = bp_dev_scratch(dev, VK_SLOT_X, (size_t)tb * (size_t)cols * 4, &xb))) return st;
@@ -290,8 +297,48 @@ static bp_status run_jobs(const bp_matmul_job *jobs, int n, const float *x, int6
     return BP_OK;
 }
 
+/* The step's kernels for a KV kind are embedded (backend.cmake's list). */
+static bool vk_has_named(const char *name) {
+    for (int i = 0; i < bp_vk_spirv_named_count; i++)
+        if (!strcmp(bp_vk_spirv_named_table[i].name, name) && bp_vk_spirv_named_table[i].bytes >= 20 &&
+            bp_vk_spirv_named_table[i].code[0] == 0x07230203u)
+            return true;
+    return false;
+}
+
+static bool vk_has_step(bp_kind kv) {
+    if (!bp_gpu_step_kv_kind(kv)) return false;
+    char a[48], b[48];
+    const char *kn = bp_kind_traits_of(kv)->info.name;
+    snprintf(a, sizeof a, "attention_%s", kn);
+    snprintf(b, sizeof b, "kv_append_%s", kn);
+    return vk_has_named(a) && vk_has_named(b) && vk_has_named("rms_norm") && vk_has_named("rope") &&
+           vk_has_named("glu") && vk_has_named("eltwise");
+}
+
 static bool vk_has_launch(bp_op op, bp_kind k) {
+    if (op == BP_OP_STEP) return vk_has_step(k);
     return (op == BP_OP_MATVEC || op == BP_OP_GEMM || op == BP_OP_JOBS) && vk_has_kernels(k);
+}
+
+/* The whole step (src/gpu/gpu_step.c), every weight kind's embedding and matmul kernels too. */
+static bp_status run_step(const bp_op_call *c, char *label, size_t len) {
+    char why[256];
+    bp_device *dev = bp_vk_device(why, sizeof why);
+    if (!dev) return bp_fail(BP_E_UNSUPPORTED, "Vulkan unavailable: %s", why);
+    bp_kind wk[32];
+    const int nw = bp_step_weight_kinds(c->u.step.prog, wk, 32);
+    for (int i = 0; i < nw; i++) {
+        char e[48];
+        snprintf(e, sizeof e, "embed_%s", bp_kind_traits_of(wk[i])->info.name);
+        if (!vk_has_kernels(wk[i]) || !vk_has_named(e))
+            return bp_fail(BP_E_UNSUPPORTED, "Vulkan step: no kernels for %s weights", bp_kind_traits_of(wk[i])->info.name);
+    }
+    bp_status st = iq_upload(dev);
+    if (st) return st;
+    const bp_gpu_backend b = {.id = BP_BACKEND_VULKAN, .name = "vulkan", .display = "Vulkan",
+                              .max_binding = bp_vk_max_range(), .extra = vk_iq_buf, .mm_tile = VK_GEMM_TM};
+    return bp_gpu_step_run(&b, dev, c, label, len);
 }
 
 static bp_launch vk_launch(const bp_op_call *c, char *err, size_t err_len) {
@@ -301,7 +348,11 @@ static bp_launch vk_launch(const bp_op_call *c, char *err, size_t err_len) {
         if (!vk_has_launch(c->op, kinds[i])) return BP_LAUNCH_NO_KERNEL;
     bp_status st;
     pthread_mutex_lock(&vk_run_lock);
-    if (c->op == BP_OP_JOBS) {
+    if (c->op == BP_OP_STEP) {
+        char label[160];
+        st = run_step(c, label, sizeof label);
+        if (!st) snprintf(err, err_len, "%s", label); /* the walk names the kernel from err on success */
+    } else if (c->op == BP_OP_JOBS) {
         /* A job group larger than the kernel handle array runs in several passes. */
         st = BP_OK;
         for (int j0 = 0; j0 < c->u.jobs.n_jobs && !st; j0 += VK_MAX_JOBS) {

@@ -12,12 +12,14 @@
 
 /* Push constants of every backplane shader; must match `Push` in shaders/common.glsl. */
 typedef struct bp_vk_push {
-    uint32_t rows, cols, row_bytes, nsub, t, y_row0, y_stride, pad;
+    uint32_t rows, cols, row_bytes, nsub, t, y_row0, y_stride, x_off, w_off;
+    float fscale;
+    uint32_t pad0, pad1;
 } bp_vk_push;
 
 /* Kernel arguments bind one descriptor set each (set i = argument i): a buffer handle owns one
  * set describing all of it, made when it is allocated, so a launch never writes descriptors. */
-enum { BP_VK_MAX_SETS = 4, BP_VK_PUSH_BYTES = 128, BP_VK_RING = 4 };
+enum { BP_VK_MAX_SETS = 6, BP_VK_PUSH_BYTES = 128, BP_VK_RING = 4 };
 
 /* What alloc hands out as the opaque `void *buf`. */
 typedef struct bp_vk_buffer {
@@ -58,6 +60,15 @@ struct bp_stream {
     size_t stg_used;
     struct { void *dst; size_t off, n; } post[BP_VK_POSTS];
     int npost;
+    struct bp_graph *cap;    /* the graph being recorded on this stream, or NULL */
+    struct bp_graph *replay; /* the graph last replayed on it (its fence ends the stream's work) */
+};
+
+/* A recorded command buffer, replayed whole: the step's one submission. */
+struct bp_graph {
+    VkCommandBuffer cb;
+    VkFence fence;
+    bool in_flight;
 };
 
 struct bp_event {
@@ -88,6 +99,7 @@ typedef struct bp_vk_ctx {
     bp_vk_buffer *staging;   /* grown on demand, for non-mappable copies */
     struct bp_stream defstream;
     bool lost;               /* VK_ERROR_DEVICE_LOST seen: every later call fails fast */
+    uint64_t submits;        /* vkQueueSubmit calls (bp_dev_traffic) */
     char lost_why[160];
     char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
 } bp_vk_ctx;

@@ -3,6 +3,7 @@
  * compiles shaders for (a matvec and a GEMM each); the guard's claim <=> launch test checks the
  * SPIR-V really is embedded. */
 #include "backend/backend.h"
+#include "gpu/gpu_step.h"
 
 static bool vulkan_claims(bp_kind k) {
     switch (k) {
@@ -15,7 +16,9 @@ static bool vulkan_claims(bp_kind k) {
     }
 }
 
+/* The whole step: for the KV kinds the step's attention and append kernels store. */
 static const char *vulkan_kernel(bp_op op, bp_kind k) {
+    if (op == BP_OP_STEP) return bp_claim_answer(BP_BACKEND_VULKAN, op, k, bp_gpu_step_kv_kind(k));
     return bp_claim_answer(BP_BACKEND_VULKAN, op, k,
                            vulkan_claims(k) && (op == BP_OP_MATVEC || op == BP_OP_GEMM || op == BP_OP_JOBS));
 }

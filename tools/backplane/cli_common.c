@@ -1,6 +1,8 @@
 /* Helpers shared by several subcommands; see cli_common.h. */
 #include "cli_common.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backplane.h"
@@ -28,6 +30,36 @@ bool bp_cli_take_fallbacks(int *argc, char **argv) {
     bool found = take_flag(argc, argv, "--fallbacks");
     if (found) want_fallbacks = true;
     return found;
+}
+
+int bp_cli_take_backend(int *argc, char **argv, const char *cmd) {
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--backend")) continue;
+        if (i + 1 >= *argc) {
+            fprintf(stderr, "backplane %s: --backend needs a name (see `backplane probe`), or cpu\n", cmd);
+            return -1;
+        }
+        const char *name = argv[i + 1];
+        /* Asked for by name: a CPU implementation of the API (lavapipe, PoCL) is on too, as its
+         * BACKPLANE_<NAME>=1 would turn it on. */
+        char env[48];
+        snprintf(env, sizeof env, "BACKPLANE_");
+        for (size_t j = 0; name[j] && j < 30; j++) {
+            char ch = name[j];
+            env[10 + j] = (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch), env[11 + j] = '\0';
+        }
+        if (strcmp(name, "cpu") && !getenv(env)) setenv(env, "1", 0);
+        bp_status s = bp_set_backend_preference(name, BP_FORCE);
+        if (s) {
+            fprintf(stderr, "backplane %s: --backend %s: %s\n", cmd, name, bp_last_error());
+            return -1;
+        }
+        for (int j = i; j + 2 < *argc; j++) argv[j] = argv[j + 2];
+        *argc -= 2;
+        argv[*argc] = NULL;
+        return 1;
+    }
+    return 0;
 }
 
 bool bp_cli_take_strict(int *argc, char **argv) {

@@ -18,6 +18,10 @@ extern bool bp_cli_dry_run;
  * from argv like bp_cli_take_fallbacks and turns strict mode on (bp_set_strict): a fallback
  * becomes the op's error (BACKPLANE_STRICT=1 does the same). */
 bool bp_cli_take_strict(int *argc, char **argv);
+/* --backend NAME: run everything there (bp_set_backend_preference FORCE; a CPU implementation
+ * such as lavapipe is turned on, as BACKPLANE_<NAME>=1 does). Removed from argv; 1 when found, 0
+ * when absent, -1 (after saying why on stderr) when NAME cannot run here. */
+int bp_cli_take_backend(int *argc, char **argv, const char *cmd);
 void bp_cli_print_fallbacks(void);
 /* --no-memory-check (run, perplexity, bench MODEL): removed from argv like the flags above; turns
  * off bp_context_create's check of the KV cache against the memory available. */

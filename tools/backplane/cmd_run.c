@@ -26,6 +26,7 @@ static int usage(FILE *f, int rc) {
             "usage: backplane run MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--ctx N] [--kv-kind KIND] [--threads N]\n"
             "                     [--chat] [--json] [--profile] [--fallbacks] [--strict] [--no-memory-check]\n"
+            "                     [--backend NAME]\n"
             "  -p PROMPT        the prompt (BOS is added as the vocabulary says)\n"
             "  -n N             tokens to generate at most (default 128; stops early at end of generation)\n"
             "  --temp T         temperature (default 0: greedy); --top-k/--top-p/--min-p/--repeat-penalty/--seed\n"
@@ -37,6 +38,8 @@ static int usage(FILE *f, int rc) {
             "  --json           print one JSON object at the end instead of streaming text\n"
             "  --profile        per-op calls, time, GB/s and GFLOP/s;  --fallbacks: ops that fell back;\n"
             "  --strict         a fallback is an error (BACKPLANE_STRICT=1)\n"
+            "  --backend NAME   run there (vulkan, opencl, cuda, cpu; BACKPLANE_BACKEND prefers instead): on\n"
+            "                   Vulkan the whole forward pass, the KV cache and the activations stay on the device\n"
             "  --no-memory-check  allocate a KV cache larger than the memory available (BACKPLANE_MEMORY_CHECK=0)\n");
     return rc;
 }
@@ -107,6 +110,7 @@ int bp_cmd_run(int argc, char **argv) {
     bp_cli_take_profile(&argc, argv);
     bp_cli_take_strict(&argc, argv);
     bp_cli_take_no_memory_check(&argc, argv);
+    if (bp_cli_take_backend(&argc, argv, "run") < 0) return 2;
     ropts o;
     int p = parse(argc, argv, &o);
     if (p) return usage(p > 0 ? stdout : stderr, p > 0 ? 0 : 2);

@@ -177,11 +177,24 @@ void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FIL
             ((double)rss - (double)s->info.file_bytes - (double)kv - (double)bufs) / MiB);
     fprintf(f, "threads: %d; paths per weight kind:\n", bp_cpu_threads());
     for (int i = 0; i < nk; i++) {
-        const char *d = bp_context_kind_path(c, rows[i].kind, false), *p = bp_context_kind_path(c, rows[i].kind, true);
+        /* the label is a thread-local copy: keep the decode one before asking for the prefill one */
+        char d[600];
+        snprintf(d, sizeof d, "%s", bp_context_kind_path(c, rows[i].kind, false));
+        const char *p = bp_context_kind_path(c, rows[i].kind, true);
         fprintf(f, "  %-6s %3d tensors %7.1f MiB  decode: %s\n", bp_kind_lookup((uint32_t)rows[i].kind)->name,
                 rows[i].count, rows[i].bytes / MiB, *d ? d : "(not run)");
         if (*p) fprintf(f, "  %-6s %3s %15s  prefill: %s\n", "", "", "", p);
     }
     print_ops(f);
+    for (int pre = 0; pre < 2; pre++) {
+        bp_step_report sr;
+        if (bp_context_step_report(c, pre, &sr) || !strcmp(sr.record.backend, "cpu")) continue;
+        fprintf(f, "device step (%s, last): %s; %llu submission%s, %llu kernels, %llu upload%s (%llu B), %llu download%s "
+                   "(%.1f KiB)%s\n",
+                pre ? "prefill" : "decode", sr.record.display, (unsigned long long)sr.submissions,
+                sr.submissions == 1 ? "" : "s", (unsigned long long)sr.launches, (unsigned long long)sr.uploads,
+                sr.uploads == 1 ? "" : "s", (unsigned long long)sr.bytes_in, (unsigned long long)sr.downloads,
+                sr.downloads == 1 ? "" : "s", (double)sr.bytes_out / 1024, sr.recorded ? " (recorded now)" : " (replayed)");
+    }
     fprintf(f, "fallbacks: %llu%s\n", fallbacks, fallbacks ? " (--fallbacks for where and why)" : "");
 }

@@ -5,6 +5,7 @@
  * kinds (8-bit activations), 1e-6 otherwise (the fast paths compute in f32 over the same
  * dequantized values). */
 #include "verify_ops.h"
+#include "verify_step.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -174,6 +175,11 @@ static void verify_rows(vctx *v, const char *only) {
     free(x), free(up), free(g), free(b), free(y);
 }
 
+static void step_emit(void *ctx, const char *kind, const char *backend, double e, const char *path) {
+    const bp_kind_info *ki = bp_kind_by_name(kind);
+    emit(ctx, "step", kind, "2 layers: prefill 5 + decode 1", backend, e, tol(ki ? ki->kind : BP_KIND_F32, "step"), path);
+}
+
 int bp_verify_ops(bool json, const char *only_backend, const char *only_kind, int *failed) {
     vctx v = {.json = json, .first = true};
     if (json) printf("  \"op_results\": [\n");
@@ -185,6 +191,8 @@ int bp_verify_ops(bool json, const char *only_backend, const char *only_kind, in
 #include "backend/kv_kinds.def"
 #undef BP_KV_KIND
     if (!only_kind || !strcmp(only_kind, "F32")) verify_rows(&v, only_backend);
+    /* The whole step, per KV kind, on each backend that claims it (the CPU runs it op by op). */
+    bp_verify_step(step_emit, &v, only_backend, only_kind);
     if (json) printf("\n  ],\n");
     *failed = v.failed;
     return v.cases;

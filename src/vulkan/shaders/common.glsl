@@ -21,7 +21,10 @@ layout(push_constant) uniform Push {
     uint t;         // batch size (GEMM); 1 for matvec
     uint y_row0;    // first output row of this chunk
     uint y_stride;  // rows of the whole weight: Y is t x y_stride, row-major
-    uint pad;
+    uint x_off;     // first float of X (a row of a step's activation buffer); embed: of the ids
+    uint w_off;     // first byte of the weight in its buffer (an arena)
+    float fscale;   // embed: the embedding scale
+    uint pad0, pad1;
 } pc;
 
 uint rd8(uint o) { return (wq[o >> 2] >> ((o & 3u) << 3)) & 0xFFu; }

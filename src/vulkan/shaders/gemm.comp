@@ -37,7 +37,7 @@ void main() {
             uint row = row0 + r, k = k0 + sc * uint(SUBN);
             if (row < pc.rows && k < pc.cols) {
                 uint sub = k / uint(SUBN), blk = sub / spb;
-                dq_sub(row * pc.row_bytes + blk * QB, sub - blk * spb, r * KS + sc * uint(SUBN));
+                dq_sub(pc.w_off + row * pc.row_bytes + blk * QB, sub - blk * spb, r * KS + sc * uint(SUBN));
             } else {
                 for (uint j = 0u; j < uint(SUBN); j++) ws[r * KS + sc * uint(SUBN) + j] = 0.0;
             }
@@ -45,7 +45,7 @@ void main() {
         for (uint e = tid; e < TN * KC; e += WG) {
             uint tt = e / KC, kk = e - tt * KC;
             uint tok = tok0 + tt, k = k0 + kk;
-            xs[tt][kk] = (tok < pc.t && k < pc.cols) ? xv[tok * pc.cols + k] : 0.0;
+            xs[tt][kk] = (tok < pc.t && k < pc.cols) ? xv[pc.x_off + tok * pc.cols + k] : 0.0;
         }
         barrier();
         for (uint kk = 0u; kk < KC; kk++) {

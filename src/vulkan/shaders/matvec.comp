@@ -7,7 +7,7 @@
 // than the 65535 workgroups one dimension guarantees.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
-#define EMIT(j, val) dq_acc += (val) * xv[ctx + (j)]
+#define EMIT(j, val) dq_acc += (val) * xv[pc.x_off + ctx + (j)]
 #include "dequant.glsl"
 
 layout(local_size_x_id = 0, local_size_y = 1, local_size_z = 1) in;
@@ -20,7 +20,7 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint nth = gl_WorkGroupSize.x;
     const uint spb = QK / uint(SUBN); // sub-blocks per block
-    uint rbase = row * pc.row_bytes;
+    uint rbase = pc.w_off + row * pc.row_bytes;
     float acc = 0.0;
     for (uint idx = tid; idx < pc.nsub; idx += nth) {
         uint blk = idx / spb;

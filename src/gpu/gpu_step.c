@@ -1,0 +1,608 @@
+/* The forward step on a device (gpu_step.h): placement, the launch list, record and replay.
+ *
+ *   place     every weight of the program into arenas of at most max_binding bytes (a weight
+ *             larger than that in row chunks), the norm gains, biases and RoPE frequencies
+ *             into one f32 buffer, the KV cache [layer][kv_head][ctx][head_dim] and the
+ *             activations into device buffers, the step input and the logits into host-visible
+ *             ones (mapped copies: no queue work to write or read them)
+ *   compile   the program into a list of launches with every offset resolved (once per program)
+ *   run       write the input, replay the recorded graph (or launch the list where the device
+ *             has no graphs), read the logits: one upload, one submission, one download.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+#include "gpu/gpu_step.h"
+#include "kinds/kinds_internal.h"
+
+enum { MAX_BUFS = 6, MAX_PIECES = 8, ARGS_BYTES = 64 };
+
+bool bp_gpu_step_kv_kind(bp_kind k) {
+    switch (k) {
+    case BP_KIND_F32: case BP_KIND_F16: case BP_KIND_BF16: case BP_KIND_Q8_0: case BP_KIND_Q4_0: case BP_KIND_Q4_1:
+    case BP_KIND_Q5_0: case BP_KIND_Q5_1: return true;
+    default: return false;
+    }
+}
+
+typedef struct piece { int arena; size_t off; int64_t row0, rows; } piece;
+typedef struct placed { const bp_weight *w; int n; bool mm; piece p[MAX_PIECES]; } placed;
+typedef struct vecref { const void *host; int64_t n; int kind; uint32_t off; } vecref; /* kind: 0 plain, 1 rope */
+
+typedef struct launch {
+    bp_kernel *k;
+    bp_launch_dims d;
+    void *buf[MAX_BUFS];
+    int nbuf;
+    unsigned char args[ARGS_BYTES];
+    size_t nargs;
+} launch;
+
+typedef struct gpu_state {
+    bp_step_state base;
+    bp_device *dev;
+    /* placement */
+    void **arenas;
+    int n_arenas;
+    placed *w;
+    int n_w;
+    vecref *vecs;
+    int n_vecs;
+    void *params;             /* the f32 vectors */
+    void *act[BP_SB_COUNT];   /* act[BP_SB_LOGITS] unused: the logits live in lg[] */
+    void **lg;                /* the logits, lg_rows rows per buffer (a vocabulary row is large) */
+    int n_lg;
+    int64_t lg_rows;
+    void **kv;                /* [layer][2]: K, V */
+    int n_layers;
+    int32_t kv_heads, head_dim;
+    int64_t cap;
+    bp_kind kv_kind;
+    size_t kv_row;            /* bytes of one token of one head */
+    void *io;
+    int64_t n_batch;
+    size_t io_bytes;
+    /* the compiled program and its recording, per prog slot (decode, prefill) */
+    struct {
+        const bp_step_prog *prog;
+        uint64_t gen;
+        launch *l;
+        int n;
+        bp_graph *graph;
+    } c[2];
+    size_t placed_bytes;
+} gpu_state;
+
+static void state_free(bp_step_state *self) {
+    gpu_state *s = (gpu_state *)self;
+    if (!s) return;
+    for (int i = 0; i < 2; i++) {
+        if (s->c[i].graph) bp_dev_graph_destroy(s->dev, s->c[i].graph);
+        bp_free(s->c[i].l);
+    }
+    for (int i = 0; i < s->n_arenas; i++) bp_dev_free(s->dev, s->arenas[i]);
+    for (int i = 0; i < BP_SB_COUNT; i++) bp_dev_free(s->dev, s->act[i]);
+    for (int i = 0; i < s->n_lg; i++) bp_dev_free(s->dev, s->lg[i]);
+    bp_free(s->lg);
+    for (int i = 0; s->kv && i < 2 * s->n_layers; i++) bp_dev_free(s->dev, s->kv[i]);
+    bp_dev_free(s->dev, s->params);
+    bp_dev_free(s->dev, s->io);
+    bp_free(s->arenas);
+    bp_free(s->w);
+    bp_free(s->vecs);
+    bp_free(s->kv);
+    bp_free(s);
+}
+
+/* ---- placement ------------------------------------------------------------------------------ */
+
+static const placed *find_w(const gpu_state *s, const bp_weight *w) {
+    for (int i = 0; i < s->n_w; i++)
+        if (s->w[i].w == w) return &s->w[i];
+    return NULL;
+}
+
+static int add_vec(gpu_state *s, int *cap, const void *host, int64_t n, int kind) {
+    for (int i = 0; i < s->n_vecs; i++)
+        if (s->vecs[i].host == host && s->vecs[i].kind == kind && s->vecs[i].n == n) return i;
+    if (s->n_vecs == *cap) {
+        int nc = *cap ? 2 * *cap : 64;
+        vecref *v = bp_realloc(s->vecs, (size_t)nc * sizeof *v);
+        if (!v) return -1;
+        s->vecs = v, *cap = nc;
+    }
+    s->vecs[s->n_vecs] = (vecref){host, n, kind, 0};
+    return s->n_vecs++;
+}
+
+/* A RoPE node's frequencies: freq_scale * base^(-2k/n_rot) / factor_k, in double, per pair. */
+static void rope_freqs(const bp_step_node *nd, float *out) {
+    const int half = nd->rope.n_rot / 2;
+    for (int k = 0; k < half; k++) {
+        double f = (double)nd->rope.freq_scale * pow((double)nd->rope.freq_base, -2.0 * k / (double)nd->rope.n_rot);
+        if (nd->rope_factors) f /= nd->rope_factors[k];
+        out[k] = (float)f;
+    }
+}
+
+static bp_status alloc_zero(bp_device *dev, size_t bytes, bool host, void **out) {
+    bp_status st = host ? bp_dev_alloc_managed(dev, bytes, out) : bp_dev_alloc(dev, bytes, out);
+    if (st == BP_E_UNSUPPORTED && host) st = bp_dev_alloc(dev, bytes, out);
+    if (!st) st = bp_dev_memset(dev, *out, 0, 0, bytes);
+    return st;
+}
+
+/* The weights, vectors, KV cache and buffers of p on the device. */
+static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p) {
+    bp_device *dev = s->dev;
+    bp_status st = BP_OK;
+    /* weights: each node's, once; arenas filled front to back */
+    const bp_weight *ws[1024];
+    int nws = 0;
+    for (int i = -1; i < p->n_nodes && nws < 1024; i++) {
+        const bp_step_node *nd = i < 0 ? NULL : &p->nodes[i];
+        const int m = !nd ? 1 : nd->kind == BP_STEP_MATMUL ? nd->n_jobs : nd->kind == BP_STEP_EMBED ? 1 : 0;
+        for (int j = 0; j < m && nws < 1024; j++) {
+            const bp_weight *w = !nd ? p->embed : nd->kind == BP_STEP_EMBED ? nd->w : nd->job[j].w;
+            int k = 0;
+            while (k < nws && ws[k] != w) k++;
+            if (k == nws && w) ws[nws++] = w;
+        }
+    }
+    if (nws == 1024) return bp_fail(BP_E_SHAPE, "%s step: more than 1024 weights", b->display);
+    s->w = bp_calloc((size_t)nws, sizeof *s->w);
+    size_t *fill = bp_calloc((size_t)nws * MAX_PIECES + 1, sizeof *fill); /* bytes used per arena */
+    s->arenas = bp_calloc((size_t)nws * MAX_PIECES + 1, sizeof *s->arenas);
+    if (!s->w || !fill || !s->arenas) {
+        bp_free(fill);
+        return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+    }
+    const size_t range = b->max_binding;
+    /* plan: arena i gets pieces until the next would pass range */
+    int cur = -1;
+    for (int i = 0; i < nws && !st; i++) {
+        const bp_weight *w = ws[i];
+        placed *pw = &s->w[s->n_w++];
+        pw->w = w;
+        if (w->row_bytes + 260 > range)
+            st = bp_fail(BP_E_SHAPE, "%s step: one row (%zu bytes) exceeds a binding's %zu bytes", b->display,
+                         w->row_bytes, range);
+        int64_t per = st ? 1 : (int64_t)((range - 260) / w->row_bytes);
+        for (int64_t r0 = 0; r0 < w->rows && !st; r0 += per) {
+            int64_t rows = w->rows - r0 < per ? w->rows - r0 : per;
+            size_t bytes = (size_t)rows * w->row_bytes;
+            if (pw->n == MAX_PIECES) {
+                st = bp_fail(BP_E_SHAPE, "%s step: a weight needs more than %d bindings", b->display, MAX_PIECES);
+                break;
+            }
+            if (cur < 0 || fill[cur] + bytes + 4 > range) cur = s->n_arenas++;
+            pw->p[pw->n++] = (piece){cur, fill[cur], r0, rows};
+            fill[cur] = (fill[cur] + bytes + 4 + 255) & ~(size_t)255;
+        }
+    }
+    for (int a = 0; a < s->n_arenas && !st; a++) {
+        st = bp_dev_alloc(dev, fill[a], &s->arenas[a]);
+        s->placed_bytes += fill[a];
+    }
+    bp_free(fill);
+    for (int i = 0; i < s->n_w && !st; i++) {
+        const placed *pw = &s->w[i];
+        for (int j = 0; j < pw->n && !st; j++) {
+            const piece *pc = &pw->p[j];
+            size_t bytes = (size_t)pc->rows * pw->w->row_bytes;
+            st = bp_dev_h2d(dev, s->arenas[pc->arena], pc->off, pw->w->data + (size_t)pc->row0 * pw->w->row_bytes, bytes);
+            if (!st) st = bp_dev_memset(dev, s->arenas[pc->arena], pc->off + bytes, 0, 4);
+        }
+    }
+    if (st) return st;
+    /* vectors: gains, biases, RoPE frequencies */
+    int vcap = 0;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const bp_step_node *nd = &p->nodes[i];
+        int r = 0;
+        if ((nd->kind == BP_STEP_RMS_NORM || nd->kind == BP_STEP_ADD_VEC) && nd->vec) r = add_vec(s, &vcap, nd->vec, nd->n, 0);
+        if (nd->kind == BP_STEP_ROPE) {
+            /* one table per (base, scale, factors): keyed by the node's own desc */
+            r = -2;
+            for (int v = 0; v < s->n_vecs; v++) {
+                const bp_step_node *o = s->vecs[v].host;
+                if (s->vecs[v].kind == 1 && o->rope.freq_base == nd->rope.freq_base &&
+                    o->rope.freq_scale == nd->rope.freq_scale && o->rope.n_rot == nd->rope.n_rot &&
+                    o->rope_factors == nd->rope_factors)
+                    r = v;
+            }
+            if (r == -2) r = add_vec(s, &vcap, nd, nd->rope.n_rot / 2, 1);
+        }
+        if (r == -1) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+    }
+    size_t total = 0;
+    for (int v = 0; v < s->n_vecs; v++) s->vecs[v].off = (uint32_t)total, total += (size_t)s->vecs[v].n;
+    float *host = bp_malloc((total ? total : 1) * sizeof(float));
+    if (!host) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+    for (int v = 0; v < s->n_vecs; v++) {
+        if (s->vecs[v].kind == 1) rope_freqs(s->vecs[v].host, host + s->vecs[v].off);
+        else memcpy(host + s->vecs[v].off, s->vecs[v].host, (size_t)s->vecs[v].n * sizeof(float));
+    }
+    st = bp_dev_alloc(dev, (total ? total : 1) * sizeof(float), &s->params);
+    if (!st) st = bp_dev_h2d(dev, s->params, 0, host, total * sizeof(float));
+    bp_free(host);
+    if (st) return st;
+    /* KV cache */
+    const bp_kind_traits *kt = bp_kind_traits_of(p->kv_kind);
+    s->n_layers = p->n_layers, s->kv_heads = p->n_kv_heads, s->head_dim = p->head_dim, s->cap = p->ctx;
+    s->kv_kind = p->kv_kind;
+    s->kv_row = (size_t)p->head_dim / kt->info.block_elems * kt->info.block_bytes;
+    const size_t kvb = s->kv_row * (size_t)p->n_kv_heads * (size_t)p->ctx;
+    if (kvb + 4 > range)
+        return bp_fail(BP_E_SHAPE, "%s step: one layer's K cache (%zu bytes) exceeds a binding's %zu bytes", b->display,
+                       kvb, range);
+    s->kv = bp_calloc((size_t)p->n_layers * 2, sizeof *s->kv);
+    if (!s->kv) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+    for (int i = 0; i < 2 * p->n_layers && !st; i++) st = alloc_zero(dev, kvb + 4, false, &s->kv[i]);
+    s->placed_bytes += 2 * (size_t)p->n_layers * kvb;
+    /* activations, input, logits (logits and input host-visible where the device has it) */
+    s->n_batch = p->n_batch;
+    for (int i = 0; i < BP_SB_COUNT && !st; i++)
+        if (i != BP_SB_LOGITS)
+            st = alloc_zero(dev, (size_t)p->n_batch * (size_t)p->width[i] * sizeof(float) + 4, false, &s->act[i]);
+    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
+    s->lg_rows = (int64_t)((range - 4) / lrow) < p->n_batch ? (int64_t)((range - 4) / lrow) : p->n_batch;
+    if (b->logits_rows > 0 && b->logits_rows < s->lg_rows) s->lg_rows = b->logits_rows;
+    if (!st && s->lg_rows < 1) st = bp_fail(BP_E_SHAPE, "%s step: one row of logits exceeds a binding", b->display);
+    if (!st) {
+        s->n_lg = (int)((p->n_batch + s->lg_rows - 1) / s->lg_rows);
+        if (!(s->lg = bp_calloc((size_t)s->n_lg, sizeof *s->lg))) st = bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+    }
+    for (int i = 0; i < s->n_lg && !st; i++) st = alloc_zero(dev, (size_t)s->lg_rows * lrow + 4, true, &s->lg[i]);
+    s->io_bytes = (size_t)(2 + 2 * p->n_batch) * sizeof(int32_t);
+    if (!st) st = alloc_zero(dev, s->io_bytes, true, &s->io);
+    return st;
+}
+
+/* ---- compile: the program as launches -------------------------------------------------------- */
+
+typedef struct builder {
+    const bp_gpu_backend *b;
+    gpu_state *s;
+    launch *l;
+    int n, cap;
+} builder;
+
+static bp_status emit(builder *B, const char *kname, uint32_t gx, uint32_t gy, void *const *bufs, int nbuf,
+                      const void *args, size_t nargs) {
+    if (B->n == B->cap) {
+        int nc = B->cap ? 2 * B->cap : 256;
+        launch *l = bp_realloc(B->l, (size_t)nc * sizeof *l);
+        if (!l) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", B->b->display);
+        B->l = l, B->cap = nc;
+    }
+    launch *L = &B->l[B->n];
+    memset(L, 0, sizeof *L);
+    bp_status st = bp_dev_kernel(B->s->dev, kname, &L->k);
+    if (st) return bp_fail(st, "%s step: kernel %s: %s", B->b->display, kname, bp_last_error());
+    /* a grid wider than 65535 workgroups folds into y */
+    if (gx > 65535) gy = (gx + 65534) / 65535 * (gy ? gy : 1), gx = 65535;
+    L->d = (bp_launch_dims){{gx ? gx : 1, gy ? gy : 1, 1}, {64, 1, 1}, 0};
+    for (int i = 0; i < nbuf; i++) L->buf[i] = bufs[i];
+    L->nbuf = nbuf;
+    memcpy(L->args, args, nargs);
+    L->nargs = nargs;
+    B->n++;
+    return BP_OK;
+}
+
+static const char *kind_name(bp_kind k) { return bp_kind_traits_of(k)->info.name; }
+
+static uint32_t off_of(const gpu_state *s, const void *host, int kind) {
+    for (int v = 0; v < s->n_vecs; v++)
+        if (s->vecs[v].host == host && s->vecs[v].kind == kind) return s->vecs[v].off;
+    return 0xFFFFFFFFu;
+}
+
+static uint32_t rope_off(const gpu_state *s, const bp_step_node *nd) {
+    for (int v = 0; v < s->n_vecs; v++) {
+        const bp_step_node *o = s->vecs[v].host;
+        if (s->vecs[v].kind == 1 && o->rope.freq_base == nd->rope.freq_base && o->rope.freq_scale == nd->rope.freq_scale &&
+            o->rope.n_rot == nd->rope.n_rot && o->rope_factors == nd->rope_factors)
+            return s->vecs[v].off;
+    }
+    return 0;
+}
+
+/* W (pieces) times src rows [r0, r0 + rows) into dst's rows (logits: from row 0). */
+static bp_status emit_mm(builder *B, const bp_step_prog *p, const bp_step_node *nd, int j) {
+    gpu_state *s = B->s;
+    const bp_weight *w = nd->job[j].w;
+    const bp_step_buf d = nd->job[j].dst;
+    const placed *pw = find_w(s, w);
+    const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
+    const uint32_t spb = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
+    /* The logits start at row 0 of their buffers, lg_rows a buffer: one launch per buffer. */
+    const bool lg = d == BP_SB_LOGITS;
+    const int64_t per = lg ? s->lg_rows : nd->rows;
+    for (int64_t t0 = 0; t0 < nd->rows; t0 += per) {
+        const int64_t tn = nd->rows - t0 < per ? nd->rows - t0 : per;
+        const int64_t dr0 = lg ? 0 : nd->r0;
+        for (int i = 0; i < pw->n; i++) {
+            const piece *pc = &pw->p[i];
+            bp_gpu_mm_args a = {.rows = (uint32_t)pc->rows, .cols = (uint32_t)w->cols, .row_bytes = (uint32_t)w->row_bytes,
+                                .nsub = (uint32_t)(w->cols / tr->info.block_elems) * spb, .t = (uint32_t)tn,
+                                .y_row0 = (uint32_t)(dr0 * p->width[d] + pc->row0), .y_stride = (uint32_t)p->width[d],
+                                .x_off = (uint32_t)((nd->r0 + t0) * p->width[nd->src]), .w_off = (uint32_t)pc->off};
+            void *bufs[4] = {s->arenas[pc->arena], s->act[nd->src], lg ? s->lg[t0 / per] : s->act[d], B->b->extra};
+            const bool g = tn > 1;
+            char kn[48];
+            snprintf(kn, sizeof kn, "%s_%s", g ? "gemm" : "matvec", kind_name(w->kind));
+            uint32_t gx = g ? (uint32_t)((pc->rows + B->b->mm_tile - 1) / B->b->mm_tile) : (uint32_t)pc->rows;
+            uint32_t gy = g ? (uint32_t)((tn + B->b->mm_tile - 1) / B->b->mm_tile) : 1;
+            bp_status st = emit(B, kn, gx, gy, bufs, B->b->extra ? 4 : 3, &a, sizeof a);
+            if (st) return st;
+        }
+    }
+    return BP_OK;
+}
+
+static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node *nd) {
+    gpu_state *s = B->s;
+    const uint32_t n = (uint32_t)nd->n, rows = (uint32_t)nd->rows, base = (uint32_t)(nd->r0 * nd->n);
+    const uint32_t pos_idx = 2 + 2 * (uint32_t)nd->r0;
+    bp_status st = BP_OK;
+    switch (nd->kind) {
+    case BP_STEP_EMBED: {
+        const placed *pw = find_w(s, nd->w);
+        const bp_kind_traits *tr = bp_kind_traits_of(nd->w->kind);
+        const uint32_t spb = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
+        char kname[48];
+        snprintf(kname, sizeof kname, "embed_%s", kind_name(nd->w->kind));
+        for (int i = 0; i < pw->n && !st; i++) {
+            const piece *pc = &pw->p[i];
+            bp_gpu_mm_args a = {.rows = (uint32_t)pc->rows, .cols = n, .row_bytes = (uint32_t)nd->w->row_bytes,
+                                .nsub = (uint32_t)(nd->w->cols / tr->info.block_elems) * spb, .t = rows,
+                                .y_row0 = (uint32_t)pc->row0, .y_stride = base,
+                                  .x_off = 3, .w_off = (uint32_t)pc->off, .fscale = nd->f};
+            void *bufs[4] = {s->arenas[pc->arena], s->io, s->act[nd->dst], B->b->extra};
+            st = emit(B, kname, rows, 1, bufs, B->b->extra ? 4 : 3, &a, sizeof a);
+        }
+        return st;
+    }
+    case BP_STEP_RMS_NORM: {
+        bp_gpu_norm_args a = {rows, n, base, base, nd->vec ? off_of(s, nd->vec, 0) : 0xFFFFFFFFu, nd->f};
+        void *bufs[3] = {s->act[nd->src], s->params, s->act[nd->dst]};
+        return emit(B, "rms_norm", rows, 1, bufs, 3, &a, sizeof a);
+    }
+    case BP_STEP_MATMUL:
+        for (int j = 0; j < nd->n_jobs && !st; j++) st = emit_mm(B, p, nd, j);
+        return st;
+    case BP_STEP_SOFTCAP:
+        if (nd->dst == BP_SB_LOGITS) { /* per logits buffer */
+            for (int64_t t0 = 0; t0 < nd->rows && !st; t0 += s->lg_rows) {
+                const uint32_t count = (uint32_t)((nd->rows - t0 < s->lg_rows ? nd->rows - t0 : s->lg_rows) * nd->n);
+                bp_gpu_elt_args a = {count, 2u, 0, 0, n, nd->f};
+                void *bufs[2] = {s->lg[t0 / s->lg_rows], s->params};
+                st = emit(B, "eltwise", (count + 255) / 256, 1, bufs, 2, &a, sizeof a);
+            }
+            return st;
+        }
+        /* fall through */
+    case BP_STEP_ADD_VEC:
+    case BP_STEP_ADD: {
+        const uint32_t count = rows * n;
+        bp_gpu_elt_args a = {count, nd->kind == BP_STEP_ADD ? 0u : nd->kind == BP_STEP_ADD_VEC ? 1u : 2u,
+                             nd->dst == BP_SB_LOGITS ? 0 : base,
+                             nd->kind == BP_STEP_ADD ? base : nd->kind == BP_STEP_ADD_VEC ? off_of(s, nd->vec, 0) : 0, n,
+                             nd->f};
+        void *bufs[2] = {s->act[nd->dst], nd->kind == BP_STEP_ADD ? s->act[nd->src] : s->params};
+        return emit(B, "eltwise", (count + 255) / 256, 1, bufs, 2, &a, sizeof a);
+    }
+    case BP_STEP_GLU: {
+        const uint32_t count = rows * n;
+        bp_gpu_glu_args a = {count, (uint32_t)nd->act, base, base};
+        void *bufs[2] = {s->act[BP_SB_GATE], s->act[BP_SB_UP]};
+        return emit(B, "glu", (count + 255) / 256, 1, bufs, 2, &a, sizeof a);
+    }
+    case BP_STEP_ROPE: {
+        const uint32_t total = rows * (uint32_t)nd->rope.n_heads * (uint32_t)(nd->rope.n_rot / 2);
+        bp_gpu_rope_args a = {rows, (uint32_t)nd->rope.n_heads, (uint32_t)nd->rope.head_dim, (uint32_t)nd->rope.n_rot,
+                              nd->rope.layout == BP_ROPE_NEOX, base, pos_idx, rope_off(s, nd)};
+        void *bufs[3] = {s->act[nd->dst], s->io, s->params};
+        return emit(B, "rope", (total + 63) / 64, 1, bufs, 3, &a, sizeof a);
+    }
+    case BP_STEP_KV_APPEND: {
+        char kname[48];
+        snprintf(kname, sizeof kname, "kv_append_%s", kind_name(s->kv_kind));
+        const bool blocks = bp_kind_traits_of(s->kv_kind)->info.block_elems > 1; /* a thread per row */
+        const uint32_t total = rows * (uint32_t)s->kv_heads * (uint32_t)(blocks ? 1 : s->head_dim / 2);
+        for (int v = 0; v < 2 && !st; v++) {
+            bp_gpu_kv_args a = {rows, (uint32_t)s->kv_heads, (uint32_t)s->head_dim, (uint32_t)s->cap,
+                                (uint32_t)(nd->r0 * p->width[v ? BP_SB_V : BP_SB_K]), (uint32_t)s->kv_row};
+            void *bufs[3] = {s->act[v ? BP_SB_V : BP_SB_K], s->kv[2 * nd->layer + v], s->io};
+            st = emit(B, kname, (total + 63) / 64, 1, bufs, 3, &a, sizeof a);
+        }
+        return st;
+    }
+    case BP_STEP_ATTENTION: {
+        char kname[48];
+        snprintf(kname, sizeof kname, "attention_%s", kind_name(s->kv_kind));
+        bp_gpu_attn_args a = {rows, (uint32_t)nd->attn.n_heads, (uint32_t)nd->attn.n_kv_heads, (uint32_t)s->head_dim,
+                              (uint32_t)s->cap, (uint32_t)(nd->r0 * p->width[BP_SB_Q]), base, pos_idx, nd->attn.scale,
+                              nd->attn.softcap, (uint32_t)nd->attn.window, (uint32_t)s->kv_row};
+        void *bufs[5] = {s->act[BP_SB_Q], s->kv[2 * nd->layer], s->kv[2 * nd->layer + 1], s->act[nd->dst], s->io};
+        return emit(B, kname, (uint32_t)nd->attn.n_heads, rows, bufs, 5, &a, sizeof a);
+    }
+    case BP_STEP_KIND_COUNT: break;
+    }
+    return bp_fail(BP_E_INVAL, "%s step: node kind %d unknown", B->b->display, (int)nd->kind);
+}
+
+/* Shapes the kernels take: checked before anything is placed. */
+static bp_status check(const bp_gpu_backend *b, const bp_step_prog *p) {
+    if (!bp_gpu_step_kv_kind(p->kv_kind))
+        return bp_fail(BP_E_KIND, "%s step: no kernels for a %s KV cache (F32, F16)", b->display, kind_name(p->kv_kind));
+    if (p->head_dim > 256 || p->head_dim % 2)
+        return bp_fail(BP_E_SHAPE, "%s step: head_dim %d (the attention kernel takes even head dims up to 256)",
+                       b->display, (int)p->head_dim);
+    const bp_kind_traits *kt = bp_kind_traits_of(p->kv_kind);
+    if (kt->info.block_elems > 1 && ((size_t)p->head_dim / kt->info.block_elems * kt->info.block_bytes) % 4)
+        return bp_fail(BP_E_SHAPE, "%s step: a %s cache row of head_dim %d is not whole 32-bit words", b->display,
+                       kind_name(p->kv_kind), (int)p->head_dim);
+    for (int i = 0; i < BP_SB_COUNT; i++)
+        if (i != BP_SB_LOGITS && p->t * p->width[i] * 4 > (int64_t)b->max_binding)
+            return bp_fail(BP_E_SHAPE, "%s step: %lld rows of buffer %d exceed a binding", b->display, (long long)p->t, i);
+    return BP_OK;
+}
+
+static bp_status compile(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p, int slot) {
+    if (s->c[slot].graph) bp_dev_graph_destroy(s->dev, s->c[slot].graph);
+    bp_free(s->c[slot].l);
+    memset(&s->c[slot], 0, sizeof s->c[slot]);
+    builder B = {b, s, NULL, 0, 0};
+    bp_status st = BP_OK;
+    for (int i = 0; i < p->n_nodes && !st; i++) {
+        st = emit_node(&B, p, &p->nodes[i]);
+        for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++)
+            ((placed *)find_w(s, p->nodes[i].job[j].w))->mm = true;
+    }
+    if (st) {
+        bp_free(B.l);
+        return st;
+    }
+    s->c[slot].l = B.l, s->c[slot].n = B.n, s->c[slot].prog = p, s->c[slot].gen = p->gen;
+    return BP_OK;
+}
+
+static bp_status launch_all(gpu_state *s, int slot) {
+    bp_status st = BP_OK;
+    for (int i = 0; i < s->c[slot].n && !st; i++) {
+        const launch *L = &s->c[slot].l[i];
+        bp_kernel_arg a[MAX_BUFS + 1];
+        for (int j = 0; j < L->nbuf; j++) a[j] = bp_arg_buf(L->buf[j], 0);
+        a[L->nbuf] = bp_arg_bytes(L->args, L->nargs);
+        st = bp_dev_launch(s->dev, NULL, L->k, &L->d, a, L->nbuf + 1);
+    }
+    return st;
+}
+
+/* ---- taking over and handing back the KV cache ------------------------------------------------ */
+
+static bp_status kv_move(gpu_state *s, const bp_step_kv_host *kv, int64_t from, int64_t to, bool up) {
+    if (to <= from) return BP_OK;
+    const size_t n = (size_t)(to - from) * s->kv_row;
+    void *tmp = bp_malloc(n);
+    if (!tmp) return bp_fail(BP_E_NOMEM, "step: no host memory to move the KV cache");
+    bp_status st = BP_OK;
+    for (int l = 0; l < s->n_layers && !st; l++)
+        for (int v = 0; v < 2 && !st; v++)
+            for (int h = 0; h < s->kv_heads && !st; h++) {
+                const size_t off = ((size_t)h * (size_t)s->cap + (size_t)from) * s->kv_row;
+                if (up) {
+                    st = kv->read_raw(kv->cache, l, v, h, from, to - from, tmp);
+                    if (!st) st = bp_dev_h2d(s->dev, s->kv[2 * l + v], off, tmp, n);
+                } else {
+                    st = bp_dev_d2h(s->dev, tmp, s->kv[2 * l + v], off, n);
+                    if (!st) st = kv->write_raw(kv->cache, l, v, h, from, to - from, tmp);
+                }
+            }
+    bp_free(tmp);
+    return st;
+}
+
+static bp_status hand_back(bp_step_state *self, const bp_step_kv_host *kv, int64_t from, int64_t to) {
+    gpu_state *s = (gpu_state *)self;
+    if (to > s->base.kv_len) return bp_fail(BP_E_INVAL, "step: the device holds %lld positions, not %lld",
+                                            (long long)s->base.kv_len, (long long)to);
+    return kv_move(s, kv, from, to, false);
+}
+
+/* ---- the step ---------------------------------------------------------------------------------- */
+
+bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_call *c, char *label, size_t len) {
+    const bp_step_prog *p = c->u.step.prog;
+    bp_step_io *io = c->u.step.io;
+    bp_status st = check(b, p);
+    if (st) return st;
+    gpu_state *s = (gpu_state *)io->state[b->id];
+    if (s && (s->dev != dev || s->n_batch != p->n_batch || s->cap != p->ctx || s->kv_kind != p->kv_kind)) {
+        state_free(&s->base); /* the device was reopened, or the context changed shape */
+        io->state[b->id] = NULL;
+        s = NULL;
+    }
+    bp_dev_traffic t0;
+    bp_dev_traffic_get(dev, &t0);
+    bool placed_now = false;
+    if (!s) {
+        if (!(s = bp_calloc(1, sizeof *s))) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+        s->base.free = state_free, s->base.hand_back = hand_back, s->dev = dev;
+        if ((st = place(b, s, p))) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s", bp_last_error());
+            state_free(&s->base);
+            return bp_fail(st, "%s step: placing the model: %s", b->display, msg);
+        }
+        io->state[b->id] = &s->base;
+        placed_now = true;
+    }
+    const int slot = p->t > 1;
+    /* the positions before this step: on the device, or brought up from the host */
+    if (s->base.kv_len < io->pos0 && (st = kv_move(s, &io->kv_host, s->base.kv_len, io->pos0, true))) return st;
+    if (s->base.kv_len > io->pos0) s->base.kv_len = io->pos0;
+    if (s->c[slot].prog != p || s->c[slot].gen != p->gen) {
+        if ((st = compile(b, s, p, slot))) return st;
+    }
+    /* the input: pos0, n_kv, positions, ids in one write */
+    const size_t in_bytes = (size_t)(2 + 2 * p->t) * sizeof(int32_t);
+    int32_t *in = bp_malloc(in_bytes);
+    if (!in) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+    in[0] = (int32_t)io->pos0, in[1] = (int32_t)(io->pos0 + p->t);
+    for (int64_t i = 0; i < p->t; i++) in[2 + 2 * i] = io->positions[i], in[3 + 2 * i] = io->tokens[i];
+    st = bp_dev_h2d(dev, s->io, 0, in, in_bytes);
+    bp_free(in);
+    if (st) return st;
+    bool recorded = false;
+    if (!s->c[slot].graph) {
+        bp_status g = bp_dev_graph_begin(dev, NULL);
+        if (g == BP_OK) {
+            st = launch_all(s, slot);
+            if (st) bp_dev_graph_abort(dev, NULL);
+            else st = bp_dev_graph_end(dev, NULL, &s->c[slot].graph);
+            if (st) return st;
+            recorded = true;
+        } else if (g != BP_E_UNSUPPORTED) {
+            return g;
+        }
+    }
+    if (s->c[slot].graph) st = bp_dev_graph_replay(dev, s->c[slot].graph, NULL);
+    else st = launch_all(s, slot);
+    if (st) return st;
+    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
+    for (int64_t r0 = 0; r0 < p->n_out && !st; r0 += s->lg_rows) {
+        const int64_t rn = p->n_out - r0 < s->lg_rows ? p->n_out - r0 : s->lg_rows;
+        st = bp_dev_d2h(dev, (char *)io->logits + (size_t)r0 * lrow, s->lg[r0 / s->lg_rows], 0, (size_t)rn * lrow);
+    }
+    if (!st && p->n_out == 0) st = bp_dev_stream_sync(dev, NULL);
+    if (st) return st;
+    s->base.kv_len = io->pos0 + p->t;
+    bp_dev_traffic t1;
+    bp_dev_traffic_get(dev, &t1);
+    io->traffic.h2d = t1.h2d - t0.h2d, io->traffic.d2h = t1.d2h - t0.d2h;
+    io->traffic.h2d_bytes = t1.h2d_bytes - t0.h2d_bytes, io->traffic.d2h_bytes = t1.d2h_bytes - t0.d2h_bytes;
+    io->traffic.submits = t1.submits - t0.submits;
+    io->traffic.launches = (uint64_t)s->c[slot].n; /* the kernels the step ran, replayed or launched */
+    io->traffic.recorded = recorded;
+    /* what ran each weight kind: the kernel the launches named */
+    for (int i = 0; io->kind_rec && i < s->n_w; i++) {
+        const bp_kind k = s->w[i].w->kind;
+        if ((int)k >= io->kind_rec_n || !s->w[i].mm) continue;
+        bp_run_record *r = &io->kind_rec[k];
+        memset(r, 0, sizeof *r);
+        r->op = p->t > 1 ? BP_OP_GEMM : BP_OP_MATVEC, r->kind = r->kind2 = k, r->batch = p->t;
+        snprintf(r->backend, sizeof r->backend, "%s", b->name);
+        snprintf(r->display, sizeof r->display, "%s", b->display);
+        snprintf(r->kernel, sizeof r->kernel, "%s (in the step)", kind_name(k));
+    }
+    snprintf(label, len, "%s step: %d kernels in %s%s", b->display, s->c[slot].n,
+             s->c[slot].graph ? "one recorded submission" : "one queue", placed_now ? " (model placed now)" : "");
+    return BP_OK;
+}

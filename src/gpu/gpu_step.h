@@ -1,0 +1,67 @@
+/* The forward step on a device (src/backend/step.h): common code of the GPU backends, over the
+ * device interface alone (src/device/device.h). A backend hands over its device and the few
+ * facts that differ; this code places the model (weights in arenas, once), keeps the KV cache
+ * and the activations in device memory, turns the program into kernel launches, records them
+ * once as a graph where the device has graphs and replays that graph per step.
+ *
+ * The kernels it launches, by name, each with buffers (in order) and one by-value argument block
+ * (the structs below; a backend's kernels must read exactly these):
+ *   matvec_<KIND>, gemm_<KIND>   W, X, Y, extra            bp_gpu_mm_args
+ *   embed_<KIND>                 W, IO, Y, extra           bp_gpu_mm_args (t ids at IO[x_off])
+ *   rms_norm                     X, G, Y                   bp_gpu_norm_args
+ *   eltwise                      Y, X                      bp_gpu_elt_args
+ *   glu                          G, U                      bp_gpu_glu_args
+ *   rope                         X, IO, F                  bp_gpu_rope_args
+ *   kv_append_<KV>               SRC, CACHE, IO            bp_gpu_kv_args
+ *   attention_<KV>               Q, K, V, OUT, IO          bp_gpu_attn_args
+ * (KV: the cache kinds of bp_gpu_step_kv_kind; a cache row is one token of one head, row_bytes.)
+ * IO is the step's int32 input: [0] pos0, [1] pos0 + t, then (position, token id) of each row:
+ * [2 + 2i] and [3 + 2i], so a step's input is one copy of 8 + 8t bytes. Offsets are in elements of the buffer (floats, ints),
+ * w_off in bytes. */
+#ifndef BP_GPU_STEP_H
+#define BP_GPU_STEP_H
+
+#include "backend/backend.h"
+#include "backend/step.h"
+#include "device/device.h"
+
+typedef struct bp_gpu_mm_args {
+    uint32_t rows, cols, row_bytes, nsub, t, y_row0, y_stride, x_off, w_off;
+    float fscale;
+    uint32_t pad0, pad1;
+} bp_gpu_mm_args;
+typedef struct bp_gpu_norm_args { uint32_t rows, n, x_off, y_off, g_off; float eps; } bp_gpu_norm_args;
+typedef struct bp_gpu_elt_args { uint32_t count, mode, y_off, x_off, n; float f; } bp_gpu_elt_args;
+typedef struct bp_gpu_glu_args { uint32_t count, act, g_off, u_off; } bp_gpu_glu_args;
+typedef struct bp_gpu_rope_args {
+    uint32_t rows, n_heads, head_dim, n_rot, neox, x_off, pos_idx, f_off;
+} bp_gpu_rope_args;
+typedef struct bp_gpu_kv_args { uint32_t rows, n_kv_heads, head_dim, cap, src_off, row_bytes; } bp_gpu_kv_args;
+typedef struct bp_gpu_attn_args {
+    uint32_t rows, n_heads, n_kv_heads, head_dim, cap, q_off, o_off, pos_idx;
+    float scale, softcap;
+    uint32_t window, row_bytes;
+} bp_gpu_attn_args;
+
+/* What a backend tells the step code. */
+typedef struct bp_gpu_backend {
+    int id;                       /* bp_backend_id */
+    const char *name, *display;   /* "vulkan", "Vulkan" */
+    size_t max_binding;           /* bytes one buffer argument may span (lavapipe: 128 MiB) */
+    void *extra;                  /* the weight kernels' fourth buffer (Vulkan's IQ grids) */
+    uint32_t mm_tile;             /* rows and tokens per GEMM workgroup (grid = ceil / tile) */
+    int64_t logits_rows;          /* at most this many rows of logits per buffer (0: what a binding
+                                     holds; tests set it to exercise the split) */
+} bp_gpu_backend;
+
+/* The KV kinds the step kernels store: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 (not IQ4_NL, whose
+ * quantizer searches scales). */
+bool bp_gpu_step_kv_kind(bp_kind k);
+
+/* Run the step of call c (op `step`) on dev: place the model on first use (the state lives in
+ * io->state[b->id]), record or replay, read the logits back. The label names what ran. On an
+ * error nothing is reported as done; the KV positions the device held before the step stay
+ * valid there, for hand_back. */
+bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_call *c, char *label, size_t len);
+
+#endif

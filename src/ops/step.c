@@ -1,0 +1,150 @@
+/* The op `step`: a whole forward step (src/backend/step.h) through the seam's one walk. A
+ * backend that claims the step for the cache's kind (and jobs for every weight kind) runs all
+ * of it on its device; otherwise the CPU runs the nodes one by one here, each through the op
+ * layer's public ops, so every op of the step is routed and recorded on its own as before. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "ops/ops_internal.h"
+#include "backend/backend_id.h"
+
+/* ---- host access to the KV cache, for a backend taking over or handing back a sequence ---- */
+
+static bp_status kv_raw(bp_kv_cache *c, int layer, bool values, int head, int64_t first, int64_t rows, uint8_t **p,
+                        size_t *n) {
+    if (!c || layer < 0 || layer >= c->desc.n_layers || head < 0 || head >= c->desc.n_kv_heads || first < 0 ||
+        rows < 0 || first + rows > c->layers[layer].cap)
+        return bp_fail(BP_E_INVAL, "kv_cache: layer %d head %d rows [%lld, %lld) out of range", layer, head,
+                       (long long)first, (long long)(first + rows));
+    const bp_kv_layer *L = &c->layers[layer];
+    const size_t row = values ? c->row_v : c->row_k;
+    *p = (values ? L->v : L->k) + ((size_t)head * (size_t)L->cap + (size_t)first) * row;
+    *n = (size_t)rows * row;
+    return BP_OK;
+}
+
+static bp_status kv_read_raw(void *cache, int layer, bool values, int head, int64_t first, int64_t rows, void *dst) {
+    uint8_t *p = NULL;
+    size_t n = 0;
+    bp_status s = kv_raw(cache, layer, values, head, first, rows, &p, &n);
+    if (!s) memcpy(dst, p, n);
+    return s;
+}
+
+/* Writing rows makes them the layer's contents: its length becomes at least first + rows. */
+static bp_status kv_write_raw(void *cache, int layer, bool values, int head, int64_t first, int64_t rows,
+                              const void *src) {
+    uint8_t *p = NULL;
+    size_t n = 0;
+    bp_kv_cache *c = cache;
+    bp_status s = kv_raw(c, layer, values, head, first, rows, &p, &n);
+    if (s) return s;
+    memcpy(p, src, n);
+    if (c->layers[layer].len < first + rows) c->layers[layer].len = first + rows;
+    return BP_OK;
+}
+
+static int64_t kv_length(void *cache) { return bp_kv_cache_length(cache, 0); }
+
+/* ---- the CPU: node by node ---------------------------------------------------------------- */
+
+static bp_status node_cpu(const bp_step_prog *p, const bp_step_node *nd, bp_step_io *io) {
+    const int64_t n = nd->n;
+    float *dst = io->host[nd->dst] + nd->r0 * n, *src = io->host[nd->src] + nd->r0 * n;
+    switch (nd->kind) {
+    case BP_STEP_EMBED: {
+        const bp_weight *e = nd->w;
+        for (int64_t i = 0; i < nd->rows; i++) {
+            float *x = dst + i * n;
+            bp_status s = bp_dequantize(e->kind, e->data + (size_t)io->tokens[i] * e->row_bytes, e->row_bytes, x, n);
+            if (s) return s;
+            if (nd->f != 1.0f)
+                for (int64_t j = 0; j < n; j++) x[j] *= nd->f;
+        }
+        return BP_OK;
+    }
+    case BP_STEP_RMS_NORM: return bp_rms_norm(src, nd->rows, n, nd->vec, nd->f, dst);
+    case BP_STEP_MATMUL: {
+        bp_matmul_job jobs[3];
+        for (int j = 0; j < nd->n_jobs; j++)
+            jobs[j].w = nd->job[j].w, jobs[j].y = nd->job[j].dst == BP_SB_LOGITS
+                                                      ? io->logits
+                                                      : io->host[nd->job[j].dst] + nd->r0 * p->width[nd->job[j].dst];
+        return bp_matmul(src, nd->rows, jobs, nd->n_jobs);
+    }
+    case BP_STEP_ADD_VEC:
+        for (int64_t i = 0; i < nd->rows; i++)
+            for (int64_t j = 0; j < n; j++) dst[i * n + j] += nd->vec[j];
+        return BP_OK;
+    case BP_STEP_ADD:
+        for (int64_t i = 0; i < nd->rows * n; i++) dst[i] += src[i];
+        return BP_OK;
+    case BP_STEP_ROPE: {
+        const int32_t *pos = io->positions + nd->r0;
+        if (nd->rope_factors) return bp_rope_with_factors(&nd->rope, nd->rope_factors, dst, nd->rows, pos);
+        return bp_rope(&nd->rope, dst, nd->rows, pos);
+    }
+    case BP_STEP_KV_APPEND:
+        return bp_kv_cache_append(io->kv, nd->layer, io->host[BP_SB_K] + nd->r0 * p->width[BP_SB_K],
+                                  io->host[BP_SB_V] + nd->r0 * p->width[BP_SB_V], nd->rows, io->pos0 + nd->r0);
+    case BP_STEP_ATTENTION:
+        return bp_attention(&nd->attn, io->host[BP_SB_Q] + nd->r0 * p->width[BP_SB_Q], nd->rows,
+                            io->positions + nd->r0, io->kv, nd->layer, dst);
+    case BP_STEP_GLU: return bp_glu(nd->act, dst, io->host[BP_SB_UP] + nd->r0 * n, nd->rows * n, dst);
+    case BP_STEP_SOFTCAP:
+        for (int64_t i = 0; i < nd->rows * n; i++) dst[i] = nd->f * tanhf(dst[i] / nd->f);
+        return BP_OK;
+    case BP_STEP_KIND_COUNT: break;
+    }
+    return bp_fail(BP_E_INVAL, "step: node kind %d unknown", (int)nd->kind);
+}
+
+bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len) {
+    const bp_step_prog *p = c->u.step.prog;
+    bp_step_io *io = c->u.step.io;
+    /* Positions a device holds and the host does not come back first (see bp_step_state). */
+    const int64_t have = kv_length(io->kv);
+    for (int b = 0; io->state && b < BP_STEP_STATES && have < io->pos0; b++) {
+        bp_step_state *st = io->state[b];
+        if (st && st->kv_len >= io->pos0) {
+            bp_status s = st->hand_back(st, &io->kv_host, have, io->pos0);
+            if (s) return bp_fail(s, "step: the CPU cannot continue the sequence: %s", bp_last_error());
+            break;
+        }
+    }
+    if (kv_length(io->kv) < io->pos0)
+        return bp_fail(BP_E_INVAL, "step: the host KV cache holds %lld positions, the step starts at %lld",
+                       (long long)kv_length(io->kv), (long long)io->pos0);
+    for (int i = 0; i < p->n_nodes; i++) {
+        bp_status s = node_cpu(p, &p->nodes[i], io);
+        if (s) return s;
+    }
+    snprintf(label, label_len, "CPU, op by op (%d ops)", p->n_nodes);
+    return BP_OK;
+}
+
+/* The call for p, io prepared; backend NULL: the walk, else that backend only (verify). */
+static bp_status step_call(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec) {
+    if (!p || !io || p->t <= 0 || p->n_out < 0 || p->n_out > p->t)
+        return bp_fail(BP_E_INVAL, "step: bad program or io (t %lld, n_out %lld)", p ? (long long)p->t : 0LL,
+                       p ? (long long)p->n_out : 0LL);
+    io->kv_host = (bp_step_kv_host){io->kv, kv_read_raw, kv_write_raw, kv_length};
+    memset(&io->traffic, 0, sizeof io->traffic);
+    bp_op_call c = {.op = BP_OP_STEP, .kind = p->kv_kind, .kind2 = p->kv_kind};
+    c.u.step.prog = p, c.u.step.io = io;
+    /* The work the cost model sees: every weight read once per step, t tokens. */
+    int64_t wbytes = 0;
+    for (int i = 0; i < p->n_nodes; i++)
+        for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++)
+            wbytes += p->nodes[i].job[j].w->rows * (int64_t)p->nodes[i].job[j].w->row_bytes;
+    c.shape = (bp_op_shape){1, wbytes / 2 > 0 ? wbytes / 2 : 1, p->t};
+    return backend ? bp_seam_run_on(&c, backend, bp_op_cpu, rec) : bp_op_run(&c);
+}
+
+bp_status bp_step_run(const bp_step_prog *p, bp_step_io *io) { return step_call(p, io, NULL, NULL); }
+
+bp_status bp_step_run_on(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec) {
+    return step_call(p, io, backend ? backend : "cpu", rec);
+}
