@@ -44,7 +44,7 @@ fi
 
 # Tokenizer tests (the tok area): llama.cpp's vocabulary GGUFs from the pinned
 # llama-cpp-python sdist (scripts/fetch-vocab.sh; the tests fail without them), and
-# unicodedata2 (Unicode 15.1, llama.cpp's version) for src/model/unicode_gen.py --check.
+# unicodedata2 (Unicode 15.1, llama.cpp's version) for src/text/unicode_gen.py --check.
 bash "$(dirname "$0")/fetch-vocab.sh"
 if ! python3 -c 'import unicodedata2 as u; assert u.unidata_version == "15.1.0"' 2>/dev/null; then
   echo "install-deps: pip install unicodedata2==15.1.0"

@@ -2,8 +2,8 @@
 # The stack runs one way (DESIGN.md "The stack"): a file may include headers of its own folder
 # and of the layers below it, never of a layer above. Levels, lowest first:
 #   0 core   1 kinds, gguf   2 device   3 backend   4 gpu (the GPU backends' common code)
-#   5 cpu, cuda, vulkan, opencl, metal, mock   6 seam   7 ops   8 model   9 testing (test helpers,
-#   for tools and tests only)
+#   5 cpu, cuda, vulkan, opencl, metal, mock   6 seam   7 ops   8 model, text (tokenizer, sampler)
+#   9 testing (test helpers, for tools and tests only)
 # tools/ and tests/ sit on top and may include anything. A violation prints the file, the line
 # and the two layers, and fails. Generated headers and the public include/ are not layers.
 set -u
@@ -18,7 +18,7 @@ level() {
     cpu | cuda | vulkan | opencl | metal | mock) echo 5 ;;
     seam) echo 6 ;;
     ops) echo 7 ;;
-    model) echo 8 ;;
+    model | text) echo 8 ;;
     testing) echo 9 ;;
     *) echo "" ;;
     esac

@@ -1,4 +1,4 @@
-/* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (kern_avx512bf.c): the
+/* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (avx512/bf16_dot.c): the
  * activations are rounded to bf16 once per call and multiplied with vdpbf16ps. Checked here:
  * - the rounding, value by value against bp_f32_to_bf16 (the gguf package's round to nearest
  *   even; f32 denormals to a signed zero, as vcvtne2ps2bf16 does): ties, the largest finite
@@ -80,7 +80,7 @@ static void check_rounding(const bp_cpu_ops *ops) {
         CHECK(ab >= (size_t)(2 * n) && ab % 64 == 0 && ab % 1024 != 0, "n=%d: act bytes %zu", n, ab);
         uint16_t *q = aligned_alloc(64, ab);
         memset(q, 0xa5, ab);
-        ops->quant_bf16(x, n, q);
+        ops->quant[BP_ACT_BF16](x, n, q);
         int bad = 0;
         for (int i = 0; i < n; i++)
             if (q[i] != want_bf16(x[i]) && bad++ < 3)

@@ -42,7 +42,7 @@ static void check(bp_cpu_isa isa, const bp_kind_info *ki, uint64_t *rng, int *ch
     free(got);
 }
 
-/* The int8 GEMMs' direct panels (kern_avx512.c, kern_avx2g8.c: weights decoded straight to int8
+/* The int8 GEMMs' direct panels (avx512/gemm_int8.c, avx2/gemm_int8.c: weights decoded straight to int8
  * q with a scale s and offset o per 32 columns) against the reference: s q + o per weight,
  * within 2e-6 of the block's largest weight (the offset kinds round s q + o in another order
  * than the reference's d sc q - dmin m; a misread field is off by at least one step, ~1/15 of
@@ -93,7 +93,7 @@ int main(void) {
         fprintf(stderr, "ISA %s: %d fast dequantizers checked\n", bp_cpu_isa_name((bp_cpu_isa)isa), checked - before);
     }
     /* each path's direct panel kinds: AVX-512 13, AVX2 22 (the same, TQ2_0 and TQ1_0, and the
-     * per-16 panels of kern_avx2g16.c: Q6_K Q3_K Q2_K IQ2_XS IQ2_S IQ1_S IQ1_M) */
+     * per-16 panels of avx2/gemm_int8_scale16.c: Q6_K Q3_K Q2_K IQ2_XS IQ2_S IQ1_S IQ1_M) */
     const struct {
         bp_cpu_isa isa;
         direct_fn fn;

@@ -1,6 +1,6 @@
-/* Large batches through the CPU GEMMs: past ~512 inputs the AVX-512 GEMMs (int8 kern_avx512.c,
- * vdpbf16ps kern_avx512bf.c) work in near-equal blocks of inputs, each a whole pass over the
- * weights, and the float kinds' quads (kern_avx512f.c) in chunks of 64. Checked on every CPU path this machine has, 40 rows (two panels and a partial one) x
+/* Large batches through the CPU GEMMs: past ~512 inputs the AVX-512 GEMMs (int8 avx512/gemm_int8.c,
+ * vdpbf16ps avx512/bf16_dot.c) work in near-equal blocks of inputs, each a whole pass over the
+ * weights, and the float kinds' quads (avx512/float_kinds.c) in chunks of 64. Checked on every CPU path this machine has, 40 rows (two panels and a partial one) x
  * a whole depth block and a partial one, t = 1100 (three blocks), for the float kinds (F32, F16,
  * BF16 in exact mode and not) and quantized kinds on both int8 panel forms (Q8_0, Q4_K, IQ4_XS
  * and IQ2_XXS decoded straight to int8, Q6_K requantized):

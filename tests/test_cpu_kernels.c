@@ -28,16 +28,16 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng, bool exact) {
         {19, 4096},                      /* wide rows: 16 GEMM depth blocks */
         {50, 768},                       /* 3 depth blocks exactly */
         {35, be == 1 ? 37 : be * 5},     /* a partial depth block; odd columns for the float kinds */
-        {21, be == 1 ? 1100 : 0},        /* float kinds: 2 KB column blocks with a tail (kern_avx512f.c) */
+        {21, be == 1 ? 1100 : 0},        /* float kinds: 2 KB column blocks with a tail (avx512/float_kinds.c) */
         {1100, be == 256 ? 256 : 0},     /* one thread's chunk (~1/8 of the rows) over 128 rows: the
-                                          * 16-input kernels' row blocks (kern_avx512k.c) */
+                                          * 16-input kernels' row blocks (avx512/decode_kquant.c) */
         {17, be == 32 ? 352 : 0},        /* 32-element kinds: a partial GEMM depth block after a whole one */
     };
     /* Every way the multi-input kernels split a batch (8 + 5 = 13, 6, 7, ...), each side of the
      * max_batch limits (12, 16, 20, 24, 28, 32, 40, 44, 48, 64) and past them (65: the GEMM for
      * most kinds; on AVX2 Q8_0 and IQ2_XXS run their kernels to 128, IQ3_XXS / IQ3_S to 512 and
-     * TQ2_0 at every batch, whose GEMM panels test_cpu_dequant checks); 9: a partly filled 16-input panel (kern_avx512iq.c, from t = 9); 400: the int8
-     * GEMM's requantized panels for the kinds with direct ones below it (kern_avx512.c). */
+     * TQ2_0 at every batch, whose GEMM panels test_cpu_dequant checks); 9: a partly filled 16-input panel (avx512/decode_grid_lowbit.c, from t = 9); 400: the int8
+     * GEMM's requantized panels for the kinds with direct ones below it (avx512/gemm_int8.c). */
     const int64_t batches[] = {1,  2,  3,  5,  6,  7,  8,  9,  12, 13, 16, 17, 20, 21, 24, 25,
                                28, 29, 32, 33, 40, 41, 44, 45, 48, 49, 64, 65, 400};
     /* quick (valgrind, TSan): no 4096-wide rows, batches 1, 5 and 65, one thread count */
@@ -74,14 +74,14 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng, bool exact) {
             const int64_t t = batches[bi];
             if (quick && t != 1 && t != 5 && t != 65) continue;
             if (rows == 1100 && t != 17 && t != 33) continue; /* 16 + 1 and 32 + 1 inputs: enough */
-            /* 400: past the int8 GEMM's direct panels (kern_avx512.c: t <= 160 / 384) to its
+            /* 400: past the int8 GEMM's direct panels (avx512/gemm_int8.c: t <= 160 / 384) to its
              * requantized ones, on the small shapes only */
             if (t == 400 && (cols == 4096 || rows > 64)) continue;
             CHECK_OK(bp_ref_gemm(ki->kind, w, rb * (size_t)rows, rows, cols, x, t, ref));
             CHECK(bp_test_all_finite(ref, (size_t)(t * rows)), "%s t=%lld: the reference output is not finite",
                   ki->name, (long long)t);
             const char *op = t == 1 ? "matvec" : "gemm";
-            /* BF16 has a looser gemm row for the kernels that round x to bf16 (kern_avx512bf.c);
+            /* BF16 has a looser gemm row for the kernels that round x to bf16 (avx512/bf16_dot.c);
              * every other BF16 kernel -- exact mode, t = 1, paths without AVX512_BF16 -- is held
              * to the FLOAT class bound (F32's row). test_cpu_bf16 checks which kernel runs where. */
             const double tol_exact = bp_test_tolerance(BP_KIND_F32, op);
@@ -121,7 +121,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng, bool exact) {
                         CHECK(!memcmp(out, got1, sizeof(float) * (size_t)(t * rows)),
                               "%s %s %lldx%lld t=%lld: %d threads differ from 1 thread", ki->name,
                               bp_cpu_isa_name((bp_cpu_isa)isa), (long long)rows, (long long)cols, (long long)t, nth);
-                    /* The k-quant kernels (kern_avx512k.c) and the grid / IQ1 kernels (kern_avx512iq.c)
+                    /* The k-quant kernels (avx512/decode_kquant.c) and the grid / IQ1 kernels (avx512/decode_grid_lowbit.c)
                      * promise more: an input's result does not depend on the batch it came in (row-kernel
                      * and 16/32-input panel groups sum alike). Checked against t = 64, or t = 32 or 16 where
                      * that is the kernel's last batch. */

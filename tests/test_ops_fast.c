@@ -10,7 +10,7 @@
 
 #include "cpu/cpu.h"
 #include "harness.h"
-#include "ops/op_kern.h"
+#include "cpu/op_kern.h"
 #include "ops/ops_internal.h"
 
 static const bp_kind kv_kinds[] = {

@@ -1,9 +1,9 @@
-/* The generated Unicode flags (src/model/unicode_data.c) on characters whose categories are
+/* The generated Unicode flags (src/text/unicode_data.c) on characters whose categories are
  * known from the Unicode standard, the table's shape, and UTF-8 decoding with llama.cpp's
  * leniency (what the BPE pre-tokenizers see). The table itself is checked against its
  * generator by cli_tok_unicode_tables. */
 #include "harness.h"
-#include "model/unicode.h"
+#include "text/unicode.h"
 
 static void flags_are(uint32_t cpt, unsigned want, const char *what) {
     unsigned got = bp_unicode_flags(cpt);

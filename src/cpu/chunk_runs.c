@@ -6,7 +6,7 @@
  * empty takes chunks from the back of another's (a late or cancelled worker's rows get done, and
  * the threads finish together). Why runs and not one shared counter: with the counter a thread's
  * next chunk lay anywhere, so each chunk started where neither the kernel's software prefetch
- * (BP_ROW_PF ahead, avx2_util.h) nor the hardware's had been, and ended prefetching rows another
+ * (BP_ROW_PF ahead, avx2/simd.h) nor the hardware's had been, and ended prefetching rows another
  * thread was reading; in a run the prefetch at a chunk's end is the next chunk's start. Measured
  * with the counter (Intel Xeon VM, 2 threads, 4096 x 4096, cold decode, Q4_0 NVFP4 IQ4_XS Q5_K):
  * 16 / 32 chunks a thread read 0.96 / 0.90x what 8 did, 2 a thread 1.02-1.07x; runs of 8 chunks

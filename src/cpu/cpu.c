@@ -1,33 +1,10 @@
 /* The CPU backend's entry points: pick the instruction-set path once (CPUID, or
- * BACKPLANE_CPU_ISA), choose per call between the decode kernel (run once per input, batch up to
- * its max_batch) and the panel GEMM, quantize activations once per call, repack a weight at
- * first use when its kernel wants that, and share rows out over the pool. The kernels live in
- * kern_*.c, one family per file so each gets its own -m flags (backend.cmake) and one binary
- * runs on any x86-64:
- *   kern_scalar.c   any machine: reference dequantizer + float dot (the fallback of every path)
- *   kern_avx2.c     float decode (F32/F16/BF16), generic decode, f32 panel GEMM, quantizers
- *   kern_avx2q.c    integer-dot decode: 32-element kinds and k-quants
- *   kern_avx2p.c    integer-dot decode on repacked 32-element kinds (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q1_0
- *                   IQ4_NL MXFP4; kernels in kern_packed.inc)
- *   kern_avx2iq.c   integer-dot decode: ternary, 1-bit, FP4 and grid (IQ) kinds
- *   kern_avx2dq.c   fast dequantizers for the GEMM panels of kinds with slow references
- *   kern_avx2dqk.c  the same for Q4_K, Q5_K, IQ4_XS
- *   kern_avx2dqlo.c the same for TQ1_0, NVFP4, IQ1_S, IQ1_M, Q2_0
- *   kern_avx2lo.c   IQ1_S, IQ1_M, TQ1_0, TQ2_0 decode and small batches (a block decoded once for 8 / 4 inputs)
- *   kern_avx2g8.c   int8 panel GEMM for every quantized kind (prefill), maddubs: direct panels
- *                   (decoders in dq8_direct.h, shared with kern_avx512.c) or requantized, sign trick
- *   kern_avx512.c   int8 VNNI panel GEMM for every quantized kind (prefill; mid batches too where
- *                   a kind's direct panels, decoded straight to int8, beat its small-batch kernel)
- *   kern_avx512pz.c the repacked kinds again (and NVFP4), 4 blocks per zmm pair, VNNI (half the float work);
- *                   IQ4_XS in the same loop on its own bytes
- *   kern_avx512k.c  k-quant decode and small batches (4 inputs a pass; from t = 16, 16 or 32 in the lanes:
- *                   the panel of kern_avx512p16.inc, which the grid and IQ1 kinds of kern_avx512iq.c share)
- *   kern_avx512f.c  F32/F16/BF16 decode and every batch: 8 rows x 3 inputs register tiles, from
- *                   t = 12 (BF16 16) outer products over 4 x 4 quads of the weights, also their GEMM
- *   kern_avx512bf.c BF16 at t >= 2 on AVX512_BF16 CPUs outside exact mode: x rounded to bf16,
- *                   vdpbf16ps (8 x 3 register tiles, then a 12 x 32 panel GEMM)
- *   kern_avx512iq.c grid IQ kinds, IQ1_S/M, TQ1_0/TQ2_0 (NVFP4 on the plain layout): up to 8 inputs a
- *                   pass, grid and IQ1 kinds from t = 9 a 16/32-input panel (TQ1_0 8, TQ2_0 4 a pass) */
+ * BACKPLANE_CPU_ISA), plan each call from the kernel table (kernels.def: the decode kernel up to
+ * its batch limit, else the path's GEMM; plan_call serves the run, the batched jobs and the name
+ * reports alike), quantize activations once per call, repack a weight at first use when its
+ * kernel reads a copy, and share rows out over the pool. The kernels live under scalar/, avx2/
+ * and avx512/, each folder built with its own -m flags (backend.cmake), so one binary runs on
+ * any x86-64. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,13 +23,10 @@ static bool g_have[BP_CPU_ISA_COUNT];
 static bp_cpu_isa g_isa;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-/* BF16 batches round x to bf16 for vdpbf16ps only on AMD CPUs (g_bf16_dot, from CPUID). On Zen 5
- * vdpbf16ps does twice an FMA's f32 FLOPs (the vdpbf16ps GEMM 835 GFLOP/s at 2 threads, the f32
- * FMA one ~417); on the Intel Xeon VM (AVX-512 BF16/FP16/AMX, 2 vCPU, 2 threads, 4096 x 4096) the
- * vdpbf16ps kernels ran BF16 at t = 512 at 210 GFLOP/s and the exact f32 ones at 281, t = 16-32
- * 210-218 vs 218-234 (ggml 226-227): there rounding x buys nothing and costs precision. A timed
- * choice was tried: a loop of 12 independent vdpbf16ps against one of FMAs read 0.5 or 1.3 on the
- * same core depending on how the compiler scheduled it, too fragile to steer by. */
+/* BF16 batches round x to bf16 for vdpbf16ps only on AMD CPUs (g_bf16_dot, from CPUID): on the
+ * AMD CPU measured vdpbf16ps did twice an FMA's f32 FLOPs, on the Intel one the exact f32
+ * kernels were faster, so there rounding x buys nothing and costs precision (figures, and why a
+ * timed choice was not kept: docs/cpu-kernels.md). */
 static bool g_bf16_dot;
 /* BACKPLANE_CPU_VBMI=0 or bp_cpu_set_vbmi(false): ops->vec_novbmi where a kind has one. */
 static bool g_vbmi_off;
@@ -93,7 +67,7 @@ static bool cpu_has(bp_cpu_isa isa) {
     bool base = avx2 && fma && f16c;
     if (isa == BP_CPU_ISA_AVX2) return base;
     /* DQ and BMI2 too: the AVX-512 files are built with -mavx512dq -mbmi2 (every CPU with VNNI
-     * has both; kern_avx512pz.c's IQ4_XS scales come from pdep). */
+     * has both; avx512/decode_repacked.c's IQ4_XS scales come from pdep). */
     bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31), vnni = c & (1u << 11);
     bool bmi2 = b & (1u << 8);
     bool zmm_state = (xcr & 0xe0) == 0xe0; /* opmask, ZMM0-15 upper halves, ZMM16-31 */
@@ -127,6 +101,11 @@ static bool cpu_has_avx512vbmi(void) { return false; }
 static bool cpu_is_amd(void) { return false; }
 #endif
 
+/* x into activation format act (BP_ACT_F32: nothing to do, the kernel reads x). */
+static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf) {
+    if (ops->quant[act]) ops->quant[act](x, cols, buf);
+}
+
 /* The int8 GEMM re-rounds the weights; the float kinds are promised float accuracy. */
 static bool use_gemm_q8(const bp_cpu_ops *ops, bp_kind k) {
     return ops->gemm_q8 && k != BP_KIND_F32 && k != BP_KIND_F16 && k != BP_KIND_BF16;
@@ -146,45 +125,23 @@ static void name_gemms(bp_cpu_isa isa) {
 }
 
 static void init_once(void) {
-    bp_cpu_scalar_init(&g_ops[BP_CPU_ISA_SCALAR]);
-    g_have[BP_CPU_ISA_SCALAR] = true;
-    if (cpu_has(BP_CPU_ISA_AVX2)) {
-        g_ops[BP_CPU_ISA_AVX2] = g_ops[BP_CPU_ISA_SCALAR];
-        g_have[BP_CPU_ISA_AVX2] = bp_cpu_avx2_init(&g_ops[BP_CPU_ISA_AVX2]);
-        if (g_have[BP_CPU_ISA_AVX2]) {
-            bp_cpu_avx2q_init(&g_ops[BP_CPU_ISA_AVX2]);
-            bp_cpu_avx2iq_init(&g_ops[BP_CPU_ISA_AVX2]);
-            bp_cpu_avx2lo_init(&g_ops[BP_CPU_ISA_AVX2]);
-            bp_cpu_avx2dq_init(&g_ops[BP_CPU_ISA_AVX2]);
-            bp_cpu_avx2dqk_init(&g_ops[BP_CPU_ISA_AVX2]);
-            bp_cpu_avx2dqlo_init(&g_ops[BP_CPU_ISA_AVX2]);
-            bp_cpu_avx2p_init(&g_ops[BP_CPU_ISA_AVX2]);
-            bp_cpu_avx2g8_init(&g_ops[BP_CPU_ISA_AVX2]);
-        }
-    }
-    if (g_have[BP_CPU_ISA_AVX2] && cpu_has(BP_CPU_ISA_AVX512)) {
-        g_ops[BP_CPU_ISA_AVX512] = g_ops[BP_CPU_ISA_AVX2];
-        g_have[BP_CPU_ISA_AVX512] = bp_cpu_avx512_init(&g_ops[BP_CPU_ISA_AVX512]);
-        if (g_have[BP_CPU_ISA_AVX512]) {
-            bp_cpu_avx512pz_init(&g_ops[BP_CPU_ISA_AVX512]);
-            bp_cpu_avx512k_init(&g_ops[BP_CPU_ISA_AVX512]);
-            bp_cpu_avx512f_init(&g_ops[BP_CPU_ISA_AVX512]);
-            bp_cpu_avx512iq_init(&g_ops[BP_CPU_ISA_AVX512]);
-            /* A CPU without AVX512_BF16 keeps the exact BF16 kernels at every batch. */
-            if (cpu_has_avx512bf16() && bp_cpu_avx512bf_init(&g_ops[BP_CPU_ISA_AVX512])) g_bf16_dot = cpu_is_amd();
-            if (cpu_has_avx512vbmi()) bp_cpu_avx512vb_init(&g_ops[BP_CPU_ISA_AVX512]);
-        }
+    /* A path needs the one below it: the AVX512 rows name AVX2 kernels too. */
+    for (int i = 0; i < BP_CPU_ISA_COUNT; i++) {
+        const bp_cpu_isa isa = (bp_cpu_isa)i;
+        if (!cpu_has(isa) || (i > 0 && !g_have[i - 1])) break;
+        const bool avx512 = isa == BP_CPU_ISA_AVX512;
+        /* A CPU without AVX512_BF16 keeps the exact BF16 kernels at every batch. */
+        const bool bf16r = avx512 && cpu_has_avx512bf16();
+        if (!bp_cpu_ops_build(isa, &g_ops[i], avx512 && cpu_has_avx512vbmi(), bf16r)) break;
+        bp_cpu_setup_tables(isa);
+        g_have[i] = true;
+        if (bf16r && g_ops[i].vec_bf16r.fn) g_bf16_dot = cpu_is_amd();
     }
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
         if (g_have[i]) name_gemms((bp_cpu_isa)i);
     g_isa = BP_CPU_ISA_SCALAR;
     for (int i = 0; i < BP_CPU_ISA_COUNT; i++)
         if (g_have[i]) g_isa = (bp_cpu_isa)i;
-    /* IQ3_S: the AVX2 decode kernel beat the AVX-512 one on both machines measured (the AVX-512
-     * one took 1.27x its time on Zen 5 and 1.27-1.30x on the Intel Xeon VM; cold, 2 threads,
-     * 4096 x 4096 on the Intel: 7.6 vs 5.5 GB/s). Every other alternative took 0.95-1.6x the
-     * main kernel's time there, so the main kernel stays. */
-    g_ops[BP_CPU_ISA_AVX512].alt_first[BP_KIND_IQ3_S] = g_ops[BP_CPU_ISA_AVX512].vec_alt[BP_KIND_IQ3_S].fn != NULL;
     const char *vb = getenv("BACKPLANE_CPU_VBMI");
     if (vb && *vb) {
         if (!strcmp(vb, "0")) g_vbmi_off = true;
@@ -259,7 +216,7 @@ bool bp_cpu_bf16_dot_used(void) {
 }
 
 /* BF16 at t >= 2 outside exact mode, where the path has the rounded-activation kernels
- * (kern_avx512bf.c). Each entry point reads it once per call and passes it on as `lo`:
+ * (avx512/bf16_dot.c). Each entry point reads it once per call and passes it on as `lo`:
  * bp_set_exact_mode may flip it at any time, and one call must not mix the two. */
 static bool use_bf16r(const bp_cpu_ops *ops, bp_kind k, int64_t t) {
     const bool dot = g_bf16_mode == 1 || (g_bf16_mode == 0 && g_bf16_dot);
@@ -285,11 +242,6 @@ bool bp_cpu_has_vbmi_kernel(bp_kind k) {
 
 /* ---- first-use choice between two decode kernels ------------------------------------------ */
 
-void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act) {
-    const bp_cpu_vec_kernel *v = &ops->vec[k];
-    if (v->fn && v->act == act && !v->pack) ops->vec_alt[k] = *v;
-}
-
 static int g_force_pick;
 void bp_cpu_set_decode_pick(int pick) { g_force_pick = pick; }
 /* Per ISA path and kind: 0 not timed yet, 1 main kernel, 2 the alternative; and the timing
@@ -297,22 +249,16 @@ void bp_cpu_set_decode_pick(int pick) { g_force_pick = pick; }
 static _Atomic int g_pick[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND];
 static _Atomic int g_pick_permille[BP_CPU_ISA_COUNT][BP_CPU_MAX_KIND];
 
-static size_t act_bytes(bp_cpu_act act, int64_t cols);
 static double now_s(void);
 static int cmp_dbl(const void *a, const void *b);
-static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
 
 /* BACKPLANE_CPU_DECODE=time: the alternative must be this much faster (the median over TRIES
  * back-to-back pairs of its time / the main kernel's) to replace the main kernel. The two
  * kernels sum in different orders, so their results differ in the last bits: a pick that flips
- * between processes changes a program's output on the same machine. History: 3% over best of 5
- * flipped on Zen 5 where two kernels were within a few percent; 10% over best of 15 flipped on
- * the Intel Xeon VM under `ctest -j2` with compilers running (Q5_K's AVX2 kernel under 0.90x in
- * one process, 1.08-1.33x quiet); the median of 31 pairs (each pair's two calls see about the
- * same load) still let the Python binding and the C CLI, run side by side by ctest, pick
- * different IQ4_XS kernels (0.95-0.96x quiet). A timed choice is only as stable as the kernels
- * are far apart, so it is not the default: ops->alt_first is, fixed per kind from measurements
- * on the machines we have. BACKPLANE_CPU_DECODE=avx512|avx2 pins the choice outright. */
+ * between processes changes a program's output on the same machine, and under load it did at
+ * every margin tried (docs/cpu-kernels.md). A timed choice is only as stable as the kernels are
+ * far apart, so it is not the default: the table's ALT rows fix the choice per kind.
+ * BACKPLANE_CPU_DECODE=avx512|avx2 pins it outright. */
 #define PICK_MARGIN 0.90
 
 /* Under AddressSanitizer or ThreadSanitizer the two kernels' times say nothing about the machine
@@ -345,7 +291,7 @@ static int time_pick(const bp_cpu_ops *ops, bp_kind k, int *permille) {
     const bp_cpu_vec_kernel *v[2] = {vec_kernel(ops, k), &ops->vec_alt[k]};
     size_t rb;
     if (!kt || bp_kind_row_bytes(k, COLS, &rb) != BP_OK) return 1;
-    size_t ab = act_bytes(v[0]->act, COLS);
+    size_t ab = bp_cpu_act_bytes(v[0]->act, COLS);
     uint8_t *w = bp_calloc(ROWS, rb);
     float *x = bp_malloc(sizeof(float) * (COLS + ROWS));
     void *xq = ab ? bp_aligned_alloc(64, ab) : NULL;
@@ -408,11 +354,50 @@ static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) 
     return pick == 2 ? &ops->vec_alt[k] : main;
 }
 
-/* The decode kernel a call of kind k at batch t runs (when t is within its max_batch): batch 1
- * takes the first-use choice between the two decode kernels. Everything that sets a job up as
- * bp_cpu_gemm does must ask this, or its results can differ in the last bits. */
-static const bp_cpu_vec_kernel *kernel_for_batch(const bp_cpu_ops *ops, bp_kind k, int64_t t, bool lo) {
-    return t == 1 ? decode_kernel(ops, k) : lo ? &ops->vec_bf16r : vec_kernel(ops, k);
+/* What a call of kind k at batch t runs on this path: the one place that decides it, so the
+ * run, the batched jobs (bp_cpu_job_setup) and the name every report prints cannot disagree.
+ * copy: whether the kernel may read a repacked copy (false where none can be made); a kernel
+ * that reads one is then replaced by the kind's plain one (plan->vk NULL if it has none). */
+typedef struct plan {
+    bp_cpu_job_mode mode;
+    const bp_cpu_vec_kernel *vk; /* decode modes, and GEMM_BF16R's activation format */
+    void (*gemm)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1); /* GEMM modes */
+    const char *name;
+    size_t abytes; /* activations: per input (decode, GEMM_BF16R) or for all of x (GEMM_Q8) */
+    size_t abuf;   /* the whole activation buffer of the call */
+} plan;
+
+static void plan_call(const bp_cpu_ops *ops, bp_kind k, int64_t t, int64_t cols, bool copy, plan *p) {
+    /* Exact mode is read once here: it may flip at any time, and one call must not mix the
+     * rounded-activation BF16 kernels with the exact ones. */
+    const bool lo = use_bf16r(ops, k, t);
+    *p = (plan){0};
+    if (use_vec_for_batch(ops, k, t, lo)) {
+        /* batch 1 takes the first-use choice between the two decode kernels */
+        p->vk = t == 1 ? decode_kernel(ops, k) : lo ? &ops->vec_bf16r : vec_kernel(ops, k);
+        if (p->vk->pack && !copy) p->vk = ops->vec_plain[k].fn ? &ops->vec_plain[k] : NULL;
+        if (!p->vk) return;
+        p->mode = p->vk->multi ? BP_CPU_JOB_DECODE_MULTI : BP_CPU_JOB_DECODE;
+        p->name = p->vk->name;
+        p->abytes = bp_cpu_act_bytes(p->vk->act, cols);
+        p->abuf = p->vk->multi ? p->abytes * (size_t)t : p->abytes;
+    } else if (lo) { /* the rounded-activation GEMM: every input in BP_ACT_BF16 first */
+        p->mode = BP_CPU_JOB_GEMM_BF16R;
+        p->vk = &ops->vec_bf16r;
+        p->gemm = ops->gemm_bf16r;
+        p->name = g_bf16r_gemm_names[ops - g_ops];
+        p->abytes = bp_cpu_act_bytes(p->vk->act, cols);
+        p->abuf = p->abytes * (size_t)t;
+    } else if (use_gemm_q8(ops, k)) {
+        p->mode = BP_CPU_JOB_GEMM_Q8;
+        p->gemm = ops->gemm_q8;
+        p->name = g_gemm_names[ops - g_ops][k];
+        p->abuf = p->abytes = cols ? ops->gemm_q8_bytes(t, cols) : 0;
+    } else {
+        p->mode = BP_CPU_JOB_GEMM_F32;
+        p->gemm = ops->gemm;
+        p->name = g_gemm_names[ops - g_ops][k];
+    }
 }
 
 bool bp_cpu_has_decode_alt(bp_kind k) {
@@ -445,14 +430,10 @@ bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len) {
 
 const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
     pthread_once(&g_once, init_once);
-    const bp_cpu_ops *ops = &g_ops[g_isa];
     if (!bp_kind_traits_of(k)) return "CPU (unknown kind)";
-    const bool lo = use_bf16r(ops, k, t);
-    if (use_vec_for_batch(ops, k, t, lo)) {
-        const bp_cpu_vec_kernel *vk = kernel_for_batch(ops, k, t, lo);
-        return vk->pack && !g_repack ? ops->vec_plain[k].name : vk->name;
-    }
-    return lo ? g_bf16r_gemm_names[g_isa] : g_gemm_names[g_isa][k];
+    plan p;
+    plan_call(&g_ops[g_isa], k, t, 0, g_repack, &p);
+    return p.vk || p.gemm ? p.name : "CPU (no kernel)";
 }
 
 static bp_status check_weight(const bp_weight *w, const void *x, const void *y, int64_t t,
@@ -518,31 +499,6 @@ static void run_task(void *ctx, int ith, int nth) {
     }
 }
 
-static size_t act_bytes(bp_cpu_act act, int64_t cols) {
-    switch (act) {
-    case BP_ACT_Q8X32P: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 2 * sizeof(float));
-    case BP_ACT_Q8X32Q:
-    case BP_ACT_Q8X16I: return (size_t)((cols / 32 + 7) / 8 * 8) * (32 + 4 * sizeof(float));
-    case BP_ACT_Q8X32: return (size_t)(cols / 32) * sizeof(bp_q8x32);
-    case BP_ACT_Q8X256:
-    case BP_ACT_Q8X256P: return (size_t)(cols / 256) * sizeof(bp_q8x256);
-    case BP_ACT_BF16: return bp_cpu_bf16_act_bytes(cols);
-    case BP_ACT_F32EO: return bp_cpu_f32eo_act_bytes(cols);
-    default: return 0;
-    }
-}
-
-static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf) {
-    if (act == BP_ACT_Q8X32) ops->quant_q8x32(x, cols, buf);
-    else if (act == BP_ACT_Q8X256) ops->quant_q8x256(x, cols, buf);
-    else if (act == BP_ACT_Q8X32P) ops->quant_q8x32p(x, cols, buf);
-    else if (act == BP_ACT_Q8X32Q) ops->quant_q8x32q(x, cols, buf);
-    else if (act == BP_ACT_Q8X16I) ops->quant_q8x16i(x, cols, buf);
-    else if (act == BP_ACT_Q8X256P) ops->quant_q8x256p(x, cols, buf);
-    else if (act == BP_ACT_BF16) ops->quant_bf16(x, cols, buf);
-    else if (act == BP_ACT_F32EO) ops->quant_f32eo(x, cols, buf);
-}
-
 uint8_t *bp_cpu_packed_alloc(int64_t rows, size_t stride) {
     const size_t huge = (size_t)2 << 20;
     if (rows < 0 || (stride && (size_t)rows > SIZE_MAX / stride)) return NULL;
@@ -590,28 +546,42 @@ static const bp_cpu_packed *packed_for(bp_weight *w, const bp_cpu_vec_kernel *vk
     return cur;
 }
 
+/* plan_call for weight w at batch t, its repacked copy made (job->packed) where the kernel
+ * reads one, and job's kernel and panel dequantizer set from it. */
+static bp_status plan_weight(const bp_cpu_ops *ops, bp_weight *w, const bp_kind_traits *kt, int64_t t, bp_cpu_job *job,
+                             plan *p) {
+    plan_call(ops, w->kind, t, w->cols, g_repack, p);
+    /* No memory for a second copy: the plain-layout kernel reads the caller's bytes. */
+    if (p->vk && p->vk->pack && !(job->packed = packed_for(w, p->vk))) plan_call(ops, w->kind, t, w->cols, false, p);
+    if (!p->vk && !p->gemm)
+        return bp_fail(BP_E_NOMEM, "CPU %s: no memory for the repacked %lld x %lld weight", kt->info.name,
+                       (long long)w->rows, (long long)w->cols);
+    job->vk = p->vk;
+    job->dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
+    return BP_OK;
+}
+
+/* Tests: what the last bp_cpu_gemm on this thread ran (kernel_name_test in test_cpu_table). */
+static _Thread_local bp_cpu_vec_fn g_last_vec;
+static _Thread_local void (*g_last_gemm)(const bp_cpu_job *, int, int64_t, int64_t);
+void bp_cpu_last_run(bp_cpu_vec_fn *vec, void (**gemm)(const bp_cpu_job *, int, int64_t, int64_t)) {
+    *vec = g_last_vec;
+    *gemm = g_last_gemm;
+}
+
 /* One call with the pool held (or, when another thread holds it, on this thread alone with
  * scratch of its own). */
 static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int64_t t, float *y) {
     const bp_cpu_ops *ops = &g_ops[g_isa];
     bp_cpu_job job = {.kt = kt, .w = w->data, .row_bytes = w->row_bytes, .rows = w->rows,
                       .cols = w->cols, .batch = t, .x = x, .y = y};
-    const bool lo = use_bf16r(ops, w->kind, t);
-    bool vec = use_vec_for_batch(ops, w->kind, t, lo);
-    bool q8 = !vec && use_gemm_q8(ops, w->kind);
-    bool bf16r = !vec && lo; /* the rounded-activation GEMM: every input in BP_ACT_BF16 first */
-    job.vk = kernel_for_batch(ops, w->kind, t, lo);
-    job.dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
-    if (vec && job.vk->pack && !(g_repack && (job.packed = packed_for(w, job.vk)))) {
-        /* No memory for a second copy: the plain-layout kernel reads the caller's bytes. */
-        if (!ops->vec_plain[w->kind].fn)
-            return bp_fail(BP_E_NOMEM, "CPU %s: no memory for the repacked %lld x %lld weight", kt->info.name,
-                           (long long)w->rows, (long long)w->cols);
-        job.vk = &ops->vec_plain[w->kind];
-    }
-    size_t abytes = vec || bf16r ? act_bytes(job.vk->act, w->cols) : q8 ? ops->gemm_q8_bytes(t, w->cols) : 0;
-    /* Multi-input kernels (and the rounded-activation GEMM) take every input's activations at once. */
-    size_t abuf = (vec && job.vk->multi) || bf16r ? abytes * (size_t)t : abytes;
+    plan pl;
+    bp_status ps = plan_weight(ops, w, kt, t, &job, &pl);
+    if (ps) return ps;
+    const bool vec = pl.mode == BP_CPU_JOB_DECODE || pl.mode == BP_CPU_JOB_DECODE_MULTI;
+    const size_t abytes = pl.abytes, abuf = pl.abuf;
+    g_last_vec = vec ? job.vk->fn : NULL;
+    g_last_gemm = vec ? NULL : pl.gemm;
 
     bool held = bp_pool_acquire();
     float *own_scratch = NULL;
@@ -632,7 +602,7 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
     }
 
     int nth = held ? threads_for(&job, bp_pool_size()) : 1;
-    if (vec && job.vk->multi) {
+    if (pl.mode == BP_CPU_JOB_DECODE_MULTI) {
         /* All inputs quantized up front, then one pass over the weights for all of them. */
         for (int64_t j = 0; j < t; j++) quantize_act(ops, job.vk->act, x + j * w->cols, w->cols, (char *)act + (size_t)j * abytes);
         job.xq = act;
@@ -655,16 +625,14 @@ static bp_status run(bp_weight *w, const bp_kind_traits *kt, const float *x, int
     } else {
         task tk;
         task_init(&tk, &job, nth, BP_CPU_NR);
-        tk.gemm = ops->gemm;
-        if (q8) {
+        tk.gemm = pl.gemm;
+        if (pl.mode == BP_CPU_JOB_GEMM_Q8) {
             ops->gemm_q8_prep(x, t, w->cols, act);
             job.xq = act;
-            tk.gemm = ops->gemm_q8;
-        } else if (bf16r) {
+        } else if (pl.mode == BP_CPU_JOB_GEMM_BF16R) {
             for (int64_t j = 0; j < t; j++) quantize_act(ops, job.vk->act, x + j * w->cols, w->cols, (char *)act + (size_t)j * abytes);
             job.xq = act;
             job.xq_stride = abytes;
-            tk.gemm = ops->gemm_bf16r;
         }
         if (nth > 1) bp_pool_run(run_task, &tk, nth);
         else run_task(&tk, 0, 1);
@@ -773,31 +741,12 @@ bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_
     const bp_kind_traits *kt = NULL;
     bp_status s = check_weight(w, w, w, t, &kt);
     if (s) return s;
-    const bp_cpu_ops *ops = &g_ops[g_isa];
     *job = (bp_cpu_job){.kt = kt, .w = w->data, .row_bytes = w->row_bytes, .rows = w->rows, .cols = w->cols, .batch = t};
-    const bool lo = use_bf16r(ops, w->kind, t);
-    bool vec = use_vec_for_batch(ops, w->kind, t, lo);
-    job->vk = kernel_for_batch(ops, w->kind, t, lo);
-    job->dequant = (unsigned)w->kind < BP_CPU_MAX_KIND && ops->dequant[w->kind] ? ops->dequant[w->kind] : kt->dequant;
-    if (vec && job->vk->pack && !(g_repack && (job->packed = packed_for(w, job->vk)))) {
-        if (!ops->vec_plain[w->kind].fn)
-            return bp_fail(BP_E_NOMEM, "CPU %s: no memory for the repacked %lld x %lld weight", kt->info.name,
-                           (long long)w->rows, (long long)w->cols);
-        job->vk = &ops->vec_plain[w->kind];
-    }
-    if (vec) {
-        *mode = job->vk->multi ? BP_CPU_JOB_DECODE_MULTI : BP_CPU_JOB_DECODE;
-        *abytes = act_bytes(job->vk->act, w->cols);
-    } else if (lo) {
-        *mode = BP_CPU_JOB_GEMM_BF16R;
-        *abytes = act_bytes(job->vk->act, w->cols);
-    } else if (use_gemm_q8(ops, w->kind)) {
-        *mode = BP_CPU_JOB_GEMM_Q8;
-        *abytes = ops->gemm_q8_bytes(t, w->cols);
-    } else {
-        *mode = BP_CPU_JOB_GEMM_F32;
-        *abytes = 0;
-    }
+    plan p;
+    s = plan_weight(&g_ops[g_isa], w, kt, t, job, &p);
+    if (s) return s;
+    *mode = p.mode;
+    *abytes = p.abytes;
     return BP_OK;
 }
 

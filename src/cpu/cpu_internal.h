@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "cpu/cpu.h"
+#include "cpu/kernels.h"
 #include "kinds/kinds_internal.h"
 
 /* Activations quantized once per call, in OUR layout (not GGUF's): the sum of each block's
@@ -37,22 +38,23 @@ typedef enum bp_cpu_act {
     /* bp_q8x256 with each pair of 32-element groups' quants stored as [g0 0..15, g1 0..15,
      * g0 16..31, g1 16..31], so 32 bytes of two groups' packed nibbles multiply straight. */
     BP_ACT_Q8X256P = 4,
-    /* For the AVX-512 kernels repacked by 4 blocks (kern_avx512pz.c): blocks padded to a
+    /* For the AVX-512 kernels repacked by 4 blocks (avx512/decode_repacked.c): blocks padded to a
      * multiple of 8; per 4 blocks the 128 quants as [b0 0..15, b1 0..15, b2 0..15, b3 0..15,
      * b0 16..31, ..., b3 16..31]; then all block scales d, then all d * sum(q), then per 8 blocks
      * the d * sum(q[0..15]) of each, then the d * sum(q[16..31]) of each (NVFP4, scaled per 16). */
     BP_ACT_Q8X32Q = 5,
-    /* x rounded to bf16 (nearest even), zero-padded to bp_cpu_bf16_act_bytes (kern_avx512bf.c). */
+    /* x rounded to bf16 (nearest even), zero-padded to bp_cpu_bf16_act_bytes (avx512/bf16_dot.c). */
     BP_ACT_BF16 = 6,
     /* x as f32, each whole 32 columns as their 16 even then their 16 odd ones, the cols % 32
      * left in order, zero-padded to bp_cpu_f32eo_act_bytes: the order in which the exact BF16
-     * tiles widen 32 weights with one shift and one mask (kern_avx512f.c). */
+     * tiles widen 32 weights with one shift and one mask (avx512/float_kinds.c). */
     BP_ACT_F32EO = 7,
     /* BP_ACT_Q8X32Q's bytes with the quants of each 8 blocks (16 groups of 16: group l = 8 h + b
      * is block b's elements 16 h ..) in 4 zmm, zmm k holding elements 4k..4k+3 of every group
      * (byte 4 l + e: group l's element 4k + e), so that one vpdpbusd lane sums one group: for
-     * NVFP4's AVX-512 kernel (kern_avx512pz.c), scaled per 16. The scales and sums as Q8X32Q's. */
+     * NVFP4's AVX-512 kernel (avx512/decode_repacked.c), scaled per 16. The scales and sums as Q8X32Q's. */
     BP_ACT_Q8X16I = 8,
+    BP_ACT_COUNT
 } bp_cpu_act;
 
 /* Bytes of one input's BP_ACT_BF16 activations: 2 * cols rounded up to 64 (whole zmm loads),
@@ -98,9 +100,7 @@ typedef struct bp_cpu_vec_kernel {
     bp_cpu_act act;
     const char *name; /* "CPU avx2 Q4_K (q8_K int dot)" */
     /* Up to this batch the kernel runs (once per input, or once for all with multi) instead of
-     * the panel GEMM (0: the default, 4). Crossovers measured on the dev machine (1024 x 4096,
-     * one core): per-input ~16 for Q4_0/Q4_K, ~10 for Q6_K, ~6 for the grid IQ kinds (whose
-     * decode is compute-bound); multi-input repacked kernels ~48-64+. */
+     * the panel GEMM (0: the default, 4): where the two cross (kernels.def, docs/cpu-kernels.md). */
     int max_batch;
     /* Non-NULL: the kernel reads a repacked copy of the weight (job->packed), made by this at
      * first use and kept in bp_weight.backend_state[BP_BACKEND_CPU]; the caller's bytes are
@@ -139,7 +139,7 @@ typedef struct bp_cpu_ops {
      * may cost clock speed (512-bit ops on some Intel parts). Which one runs: alt_first, or what
      * BACKPLANE_CPU_DECODE says (cpu.c). fn NULL: none. */
     bp_cpu_vec_kernel vec_alt[BP_CPU_MAX_KIND];
-    /* The kernel vec[k] replaced where the CPU has AVX512_VBMI (kern_avx512pz.c's vpermb lookups;
+    /* The kernel vec[k] replaced where the CPU has AVX512_VBMI (avx512/decode_repacked.c's vpermb lookups;
      * fn NULL: vec[k] needs no VBMI): it runs instead with bp_cpu_set_vbmi(false) or
      * BACKPLANE_CPU_VBMI=0, so that tests reach both on a VBMI machine. Same packed layout. */
     bp_cpu_vec_kernel vec_novbmi[BP_CPU_MAX_KIND];
@@ -147,9 +147,8 @@ typedef struct bp_cpu_ops {
      * machine measured); false: vec. BACKPLANE_CPU_DECODE=time times the two instead. */
     bool alt_first[BP_CPU_MAX_KIND];
     /* Batches (t >= 2) of vec reach it in chunks of a multiple of this many rows (0: 4, as
-     * decode). The AVX-512 float quads tile by 16: 640 rows in 40-row chunks left every third
-     * tile half empty (F32 t = 16 -11%, F16 t = 24 -13% on the Intel Xeon VM); 16 for the
-     * quantized kinds cost Q4_0 and TQ2_0 5-8% at t = 2-8 there (32-row chunks, not 40). */
+     * decode): 16 for the AVX-512 float quads, which tile by 16 (a chunk of 40 rows left every
+     * third tile half empty); the quantized kinds keep 4, finer chunks balancing better. */
     int vec_row_unit[BP_CPU_MAX_KIND];
     /* Faster dequantizers than the reference for the GEMM panels, per kind (NULL: reference).
      * Same contract as bp_dequant_fn, and bit-identical to the reference: test_cpu_dequant
@@ -165,36 +164,30 @@ typedef struct bp_cpu_ops {
     void (*gemm_q8_prep)(const float *x, int64_t T, int64_t cols, void *buf);
     size_t (*gemm_q8_bytes)(int64_t T, int64_t cols);
     const char *gemm_q8_name;
-    void (*quant_q8x32)(const float *x, int64_t n, bp_q8x32 *out);
-    void (*quant_q8x256)(const float *x, int64_t n, bp_q8x256 *out);
-    void (*quant_q8x32p)(const float *x, int64_t n, void *out);
-    void (*quant_q8x256p)(const float *x, int64_t n, bp_q8x256 *out);
-    void (*quant_q8x32q)(const float *x, int64_t n, void *out);
-    void (*quant_q8x16i)(const float *x, int64_t n, void *out);
-    /* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (kern_avx512bf.c):
-     * x rounded to bf16 once per call (BP_ACT_BF16, by quant_bf16), vdpbf16ps products.
+    /* The activation quantizer of each format on this path (NULL for BP_ACT_F32: x as it is). */
+    void (*quant[BP_ACT_COUNT])(const float *x, int64_t n, void *out);
+    /* BF16 weights at t >= 2 outside exact mode on CPUs with AVX512_BF16 (avx512/bf16_dot.c):
+     * x rounded to bf16 once per call (BP_ACT_BF16), vdpbf16ps products.
      * vec_bf16r (multi-input) up to its max_batch, then gemm_bf16r, which reads job->xq (batch
-     * inputs, xq_stride apart). fn / gemm NULL: none, the exact kernels run. */
+     * inputs, xq_stride apart; x rounded by quant[BP_ACT_BF16]). fn / gemm NULL: none, the
+     * exact kernels run. */
     bp_cpu_vec_kernel vec_bf16r;
     void (*gemm_bf16r)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
     const char *gemm_bf16r_name;
-    void (*quant_bf16)(const float *x, int64_t n, void *out);
-    void (*quant_f32eo)(const float *x, int64_t n, void *out); /* BP_ACT_F32EO */
     /* Read n bytes (n a multiple of 256) as fast as possible; returns a value that depends on
      * every byte so the compiler cannot drop the loads. For the bandwidth figure. */
     uint64_t (*read_sum)(const uint8_t *p, size_t n);
 } bp_cpu_ops;
 
-/* Each ISA file fills in what it has on top of the previous level's table; returns false when
- * the file was built without its instruction set. */
-void bp_cpu_scalar_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2q_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2iq_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2lo_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2dq_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2dqk_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2dqlo_init(bp_cpu_ops *ops);
+/* ops as the kernel table (kernels.def) makes it for path isa, with the VBMI kernels (vbmi) and
+ * the rounded-activation BF16 kernels (bf16r) or without; false where this build has no kernels
+ * for the path (a non-x86 build's AVX2 and AVX512). Needs no CPU support: it runs no kernel but
+ * the path's table setups, so tests build every path's table on any machine. */
+bool bp_cpu_ops_build(bp_cpu_isa isa, bp_cpu_ops *ops, bool vbmi, bool bf16r);
+/* Fills the path's lookup tables (BP_CPU_SETUP rows); call once, where the CPU has the path. */
+void bp_cpu_setup_tables(bp_cpu_isa isa);
+/* Bytes of one input's activations in format act (0 for BP_ACT_F32). */
+size_t bp_cpu_act_bytes(bp_cpu_act act, int64_t cols);
 /* A GEMM's inputs in near-equal blocks of at most max (a block: a whole pass over the weights,
  * its panels packed again), each a multiple of unit but for the last: the block size. Past ~512
  * inputs the columns of every input that a panel pair reads per depth block no longer stay in L2
@@ -205,7 +198,7 @@ static inline int64_t bp_batch_block(int64_t T, int64_t max, int64_t unit) {
     return ((T + nblk - 1) / nblk + unit - 1) / unit * unit;
 }
 
-/* The int8 GEMMs' activations (kern_avx512.c, kern_avx2g8.c): int8 per block of 64 columns
+/* The int8 GEMMs' activations (avx512/gemm_int8.c, avx2/gemm_int8.c): int8 per block of 64 columns
  * where 64 divides the row, else 32, then one float scale per block after all the bytes. */
 static inline int bp_cpu_q8_block(int64_t cols) { return cols % 64 == 0 ? 64 : 32; }
 static inline size_t bp_cpu_q8_prep_bytes(int64_t T, int64_t cols) {
@@ -214,36 +207,18 @@ static inline size_t bp_cpu_q8_prep_bytes(int64_t T, int64_t cols) {
 /* The GEMM panels' fast dequantizer of kind k on ISA path isa; NULL when that path uses the
  * reference (or is not available here). For test_cpu_dequant. */
 bp_dequant_fn bp_cpu_fast_dequant(bp_cpu_isa isa, bp_kind k);
-bool bp_cpu_avx2p_init(bp_cpu_ops *ops);
-bool bp_cpu_avx2g8_init(bp_cpu_ops *ops);
-bool bp_cpu_avx512_init(bp_cpu_ops *ops);
-/* For test_cpu_dequant: kind k's direct int8 panel decoder (kern_avx512.c) over nblocks blocks
+/* For test_cpu_dequant: kind k's direct int8 panel decoder (avx512/gemm_int8.c) over nblocks blocks
  * (at most BP_CPU_KC columns), written out as floats s q (+ o), so each weight can be checked
  * against the reference dequantizer. False where the kind has none (or AVX-512 was not built);
  * the caller checks the AVX-512 path is available here. */
 bool bp_cpu_avx512_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
-/* The same for the AVX2 int8 GEMM's direct panels (kern_avx2g8.c; unsigned q with offsets for
+/* The same for the AVX2 int8 GEMM's direct panels (avx2/gemm_int8.c; unsigned q with offsets for
  * Q4_0 Q5_0 Q2_0, where the AVX-512 ones are signed). */
 bool bp_cpu_avx2g8_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
-/* kern_avx2g16.c: the AVX2 int8 GEMM's panels for the kinds with a scale per 16 columns (called
- * from kern_avx2g8.c's gemm_q8; false for other kinds), and their decoders for the test above. */
+/* avx2/gemm_int8_scale16.c: the AVX2 int8 GEMM's panels for the kinds with a scale per 16 columns (called
+ * from avx2/gemm_int8.c's gemm_q8; false for other kinds), and their decoders for the test above. */
 bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1);
 bool bp_cpu_avx2g16_direct_dequant(bp_kind k, const void *blocks, int64_t nblocks, float *out);
-bool bp_cpu_avx512pz_init(bp_cpu_ops *ops);
-void bp_cpu_avx512vb_init(bp_cpu_ops *ops); /* only where CPUID says AVX512_VBMI */
-void bp_cpu_avx512pz_q5k(bp_cpu_ops *ops); /* from bp_cpu_avx512k_init, after it set Q5_K */
-bool bp_cpu_avx512k_init(bp_cpu_ops *ops);
-bool bp_cpu_avx512f_init(bp_cpu_ops *ops);
-bool bp_cpu_avx512iq_init(bp_cpu_ops *ops);
-/* Only where CPUID says AVX512_BF16 (cpu.c): the file is built with -mavx512bf16. */
-bool bp_cpu_avx512bf_init(bp_cpu_ops *ops);
-
-/* Scalar activation quantizers (also the fallback of every path). */
-void bp_cpu_quant_q8x32_scalar(const float *x, int64_t n, bp_q8x32 *out);
-void bp_cpu_quant_q8x256_scalar(const float *x, int64_t n, bp_q8x256 *out);
-/* The AVX2 one (same results); only in builds with AVX2 files, only for AVX2 callers. */
-void bp_cpu_quant_q8x32_avx2(const float *x, int64_t n, bp_q8x32 *out);
-void bp_cpu_quant_q8x256_avx2(const float *x, int64_t n, bp_q8x256 *out);
 
 /* Weights below this many bytes run on one thread (the wake-up costs more than it saves).
  * Tests set 0 so that small shapes exercise the row split too. */
@@ -264,9 +239,6 @@ void bp_cpu_set_decode_pick(int pick);
 void bp_cpu_set_bf16_dot(int mode);
 /* Whether kind k has an alternative decode kernel on the current ISA path. */
 bool bp_cpu_has_decode_alt(bp_kind k);
-/* Save ops->vec[k] as k's alternative decode kernel before a wider ISA file replaces it (only a
- * specialized kernel on the same activation format, without a repacked layout). */
-void bp_cpu_keep_alt(bp_cpu_ops *ops, bp_kind k, bp_cpu_act act);
 
 /* ---- hook for the op layer's batched jobs (cpu_jobs.c; defined at the end of cpu.c) ----- */
 typedef enum bp_cpu_job_mode {
@@ -281,6 +253,8 @@ typedef enum bp_cpu_job_mode {
  * are the caller's to set. */
 bp_status bp_cpu_job_setup(bp_weight *w, int64_t t, bp_cpu_job *job, bp_cpu_job_mode *mode, size_t *abytes);
 const bp_cpu_ops *bp_cpu_ops_current(void);
+/* Tests: the decode kernel (or GEMM) the last bp_cpu_gemm on this thread ran, the other NULL. */
+void bp_cpu_last_run(bp_cpu_vec_fn *vec, void (**gemm)(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1));
 void bp_cpu_quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, int64_t cols, void *buf);
 /* Weights below this many bytes run on one thread (bp_cpu_set_min_parallel_bytes). */
 size_t bp_cpu_min_parallel_bytes(void);

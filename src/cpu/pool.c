@@ -9,15 +9,11 @@
  *
  * The spin is timed (SPIN_NS), not counted: a cancelled call leaves the caller computing alone,
  * so the next call comes one single-threaded call later, and a spin shorter than that puts the
- * worker to sleep just before it. Its wake then arrives late, that call is cancelled too, and the
- * process stays at one thread's speed. 20000 pause instructions were that short on Zen 5 (~0.35
- * ms; a pause costs 10-150 cycles across x86 cores): with one nice-10 busy loop beside `backplane
- * bench` (2 threads, 4096 x 4096 Q4_K, t = 2), 4 processes of 6 ran at ~155 GFLOP/s, 65% of
- * their calls cancelled and the worker asleep ~90 times, the others at ~300, while ggml's
- * figure did not move. Spinning 4 ms by the clock, beside the same busy loop: Q4_K t = 2 0 slow
- * processes of 9-11 (1-4 before); alone on the machine, no change (305 GFLOP/s either way). A
- * longer spin also keeps a worker that shares the caller's CPU spinning there (BF16 t = 2 slow
- * in 5 of 9 processes with the spin alone): the placement below moves it. */
+ * worker to sleep just before it; its wake then arrives late, that call is cancelled too, and the
+ * process stays at one thread's speed (a count of pause instructions was that short on one CPU,
+ * a pause costing 10-150 cycles across x86 cores). A longer spin also keeps a worker that shares
+ * the caller's CPU spinning there: the placement below moves it. Measurements:
+ * docs/cpu-kernels.md. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>

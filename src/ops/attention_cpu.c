@@ -18,7 +18,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "cpu/cpu_internal.h"
-#include "ops/op_kern.h"
+#include "cpu/op_kern.h"
 #include "ops/ops_internal.h"
 
 /* A decode splits its keys into chunks of at least MIN_CHUNK_KEYS until there are about

@@ -31,7 +31,7 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_internal.h"
 #include "ops/conv2d_internal.h"
-#include "ops/op_kern.h"
+#include "cpu/op_kern.h"
 
 /* 4 MiB: a tile of 364 pixels for a 3x3x320 patch. Per tile the GEMM reads (and its panel
  * kernels unpack) the whole weight again, 1.8 MB of F16 at 320 -> 320, so small tiles pay

@@ -7,7 +7,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "kinds_internal.h"
-#include "ops/op_kern.h"
+#include "cpu/op_kern.h"
 #include "ops/ops_internal.h"
 
 static bp_status row_bytes_for(bp_kind k, int32_t head_dim, const char *which, size_t *out) {

@@ -25,7 +25,7 @@
 #include "core/error.h"
 #include "cpu/cpu_jobs.h"
 #include "ops/moe_internal.h"
-#include "ops/op_kern.h"
+#include "cpu/op_kern.h"
 #include "seam/seam_internal.h"
 
 static bp_status gemm(bp_weight *w, bp_moe_matmul how, const float *x, int64_t n, float *y) {

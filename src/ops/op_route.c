@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "cpu/cpu.h"
-#include "ops/op_kern.h"
+#include "cpu/op_kern.h"
 #include "ops/ops_internal.h"
 
 const char *bp_op_route_label(bp_op op, bp_kind k, const bp_op_shape *s, char *buf, size_t len, bp_run_record *rec) {

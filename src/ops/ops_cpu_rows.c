@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "cpu/cpu_internal.h"
-#include "ops/op_kern.h"
+#include "cpu/op_kern.h"
 #include "ops/ops_internal.h"
 
 /* sum and sum of squares (about mean) in 8 independent f32 lanes, then double: vectorizable and
