@@ -70,18 +70,29 @@ int bp_op_call_kinds(const bp_op_call *c, bp_kind *kinds, int max) {
     return n;
 }
 
-int bp_step_weight_kinds(const bp_step_prog *p, bp_kind *kinds, int max) {
-    int n = 0;
-    for (int i = -1; p && i < p->n_nodes; i++) {
+const bp_weight *bp_step_next_weight(const bp_step_prog *p, int *it) {
+    while (p) {
+        const int i = *it / 4 - 1, j = *it % 4; /* node i (-1: the program's embedding), its job j */
+        if (i >= p->n_nodes) return NULL;
         const bp_step_node *nd = i >= 0 ? &p->nodes[i] : NULL;
         const int m = !nd ? 1 : nd->kind == BP_STEP_MATMUL ? nd->n_jobs : nd->kind == BP_STEP_EMBED ? 1 : 0;
-        for (int j = 0; j < m; j++) {
-            const bp_weight *w = !nd ? p->embed : nd->kind == BP_STEP_EMBED ? nd->w : nd->job[j].w;
-            if (!w) continue;
-            int k = 0;
-            while (k < n && kinds[k] != w->kind) k++;
-            if (k == n && n < max) kinds[n++] = w->kind;
+        if (j >= m) {
+            *it = (i + 2) * 4;
+            continue;
         }
+        (*it)++;
+        const bp_weight *w = !nd ? p->embed : nd->kind == BP_STEP_EMBED ? nd->w : nd->job[j].w;
+        if (w) return w;
+    }
+    return NULL;
+}
+
+int bp_step_weight_kinds(const bp_step_prog *p, bp_kind *kinds, int max) {
+    int n = 0, it = 0;
+    for (const bp_weight *w; (w = bp_step_next_weight(p, &it));) {
+        int k = 0;
+        while (k < n && kinds[k] != w->kind) k++;
+        if (k == n && n < max) kinds[n++] = w->kind;
     }
     return n;
 }

@@ -134,5 +134,8 @@ typedef struct bp_step_io {
 /* The weight kinds the program's matmuls and embedding use (each once): a backend taking the
  * step must claim `jobs` for every one of them (the rule, src/seam/route.c). */
 int bp_step_weight_kinds(const bp_step_prog *p, bp_kind *kinds, int max);
+/* The program's weights in order (the embedding, then each node's), repeats included: start
+ * with *it = 0; NULL after the last. */
+const bp_weight *bp_step_next_weight(const bp_step_prog *p, int *it);
 
 #endif

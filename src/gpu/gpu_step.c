@@ -118,6 +118,12 @@ static int add_vec(gpu_state *s, int *cap, const void *host, int64_t n, int kind
     return s->n_vecs++;
 }
 
+/* Two RoPE nodes turn by the same frequencies (one table serves both). */
+static bool same_rope(const bp_step_node *a, const bp_step_node *b) {
+    return a->rope.freq_base == b->rope.freq_base && a->rope.freq_scale == b->rope.freq_scale &&
+           a->rope.n_rot == b->rope.n_rot && a->rope_factors == b->rope_factors;
+}
+
 /* A RoPE node's frequencies: freq_scale * base^(-2k/n_rot) / factor_k, in double, per pair. */
 static void rope_freqs(const bp_step_node *nd, float *out) {
     const int half = nd->rope.n_rot / 2;
@@ -141,16 +147,11 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
     bp_status st = BP_OK;
     /* weights: each node's, once; arenas filled front to back */
     const bp_weight *ws[1024];
-    int nws = 0;
-    for (int i = -1; i < p->n_nodes && nws < 1024; i++) {
-        const bp_step_node *nd = i < 0 ? NULL : &p->nodes[i];
-        const int m = !nd ? 1 : nd->kind == BP_STEP_MATMUL ? nd->n_jobs : nd->kind == BP_STEP_EMBED ? 1 : 0;
-        for (int j = 0; j < m && nws < 1024; j++) {
-            const bp_weight *w = !nd ? p->embed : nd->kind == BP_STEP_EMBED ? nd->w : nd->job[j].w;
-            int k = 0;
-            while (k < nws && ws[k] != w) k++;
-            if (k == nws && w) ws[nws++] = w;
-        }
+    int nws = 0, it = 0;
+    for (const bp_weight *w; nws < 1024 && (w = bp_step_next_weight(p, &it));) {
+        int k = 0;
+        while (k < nws && ws[k] != w) k++;
+        if (k == nws) ws[nws++] = w;
     }
     if (nws == 1024) return bp_fail(BP_E_SHAPE, "%s step: more than 1024 weights", b->display);
     s->w = bp_calloc((size_t)nws, sizeof *s->w);
@@ -207,13 +208,8 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
         if (nd->kind == BP_STEP_ROPE) {
             /* one table per (base, scale, factors): keyed by the node's own desc */
             r = -2;
-            for (int v = 0; v < s->n_vecs; v++) {
-                const bp_step_node *o = s->vecs[v].host;
-                if (s->vecs[v].kind == 1 && o->rope.freq_base == nd->rope.freq_base &&
-                    o->rope.freq_scale == nd->rope.freq_scale && o->rope.n_rot == nd->rope.n_rot &&
-                    o->rope_factors == nd->rope_factors)
-                    r = v;
-            }
+            for (int v = 0; v < s->n_vecs; v++)
+                if (s->vecs[v].kind == 1 && same_rope(s->vecs[v].host, nd)) r = v;
             if (r == -2) r = add_vec(s, &vcap, nd, nd->rope.n_rot / 2, 1);
         }
         if (r == -1) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
@@ -303,12 +299,8 @@ static uint32_t off_of(const gpu_state *s, const void *host, int kind) {
 }
 
 static uint32_t rope_off(const gpu_state *s, const bp_step_node *nd) {
-    for (int v = 0; v < s->n_vecs; v++) {
-        const bp_step_node *o = s->vecs[v].host;
-        if (s->vecs[v].kind == 1 && o->rope.freq_base == nd->rope.freq_base && o->rope.freq_scale == nd->rope.freq_scale &&
-            o->rope.n_rot == nd->rope.n_rot && o->rope_factors == nd->rope_factors)
-            return s->vecs[v].off;
-    }
+    for (int v = 0; v < s->n_vecs; v++)
+        if (s->vecs[v].kind == 1 && same_rope(s->vecs[v].host, nd)) return s->vecs[v].off;
     return 0;
 }
 

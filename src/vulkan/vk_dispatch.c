@@ -349,9 +349,8 @@ static bp_launch vk_launch(const bp_op_call *c, char *err, size_t err_len) {
     bp_status st;
     pthread_mutex_lock(&vk_run_lock);
     if (c->op == BP_OP_STEP) {
-        char label[160];
+        char label[160]; /* the walk's record names the claim; the label is not kept */
         st = run_step(c, label, sizeof label);
-        if (!st) snprintf(err, err_len, "%s", label); /* the walk names the kernel from err on success */
     } else if (c->op == BP_OP_JOBS) {
         /* A job group larger than the kernel handle array runs in several passes. */
         st = BP_OK;
