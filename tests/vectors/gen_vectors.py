@@ -234,7 +234,11 @@ def dequant_blocks_for(k, rng):
         n = 256 if k["be"] == 1 else 4
         raw = rng.integers(0, 256, size=(n, k["bb"]), dtype=np.uint8)
         if name == "F64":  # mix random bits with ordinary values
-            vals = rng.standard_normal(n // 2) * 10.0 ** rng.integers(-40, 40, n // 2)
+            # Powers of ten parsed, not computed: NumPy's vectorized `**` differs by an ulp
+            # between releases and CPUs (2.4 changed 5 of these), which made this file stale.
+            normal = rng.standard_normal(n // 2)
+            tens = np.array([float(f"1e{e}") for e in rng.integers(-40, 40, n // 2)])
+            vals = normal * tens
             raw[: n // 2] = vals.astype(np.float64).view(np.uint8).reshape(-1, 8)
         return raw
     nblocks = 8 if k["be"] <= 64 else 4
