@@ -65,11 +65,7 @@ static void check_kind(const bp_kind_info *ki, uint64_t *rng, bool exact) {
         if (!w) goto next;
         for (int64_t i = 0; i < tmax * cols; i++) x[i] = bp_test_randf(rng);
         wt_used = true;
-        wt.kind = ki->kind;
-        wt.rows = rows;
-        wt.cols = cols;
-        wt.row_bytes = rb;
-        wt.data = w;
+        CHECK(bp_weight_init(&wt, ki->kind, w, wbytes, rows, cols) == BP_OK, "%s: %s", ki->name, bp_last_error());
         for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
             const int64_t t = batches[bi];
             if (quick && t != 1 && t != 5 && t != 65) continue;
@@ -197,12 +193,13 @@ int main(int argc, char **argv) {
     }
     /* Bad input is an error, never a crash. */
     bp_weight bad;
-    memset(&bad, 0, sizeof bad);
-    bad.kind = BP_KIND_Q4_0;
-    bad.rows = 2;
-    bad.cols = 33;
+    uint8_t bytes[64] = {0};
     float xv[64] = {0}, yv[4];
-    CHECK(bp_cpu_matvec(&bad, xv, yv) == BP_E_SHAPE, "Q4_0 with 33 columns must be BP_E_SHAPE");
+    CHECK(bp_weight_init(&bad, BP_KIND_Q4_0, bytes, sizeof bytes, 2, 33) == BP_E_SHAPE,
+          "Q4_0 with 33 columns must be BP_E_SHAPE");
+    memset(&bad, 0, sizeof bad); /* made by hand: no kind traits resolved */
+    bad.kind = BP_KIND_Q4_0, bad.rows = 2, bad.cols = 32, bad.row_bytes = 18, bad.data = bytes;
+    CHECK(bp_cpu_matvec(&bad, xv, yv) == BP_E_INVAL, "a weight not made by bp_weight_init must be BP_E_INVAL");
     CHECK(bp_cpu_matvec(NULL, xv, yv) == BP_E_INVAL, "NULL weight must be BP_E_INVAL");
     return bp_test_finish();
 }

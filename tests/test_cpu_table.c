@@ -159,7 +159,7 @@ static void check_names(void) {
             if (!w) continue;
             bp_weight wt;
             memset(&wt, 0, sizeof wt);
-            wt.kind = ki->kind, wt.rows = ROWS, wt.cols = COLS, wt.row_bytes = bytes / ROWS, wt.data = w;
+            CHECK(bp_weight_init(&wt, ki->kind, w, bytes, ROWS, COLS) == BP_OK, "%s: %s", ki->name, bp_last_error());
             for (int repack = 1; repack >= 0; repack--)
                 for (int pick = 1; pick <= 2; pick++) {
                     bp_cpu_set_repack(repack);

@@ -436,22 +436,15 @@ const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
     return p.vk || p.gemm ? p.name : "CPU (no kernel)";
 }
 
+/* The weight's kind, shape and bytes were checked once, by bp_weight_init; a call checks its
+ * own arguments. */
 static bp_status check_weight(const bp_weight *w, const void *x, const void *y, int64_t t,
                               const bp_kind_traits **kt) {
     if (!w) return bp_fail(BP_E_INVAL, "CPU: weight is NULL");
-    *kt = bp_kind_traits_of(w->kind);
-    if (!*kt) return bp_fail(BP_E_KIND, "CPU: unknown kind id %d", (int)w->kind);
-    if (w->rows < 0 || w->cols < 0 || t < 0)
-        return bp_fail(BP_E_SHAPE, "CPU %s: negative shape %lld x %lld, batch %lld", (*kt)->info.name,
-                       (long long)w->rows, (long long)w->cols, (long long)t);
-    size_t rb;
-    bp_status s = bp_kind_row_bytes(w->kind, w->cols, &rb);
-    if (s) return s;
-    if (rb != w->row_bytes)
-        return bp_fail(BP_E_SHAPE, "CPU %s: row_bytes %zu, expected %zu for %lld columns", (*kt)->info.name,
-                       w->row_bytes, rb, (long long)w->cols);
-    if (w->rows && w->cols && !w->data) return bp_fail(BP_E_INVAL, "CPU %s: weight data is NULL", (*kt)->info.name);
-    if (w->rows && t && (!x || !y)) return bp_fail(BP_E_INVAL, "CPU %s: input or output is NULL", (*kt)->info.name);
+    *kt = w->traits;
+    if (!*kt) return bp_fail(BP_E_INVAL, "CPU: a weight of kind id %d not made by bp_weight_create", (int)w->kind);
+    if (t < 0) return bp_fail(BP_E_SHAPE, "CPU %s: negative batch %lld", (*kt)->info.name, (long long)t);
+    if (t && (!x || !y)) return bp_fail(BP_E_INVAL, "CPU %s: input or output is NULL", (*kt)->info.name);
     return BP_OK;
 }
 

@@ -246,7 +246,7 @@ static bp_status run_jobs_locked(const bp_matmul_job *jobs, int n, const float *
     int64_t rows_max = 0;
     for (int j = 0; j < n; j++) {
         const bp_weight *w = jobs[j].w;
-        const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
+        const bp_kind_traits *kt = w->traits;
         if (w->rows > INT32_MAX || w->cols > INT32_MAX || t > INT32_MAX / 64 || t < 1)
             return bp_fail(BP_E_SHAPE, "CUDA %s: %lld x %lld, t=%lld exceeds the kernels' int range", kt->info.name,
                            (long long)w->rows, (long long)w->cols, (long long)t);
@@ -268,7 +268,7 @@ static bp_status run_jobs_locked(const bp_matmul_job *jobs, int n, const float *
     for (int j = 0; j < n; j++) {
         bp_weight *w = jobs[j].w;
         float *y = jobs[j].y;
-        const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
+        const bp_kind_traits *kt = w->traits;
         cu_weight *cw = NULL;
         if ((s = upload_locked(w, &cw))) return s;
         int rows = (int)w->rows;

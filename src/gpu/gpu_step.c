@@ -310,7 +310,7 @@ static bp_status emit_mm(builder *B, const bp_step_prog *p, const bp_step_node *
     const bp_weight *w = nd->job[j].w;
     const bp_step_buf d = nd->job[j].dst;
     const placed *pw = find_w(s, w);
-    const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
+    const bp_kind_traits *tr = w->traits;
     const uint32_t spb = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
     /* The logits start at row 0 of their buffers, lg_rows a buffer: one launch per buffer. */
     const bool lg = d == BP_SB_LOGITS;
@@ -345,7 +345,7 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
     switch (nd->kind) {
     case BP_STEP_EMBED: {
         const placed *pw = find_w(s, nd->w);
-        const bp_kind_traits *tr = bp_kind_traits_of(nd->w->kind);
+        const bp_kind_traits *tr = nd->w->traits;
         const uint32_t spb = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
         char kname[48];
         snprintf(kname, sizeof kname, "embed_%s", kind_name(nd->w->kind));

@@ -127,7 +127,7 @@ static bp_status upload_locked(bp_weight *w, cl_weight **out) {
 
 /* Refuse what the kernels cannot index (int) or what the row layout contradicts. */
 static bp_status check_shape(const bp_weight *w, int64_t t) {
-    const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
+    const bp_kind_traits *kt = w->traits;
     const char *kn = kt->info.name;
     size_t row_bytes = 0;
     if (w->rows < 1 || w->cols < 1 || t < 1 || w->rows > INT32_MAX / CL_MV_LS || w->cols > INT32_MAX / 4 ||
@@ -165,7 +165,7 @@ static bp_status run_jobs_locked(const bp_matmul_job *jobs, int n, const float *
         cl_weight *cw = NULL;
         if ((s = upload_locked(w, &cw))) return s;
         char name[48];
-        snprintf(name, sizeof name, "%s_%s", t == 1 ? "matvec" : "gemm", bp_kind_traits_of(w->kind)->info.name);
+        snprintf(name, sizeof name, "%s_%s", t == 1 ? "matvec" : "gemm", w->traits->info.name);
         bp_kernel *k;
         if ((s = bp_dev_kernel(cl_dev, name, &k))) return s;
         const int rows = (int)w->rows;

@@ -14,30 +14,12 @@ bp_status bp_weight_create(bp_kind k, const void *data, size_t bytes, int64_t ro
                            bp_weight **out) {
     if (!out) return bp_fail(BP_E_INVAL, "bp_weight_create: out is NULL");
     *out = NULL;
-    const bp_kind_info *ki = bp_kind_lookup((uint32_t)k);
-    if (!ki) return BP_E_KIND;
-    if (ki->role == BP_ROLE_D)
-        return bp_fail(BP_E_KIND, "bp_weight_create: %s is a plain data kind, not a weight kind", ki->name);
-    if (rows <= 0 || cols <= 0)
-        return bp_fail(BP_E_SHAPE, "bp_weight_create: %s weight of %lld x %lld: rows and cols must be positive",
-                       ki->name, (long long)rows, (long long)cols);
-    size_t rb, need;
-    bp_status s = bp_kind_row_bytes(k, cols, &rb);
+    bp_weight tmp;
+    bp_status s = bp_weight_init(&tmp, k, data, bytes, rows, cols);
     if (s) return s;
-    if (!bp_mul_size(rb, (size_t)rows, &need))
-        return bp_fail(BP_E_SHAPE, "bp_weight_create: %s %lld x %lld overflows size_t", ki->name, (long long)rows,
-                       (long long)cols);
-    if (!data) return bp_fail(BP_E_INVAL, "bp_weight_create: data is NULL");
-    if (bytes < need)
-        return bp_fail(BP_E_SHAPE, "bp_weight_create: %zu bytes is less than the %zu a %s %lld x %lld weight needs",
-                       bytes, need, ki->name, (long long)rows, (long long)cols);
     bp_weight *w = bp_calloc(1, sizeof *w);
     if (!w) return bp_fail(BP_E_NOMEM, "bp_weight_create: no memory");
-    w->kind = k;
-    w->rows = rows;
-    w->cols = cols;
-    w->row_bytes = rb;
-    w->data = data;
+    *w = tmp;
     *out = w;
     return BP_OK;
 }

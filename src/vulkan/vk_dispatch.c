@@ -149,7 +149,7 @@ static bp_status weight_upload(bp_device *dev, bp_weight *w, vk_weight **out) {
     size_t range = bp_vk_max_range();
     if (w->row_bytes + 4 > range)
         return bp_fail(BP_E_SHAPE, "Vulkan: one row of %s weight (%zu bytes) exceeds maxStorageBufferRange (%zu bytes)",
-                       bp_kind_traits_of(w->kind)->info.name, w->row_bytes, range);
+                       w->traits->info.name, w->row_bytes, range);
     int64_t per = (int64_t)((range - 4) / w->row_bytes);
     if (per > (int64_t)VK_GEMM_TM * 65535) per = (int64_t)VK_GEMM_TM * 65535; /* grid limit */
     int64_t n = (w->rows + per - 1) / per;
@@ -186,7 +186,7 @@ static bp_launch launch_error(bp_status st, char *err, size_t err_len) {
 
 /* Shapes checked before anything is queued: whole blocks per row, 32-bit indexing. */
 static bp_status check_shape(const bp_weight *w, int64_t t) {
-    const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
+    const bp_kind_traits *tr = w->traits;
     if (!tr) return bp_fail(BP_E_KIND, "Vulkan: unknown kind %d", (int)w->kind);
     if (w->rows <= 0 || w->cols <= 0 || t <= 0 || w->cols % tr->info.block_elems)
         return bp_fail(BP_E_SHAPE, "Vulkan %s: bad shape rows %lld cols %lld t %lld", tr->info.name,
@@ -215,7 +215,7 @@ static bp_status weight_of(bp_device *dev, bp_weight *w, vk_weight **out) {
  * copy of their outputs into y: no wait, the caller syncs once. */
 static bp_status record_part(bp_device *dev, bp_weight *w, vk_weight *vw, bp_kernel *k, void *xb, void *yb, int64_t t0,
                              int64_t tn, float *y, bool gemm) {
-    const bp_kind_traits *tr = bp_kind_traits_of(w->kind);
+    const bp_kind_traits *tr = w->traits;
     uint32_t nsub_per_blk = tr->info.block_elems == 1 ? 1 : tr->info.block_elems / 32;
     bp_status st;
     for (int i = 0; i < vw->n; i++) {
@@ -274,7 +274,7 @@ static bp_status run_jobs(const bp_matmul_job *jobs, int n, const float *x, int6
     bp_kernel *k[VK_MAX_JOBS];
     for (int j = 0; j < n; j++) {
         char kname[48];
-        snprintf(kname, sizeof kname, "%s_%s", gemm ? "gemm" : "matvec", bp_kind_traits_of(jobs[j].w->kind)->info.name);
+        snprintf(kname, sizeof kname, "%s_%s", gemm ? "gemm" : "matvec", jobs[j].w->traits->info.name);
         if ((st = weight_of(dev, jobs[j].w, &vw[j])) || (st = bp_dev_kernel(dev, kname, &k[j]))) return st;
     }
     /* Batches of inputs whose x and y each fit one binding. */

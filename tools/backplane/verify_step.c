@@ -35,13 +35,11 @@ static float *vec(int64_t n, float amp, float base) {
 static bool weight(bp_weight *w, uint8_t **data, bp_kind k, int64_t rows, int64_t cols) {
     const bp_kind_traits *kt = bp_kind_traits_of(k);
     float *f = vec(rows * cols, 0.3f, 0);
-    memset(w, 0, sizeof *w);
-    w->kind = k, w->rows = rows, w->cols = cols, w->row_bytes = (size_t)(cols / kt->info.block_elems) * kt->info.block_bytes;
-    *data = malloc(w->row_bytes * (size_t)rows);
+    const size_t rb = (size_t)(cols / kt->info.block_elems) * kt->info.block_bytes;
+    *data = malloc(rb * (size_t)rows);
     if (!f || !*data) return free(f), false;
-    for (int64_t r = 0; r < rows; r++)
-        kt->quantize(f + r * cols, *data + (size_t)r * w->row_bytes, cols / kt->info.block_elems);
-    w->data = *data;
+    for (int64_t r = 0; r < rows; r++) kt->quantize(f + r * cols, *data + (size_t)r * rb, cols / kt->info.block_elems);
+    if (bp_weight_init(w, k, *data, rb * (size_t)rows, rows, cols)) return free(f), false;
     free(f);
     return true;
 }
