@@ -7,6 +7,8 @@
 #include "commands.def"
 #undef BP_COMMAND
 
+/* backplane verify MODEL.gguf ... (verify_model.c), which bp_cmd_verify hands a model to. */
+int bp_cmd_verify_model(int argc, char **argv);
 /* Print "backplane: <what>: <bp_last_error()>" to stderr and return exit status 1. */
 int bp_cli_error(const char *what, bp_status s);
 /* BACKPLANE_TEST_MOCK=all (test_mock.c): the mock backend first in the order, taking every op.

@@ -32,6 +32,16 @@ bool bp_cli_take_fallbacks(int *argc, char **argv) {
     return found;
 }
 
+void bp_cli_backend_on(const char *name) {
+    char env[48];
+    snprintf(env, sizeof env, "BACKPLANE_");
+    for (size_t j = 0; name[j] && j < 30; j++) {
+        char ch = name[j];
+        env[10 + j] = (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch), env[11 + j] = '\0';
+    }
+    if (strcmp(name, "cpu") && !getenv(env)) setenv(env, "1", 0);
+}
+
 int bp_cli_take_backend(int *argc, char **argv, const char *cmd) {
     for (int i = 1; i < *argc; i++) {
         if (strcmp(argv[i], "--backend")) continue;
@@ -40,15 +50,7 @@ int bp_cli_take_backend(int *argc, char **argv, const char *cmd) {
             return -1;
         }
         const char *name = argv[i + 1];
-        /* Asked for by name: a CPU implementation of the API (lavapipe, PoCL) is on too, as its
-         * BACKPLANE_<NAME>=1 would turn it on. */
-        char env[48];
-        snprintf(env, sizeof env, "BACKPLANE_");
-        for (size_t j = 0; name[j] && j < 30; j++) {
-            char ch = name[j];
-            env[10 + j] = (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch), env[11 + j] = '\0';
-        }
-        if (strcmp(name, "cpu") && !getenv(env)) setenv(env, "1", 0);
+        bp_cli_backend_on(name);
         bp_status s = bp_set_backend_preference(name, BP_FORCE);
         if (s) {
             fprintf(stderr, "backplane %s: --backend %s: %s\n", cmd, name, bp_last_error());

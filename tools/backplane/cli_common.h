@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+/* A backend asked for by name is on, CPU implementations of its API (lavapipe, PoCL) included,
+ * as BACKPLANE_<NAME>=1 would turn it on; call before the backend is first probed. */
+void bp_cli_backend_on(const char *name);
+
 bool bp_cli_take_fallbacks(int *argc, char **argv);
 /* Set by the CLI fuzz target (tests/fuzz/fuzz_cli.c): a command that writes files or runs for
  * seconds (matvec, verify, bench) returns 0 once its arguments are parsed and checked. */

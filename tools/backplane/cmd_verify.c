@@ -205,11 +205,28 @@ static int usage(int rc) {
             "               batch T (> 1); large weights repeat a 251-row pattern and the reference is\n"
             "               computed for 64 rows spread over the matrix (e.g. 14336 x 4096, T = 512)\n"
             "  --strict     a fallback is an error (each case runs on its backend only: none falls back)\n"
-            "  a CPU implementation (lavapipe, PoCL) is verified when forced on: BACKPLANE_VULKAN=1 ...\n");
+            "  a CPU implementation (lavapipe, PoCL) is verified when forced on: BACKPLANE_VULKAN=1 ...\n"
+            "       backplane verify MODEL.gguf [-f TEXT] [--backend B ...] [--ctx N] [--kv-kind K] [--max-kl X] [--json]\n"
+            "  the model over a text on each backend against the CPU reference path: KL divergence, top-1\n"
+            "  agreement, perplexity, non-finite logits (backplane verify MODEL.gguf --help)\n");
     return rc;
 }
 
+/* A MODEL.gguf argument makes it the model-level verify (verify_model.c). */
+static bool model_mode(int argc, char **argv) {
+    static const char *const takes_value[] = {"--rows", "--cols", "--batch", "--backend", "--kind", "--seed",
+                                              "-f", "--ctx", "--kv-kind", "--max-kl"};
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-') continue;
+        bool value = false;
+        for (size_t j = 0; j < sizeof takes_value / sizeof takes_value[0]; j++) value |= !strcmp(argv[i - 1], takes_value[j]);
+        if (!value) return true;
+    }
+    return false;
+}
+
 int bp_cmd_verify(int argc, char **argv) {
+    if (model_mode(argc, argv)) return bp_cmd_verify_model(argc, argv);
     bp_cli_take_fallbacks(&argc, argv);
     bp_cli_take_strict(&argc, argv);
     bp_cli_take_profile(&argc, argv);

@@ -1,0 +1,328 @@
+/* backplane verify MODEL.gguf [-f TEXT] [--backend B ...] [--ctx N] [--kv-kind K] [--max-kl X] [--json]:
+ * a model's numerics on each backend, measured against the CPU reference path on a text.
+ *
+ * The reference is the CPU's scalar kernels (float activations, no 8-bit rounding) in exact mode
+ * (portable op kernels) with an F32 KV cache. Each backend asked for (default: cpu, the fast
+ * path) runs the same tokens in a context of its own, forced (bp_set_backend_preference FORCE,
+ * so nothing falls back unseen), with the KV kind a user gets (--kv-kind, default F16). The
+ * contexts advance together, PIECE tokens at a time, so only a piece of logits is held.
+ *
+ * Per backend, over every position: KL(reference || backend) of the next-token distributions
+ * (mean, p99, max, in float64), top-1 agreement, the perplexity of the text's next tokens beside
+ * the reference's, and the positions with a non-finite logit (any is a FAIL). --max-kl X fails a
+ * backend whose mean KL is above X. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backplane_model.h"
+#include "backplane_tokenizer.h"
+#include "backend/weight.h"
+#include "cli.h"
+#include "cli_common.h"
+#include "cpu/cpu.h"
+#include "model_cli.h"
+
+enum { PIECE = 32, MAX_BACKENDS = 8 };
+
+/* Used when no -f is given: plain English prose, about 200 tokens for most vocabularies. */
+static const char default_text[] =
+    "The river rose slowly through the night, and by morning the lower fields were under water. "
+    "Farmers who had lived in the valley for generations knew the signs: the birds left early, the "
+    "wind turned to the south, and the clouds hung low over the hills for three days before the rain "
+    "began. In the village, people carried what they could to the church on the hill, which had "
+    "stood above every flood for four hundred years. The school closed, the bridge was shut, and the "
+    "only road out of the valley became a shallow brown lake. By the second day the water had reached "
+    "the market square. Boats moved between the houses where carts had moved the week before, and "
+    "children watched from upper windows as chairs and baskets floated past. When the water finally "
+    "fell, it left a line of mud on every wall, a little higher than the line their grandparents had "
+    "painted there, and a great deal of work for everyone.";
+
+typedef struct cand {
+    const char *name;   /* backend name, "cpu" for the fast path */
+    bp_context *c;
+    double *kl;         /* per position */
+    double nll;
+    int64_t top1, nonfinite, scored;
+    char ran[320];      /* what ran the prefill's weights, from the step's record */
+} cand;
+
+/* log-sum-exp of n logits, float64; NAN when one is not finite. */
+static double lse(const float *lg, int64_t n) {
+    double mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(lg[i])) return NAN;
+        if (lg[i] > mx) mx = lg[i];
+    }
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += exp((double)lg[i] - mx);
+    return mx + log(s);
+}
+
+static int64_t argmax(const float *lg, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (lg[i] > lg[b]) b = i;
+    return b;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int usage(FILE *f, int rc) {
+    fprintf(f, "usage: backplane verify MODEL.gguf [-f TEXT] [--backend B ...] [--ctx N] [--kv-kind K] [--max-kl X] [--json]\n"
+               "  each backend (default: cpu, the fast path; repeat --backend for more, forced on) runs the text\n"
+               "  against the CPU reference path (scalar kernels, exact mode, F32 KV cache): KL divergence of\n"
+               "  the next-token distributions (mean, p99, max), top-1 agreement, perplexity, non-finite logits\n"
+               "  -f TEXT     the text (default: a built-in paragraph of about 200 tokens)\n"
+               "  --ctx N     at most N tokens of it (default 512)\n"
+               "  --kv-kind K the backends' KV cache kind (default F16; the reference's is F32)\n"
+               "  --max-kl X  FAIL a backend whose mean KL is above X (default: only non-finite logits fail)\n");
+    return rc;
+}
+
+/* Evaluate tokens [p0, p0 + n) in c with every row's logits, on the given backend and CPU mode. */
+static bp_status eval_piece(bp_context *c, const char *backend, bool reference, const int32_t *tok, int64_t n) {
+    const bp_cpu_isa isa = bp_cpu_isa_current();
+    const bool exact = bp_exact_mode();
+    bp_status s = bp_set_backend_preference(backend, BP_FORCE);
+    if (!s && reference) s = bp_cpu_isa_force(BP_CPU_ISA_SCALAR);
+    if (reference) bp_set_exact_mode(true);
+    if (!s) s = bp_context_eval(c, tok, n, n);
+    if (reference) bp_cpu_isa_force(isa), bp_set_exact_mode(exact);
+    return s;
+}
+
+static void compare_rows(cand *k, const bp_context *ref, int64_t V, const int32_t *tok, int64_t p0, int64_t n,
+                         int64_t n_tok) {
+    for (int64_t j = 0; j < n; j++) {
+        const float *lr = bp_context_logits(ref, j), *lc = bp_context_logits(k->c, j);
+        const double zr = lse(lr, V), zc = lse(lc, V);
+        const int64_t pos = p0 + j;
+        if (!isfinite(zc)) {
+            k->nonfinite++;
+            k->kl[pos] = INFINITY;
+            continue;
+        }
+        double kl = 0;
+        for (int64_t i = 0; i < V; i++) {
+            const double a = (double)lr[i] - zr;
+            kl += exp(a) * (a - ((double)lc[i] - zc));
+        }
+        k->kl[pos] = kl > 0 ? kl : 0; /* rounding can make a zero divergence -1e-17 */
+        k->top1 += argmax(lr, V) == argmax(lc, V);
+        if (pos + 1 < n_tok) k->nll += zc - (double)lc[tok[pos + 1]], k->scored++;
+    }
+}
+
+/* What ran the first piece: the step's record, and where the CPU walked the program op by op,
+ * the backend of each weight kind's matmuls (the op layer may have sent them elsewhere). */
+static void what_ran(cand *k, const bp_model *m) {
+    bp_step_report rep;
+    if (bp_context_step_report(k->c, true, &rep)) {
+        snprintf(k->ran, sizeof k->ran, "%s", bp_last_error());
+        return;
+    }
+    bp_run_record_label(&rep.record, k->ran, sizeof k->ran);
+    if (strcmp(rep.record.backend, "cpu")) return;
+    bool seen[256] = {false};
+    bp_kind kinds[256];
+    char where[256][16];
+    int n = 0;
+    bool same = true;
+    for (int64_t i = 0; i < bp_model_weight_count(m); i++) {
+        const bp_weight *w = bp_model_weight_at(m, i, NULL);
+        bp_run_record r;
+        if (!w || (unsigned)w->kind >= 256 || seen[w->kind] || bp_context_kind_record(k->c, w->kind, true, &r)) continue;
+        seen[w->kind] = true;
+        kinds[n] = w->kind;
+        snprintf(where[n], sizeof where[n], "%s", r.display);
+        same &= !strcmp(where[n], where[0]);
+        n++;
+    }
+    size_t used = strlen(k->ran);
+    if (n && same) {
+        snprintf(k->ran + used, sizeof k->ran - used, "; the matmuls of %d kind%s on %s", n, n > 1 ? "s" : "", where[0]);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        int len = snprintf(k->ran + used, sizeof k->ran - used, "%s %s on %s", i ? "," : "; matmuls:",
+                           bp_kind_lookup((uint32_t)kinds[i])->name, where[i]);
+        if (len < 0 || (size_t)len >= sizeof k->ran - used) break;
+        used += (size_t)len;
+    }
+}
+
+int bp_cmd_verify_model(int argc, char **argv) {
+    const char *model = NULL, *file = NULL, *names[MAX_BACKENDS];
+    int nb = 0;
+    int64_t ctx = 512;
+    double max_kl = -1;
+    bool json = false;
+    bp_kind kv = BP_KIND_F16;
+    long long x;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout, 0);
+        if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "-f") && v) file = v, i++;
+        else if (!strcmp(a, "--backend") && v) {
+            if (nb == MAX_BACKENDS) return fprintf(stderr, "backplane verify: at most %d --backend\n", MAX_BACKENDS), 2;
+            names[nb++] = v, i++;
+        } else if (!strcmp(a, "--ctx") && v) {
+            if (!bp_cli_int("verify", a, argv[++i], 2, 1 << 20, &x)) return 2;
+            ctx = x;
+        } else if (!strcmp(a, "--kv-kind") && v) {
+            const bp_kind_info *ki = bp_kind_by_name(v);
+            if (!ki) return fprintf(stderr, "backplane verify: unknown kind '%s'\n", v), 2;
+            kv = ki->kind, i++;
+        } else if (!strcmp(a, "--max-kl") && v) {
+            char *end = NULL;
+            max_kl = strtod(argv[++i], &end);
+            if (!end || *end || !(max_kl >= 0) || !isfinite(max_kl))
+                return fprintf(stderr, "backplane verify: --max-kl needs a number >= 0\n"), 2;
+        } else if (a[0] != '-' && !model) model = a;
+        else return fprintf(stderr, "backplane verify: unknown or incomplete option '%s'\n", a), usage(stderr, 2);
+    }
+    if (!model) return usage(stderr, 2);
+    if (!nb) names[nb++] = "cpu";
+    for (int b = 0; b < nb; b++) bp_cli_backend_on(names[b]);
+
+    size_t len = sizeof default_text - 1;
+    char *text = file ? bp_cli_read_text("verify", file, &len) : NULL;
+    if (file && !text) return 1;
+    bp_cli_model_session ses;
+    int rc = bp_cli_model_open(model, !json, &ses);
+    bp_token *ids = NULL;
+    size_t n_ids = 0;
+    bp_context *ref = NULL;
+    cand k[MAX_BACKENDS];
+    memset(k, 0, sizeof k);
+    bp_status s;
+    bp_backend_pref pmode;
+    const char *pname = bp_backend_preference(&pmode);
+    char saved_pref[32];
+    snprintf(saved_pref, sizeof saved_pref, "%s", pname ? pname : "");
+    if (rc) goto out;
+    if ((s = bp_tokenizer_encode_alloc(ses.tok, text ? text : default_text, len, true, false, &ids, &n_ids))) {
+        rc = bp_cli_error("tokenize", s);
+        goto out;
+    }
+    const int64_t n = (int64_t)n_ids < ctx ? (int64_t)n_ids : ctx, V = ses.info.n_vocab;
+    if (n < 2) {
+        fprintf(stderr, "backplane verify: the text is %lld token(s); at least 2 are needed\n", (long long)n);
+        rc = 2;
+        goto out;
+    }
+    bp_context_params cp = bp_context_default_params();
+    cp.n_ctx = n;
+    cp.n_batch = PIECE;
+    cp.kv_kind = BP_KIND_F32;
+    if ((s = bp_context_create(ses.model, &cp, &ref))) {
+        rc = bp_cli_error("reference context", s);
+        goto out;
+    }
+    cp.kv_kind = kv;
+    for (int b = 0; b < nb; b++) {
+        k[b].name = names[b];
+        k[b].kl = malloc((size_t)n * sizeof *k[b].kl);
+        if (!k[b].kl) {
+            rc = bp_cli_error("verify", BP_E_NOMEM);
+            goto out;
+        }
+        if ((s = bp_context_create(ses.model, &cp, &k[b].c))) {
+            rc = bp_cli_error(names[b], s);
+            goto out;
+        }
+    }
+    const bool progress = !json && isatty(2);
+    if (!json)
+        fprintf(stderr, "verify: %lld tokens of %s against the CPU reference path (scalar kernels, exact mode, F32 KV)\n",
+                (long long)n, file ? file : "the built-in text");
+    for (int64_t p0 = 0; p0 < n; p0 += PIECE) {
+        const int64_t m = n - p0 < PIECE ? n - p0 : PIECE;
+        if ((s = eval_piece(ref, "cpu", true, ids + p0, m))) {
+            rc = bp_cli_error("reference", s);
+            goto out;
+        }
+        for (int b = 0; b < nb; b++) {
+            if ((s = eval_piece(k[b].c, names[b], false, ids + p0, m))) {
+                fprintf(stderr, "backplane verify: %s: %s\n", names[b], bp_last_error());
+                rc = 1;
+                goto out;
+            }
+            if (p0 == 0) what_ran(&k[b], ses.model);
+            compare_rows(&k[b], ref, V, (const int32_t *)ids, p0, m, n);
+        }
+        if (progress) fprintf(stderr, "\rverify: %lld / %lld tokens", (long long)(p0 + m), (long long)n);
+    }
+    if (progress) fprintf(stderr, "\n");
+    /* The reference's own perplexity: its logits are gone piece by piece, so recompute once. */
+    double ref_nll = 0;
+    int64_t ref_scored = 0;
+    if ((s = bp_context_truncate(ref, 0))) {
+        rc = bp_cli_error("reference", s);
+        goto out;
+    }
+    for (int64_t p0 = 0; p0 < n && !rc; p0 += PIECE) {
+        const int64_t m = n - p0 < PIECE ? n - p0 : PIECE;
+        if ((s = eval_piece(ref, "cpu", true, ids + p0, m))) {
+            rc = bp_cli_error("reference", s);
+            break;
+        }
+        for (int64_t j = 0; j < m && p0 + j + 1 < n; j++) {
+            const float *lr = bp_context_logits(ref, j);
+            ref_nll += lse(lr, V) - (double)lr[ids[p0 + j + 1]], ref_scored++;
+        }
+    }
+    if (rc) goto out;
+    const double ref_ppl = exp(ref_nll / (double)ref_scored);
+    if (json) {
+        printf("{\"model\": ");
+        bp_cli_json_str(stdout, model);
+        printf(", \"tokens\": %lld, \"reference_ppl\": %.6f, \"backends\": [", (long long)n, ref_ppl);
+    } else {
+        printf("reference (CPU scalar, exact, F32 KV): perplexity %.4f over %lld tokens\n", ref_ppl, (long long)ref_scored);
+        printf("| backend | KV | mean KL | p99 KL | max KL | top-1 agree | perplexity | vs reference | non-finite | result | what ran (prefill) |\n"
+               "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+    }
+    for (int b = 0; b < nb; b++) {
+        cand *c = &k[b];
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += isfinite(c->kl[i]) ? c->kl[i] : 0;
+        const int64_t fin = n - c->nonfinite;
+        const double mean = fin ? sum / (double)fin : NAN;
+        qsort(c->kl, (size_t)n, sizeof *c->kl, cmp_dbl);
+        const double p99 = c->kl[(size_t)((double)(n - 1) * 0.99)], mx = c->kl[n - 1];
+        const double ppl = c->scored ? exp(c->nll / (double)c->scored) : NAN;
+        const bool fail = c->nonfinite > 0 || (max_kl >= 0 && !(mean <= max_kl));
+        if (fail) rc = 1;
+        const char *kvn = bp_kind_lookup((uint32_t)kv)->name;
+        if (json) {
+            printf("%s{\"backend\": ", b ? ", " : "");
+            bp_cli_json_str(stdout, c->name);
+            printf(", \"kv_kind\": \"%s\", \"mean_kl\": %.9g, \"p99_kl\": %.9g, \"max_kl\": %.9g, \"top1\": %.6f, "
+                   "\"ppl\": %.6f, \"ppl_vs_ref\": %.6f, \"nonfinite\": %lld, \"pass\": %s, \"ran\": ",
+                   kvn, mean, isfinite(p99) ? p99 : -1, isfinite(mx) ? mx : -1, (double)c->top1 / (double)n, ppl,
+                   ppl / ref_ppl - 1, (long long)c->nonfinite, fail ? "false" : "true");
+            bp_cli_json_str(stdout, c->ran);
+            printf("}");
+        } else
+            printf("| %s | %s | %.3g | %.3g | %.3g | %.2f%% | %.4f | %+.3f%% | %lld | %s | %s |\n", c->name, kvn, mean, p99, mx,
+                   100.0 * (double)c->top1 / (double)n, ppl, 100.0 * (ppl / ref_ppl - 1), (long long)c->nonfinite,
+                   fail ? "FAIL" : "PASS", c->ran);
+    }
+    if (json) printf("]}\n");
+out:
+    bp_set_backend_preference(saved_pref[0] ? saved_pref : NULL, pmode);
+    for (int b = 0; b < nb; b++) free(k[b].kl), bp_context_free(k[b].c);
+    bp_context_free(ref);
+    bp_tokens_free(ids);
+    bp_cli_model_close(&ses);
+    free(text);
+    return rc;
+}
