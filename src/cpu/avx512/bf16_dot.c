@@ -1,11 +1,11 @@
-/* BF16 weights at batches t >= 2 on AMD CPUs with AVX512_BF16 (cpu.c: on the Intel one measured
- * the exact kernels were faster), outside exact mode: the activations
+/* BF16 weights at batches t >= 2 on AMD CPUs with AVX512_BF16 (cpu.c: on Intel the exact
+ * kernels were faster), outside exact mode: the activations
  * are rounded to bf16 once per call (round to nearest even, as vcvtne2ps2bf16 does: NaN stays a
  * (quiet) NaN, Inf stays Inf, f32 denormals become zero) and multiplied with vdpbf16ps, whose
  * bf16 x bf16 products are exact in f32 and are summed in f32. Only the rounding of x differs
  * from the exact kernels (avx512/float_kinds.c, which exact mode and t = 1 keep): on
  * random 4096-long rows NMSE ~2.5e-6 against float64 (the tolerance table's BF16 gemm row), as
- * ggml's BF16 matmul (which rounds x the same way). Per the lead's decision (issue 16), the same
+ * ggml's BF16 matmul (x goes to bf16 the same way there). Per the lead's decision (issue 16), the same
  * precision trade as the CUDA GEMMs on f16 tensor cores: BACKPLANE_EXACT=1 opts out.
  *
  * Activations (BP_ACT_BF16): per input bp_cpu_bf16_act_bytes(cols) bytes, the bf16 values then
@@ -27,10 +27,9 @@
  * broadcasts an input's pair (_mm512_set1_epi32) and runs 2 vdpbf16ps per broadcast, the
  * accumulators being the outputs (no horizontal sums). A pair of panels walks its rows' depth
  * blocks in order, and each pack prefetches the same rows' next block, which arrives while the
- * current one is multiplied: with depth blocks outer (as the f32 panel GEMM once was) each pack waited on
- * memory, and 4096 x 4096 at 2 threads ran t = 64 at 550-590 GFLOP/s and t = 512 at 758; with
- * this order 697-714 and 831-854 (`backplane bench`). Each (row, input) sums its pairs in
- * column order, block after block, whatever panel or thread it falls in. */
+ * current one is multiplied (with depth blocks outer each pack waited on memory). Each (row,
+ * input) sums its pairs in column order, block after block, whatever panel or thread it falls in.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/bf16_dot.c. */
 #include <string.h>
 
 #include "cpu/cpu_internal.h"
@@ -62,17 +61,12 @@ void bp_avx512_quant_bf16(const float *x, int64_t n, void *out) {
 
 /* ---- small batches: register tiles over the weight rows as they are ---------------------- */
 
-/* MAX_BATCH: the tile's last batch, the GEMM's from MAX_BATCH + 1; the two cross at t ~ 56-64
- * hot in L2/L3 on one thread and ~100-128 streaming a 4096 x 4096 weight on two (Zen 5, 2 vCPU):
- * - one thread, hot 512 x 4096, best of 20 calls by thread CPU time (both kernels on the same
- *   rounded x), tile / GEMM GFLOP/s: t = 32 402 / 364, 48 420 / 405, 56 415 / 415, 64 410 / 412,
- *   then the GEMM: 96 450, 128 466, 512 459 (the exact kernels: 207-226; vdpbf16ps peak 526);
- * - `backplane bench`, 4096 x 4096, 2 threads, medians, tile up to 52 / up to 128, alternated
- *   three times: t = 64 697-714 / 736-759, 96 754 / 767-778, 128 775-797 / 759, 256 824-873.
- * 64 takes the tile where it leads in both; from 65 the GEMM is within ~3% of it.
- * PART_MAX: the batches the parked accumulators hold. COLBLK: columns per block (2 KB of each
- * weight row, as avx512/float_kinds.c's COLBLK_BYTES; 1 KB lost 4-8% at t = 8-48 one thread, 4 KB
- * within 3%). A 4 x 6 tile ran 6-11% slower than 8 x 3 at t = 8-48, 6 x 4 up to 6% (alike at 48). */
+/* MAX_BATCH: the tile's last batch, the GEMM's from MAX_BATCH + 1. 64: the two cross at t ~ 56-64
+ * hot on one thread and ~100-128 streaming a 4096 x 4096 weight on two; from 65 the GEMM is
+ * within ~3% of the tile. PART_MAX: the batches the parked accumulators hold. COLBLK: columns
+ * per block (2 KB of each weight row, as avx512/float_kinds.c's COLBLK_BYTES; 1 KB was slower,
+ * 4 KB alike). 8 x 3 beat 4 x 6 and 6 x 4 tiles.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/bf16_dot.c. */
 enum { R = 8, MAX_NJ = 4, MAX_BATCH = 64, PART_MAX = 64, COLBLK = 1024 };
 _Static_assert(MAX_BATCH <= PART_MAX, "the parked accumulators hold every input of a tile batch");
 
@@ -89,7 +83,7 @@ static ALWAYS_INLINE void tile(const bp_cpu_job *job, int64_t r, const int NR, c
     _Pragma("GCC unroll 8") for (int i = 0; i < NR; i++)
         _Pragma("GCC unroll 4") for (int j = 0; j < NJ; j++) acc[i * NJ + j] = c0 ? part[i * NJ + j] : _mm512_setzero_ps();
     /* Prefetch in the first input group only (the others find the block in L1), 1 KB ahead a
-     * row in 8-row tiles, 2 KB in 4-row ones (avx512/float_kinds.c measured these for its tiles). */
+     * row in 8-row tiles, 2 KB in 4-row ones (the distances avx512/float_kinds.c's tiles use). */
     const bool pf = j0 == 0;
     const int pfd = NR >= 8 ? 1024 : 2048;
     int64_t c = c0;
@@ -202,8 +196,9 @@ void bp_avx512_gemm_bf16r(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1
     const int64_t T = job->batch, rows = job->rows, cols = job->cols;
     const size_t xs = job->xq_stride;
     const uint8_t *xq = job->xq;
-    /* Inputs in blocks of at most TB (bp_batch_block): 2 threads, 4096 x 4096 (Zen 5), t = 2048
-     * 771 -> 847 GFLOP/s, t = 1024 733 -> 834, t = 512 unchanged. */
+    /* Inputs in blocks of at most TB (bp_batch_block): past ~512 inputs the blocks keep the GEMM's
+     * inputs in cache (~10% at t = 1024-2048).
+     * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/bf16_dot.c. */
     const int64_t tb = bp_batch_block(T, TB, GMR);
     for (int64_t b0 = 0; b0 < T; b0 += tb) {
     const int64_t b1 = T - b0 < tb ? T : b0 + tb;

@@ -27,9 +27,9 @@ enum { MAX_NJ = 16, DXT_MAX = 256 /* blocks of d_x tabled per call (16 KB) */ };
 #define XQ(jj, i) ((const bp_q8x256 *)(const void *)(xq + (size_t)(jj) * xs) + (i))
 
 /* TQ1_0, TQ2_0, NVFP4: per row, NJ inputs from j0: float accumulators acc[jj] (zmm); BODY per
- * block (b, i). Up to MAXNJ inputs per pass: 8 (TQ2_0 had 4: 8 read 1.08-1.11x at t = 5-32 on
- * the Intel Xeon VM, 2 threads, 4096 x 4096, and even at 2-4). (The grid and
- * IQ1 kinds: IQ_KERNEL, below.) */
+ * block (b, i). Up to MAXNJ inputs per pass: 8 (4 was slower for TQ2_0 past t = 4). (The grid
+ * and IQ1 kinds: IQ_KERNEL, below.)
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_grid_lowbit.c. */
 #define ROW_KERNEL(NAME, BYTES, ELEMS, MAXNJ, ...)                                                        \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {    \
         const int64_t nb = job->cols / (ELEMS);                                                           \
@@ -84,15 +84,13 @@ static ALWAYS_INLINE __m512i pair(__m256i lo, __m256i hi) {
  * reduced to its exact block sum S (lanesum8, ~3 ops an input, the inputs' sums land in the lanes
  * of one ymm), then y = fma(float(S), d_x * d_w, y) for 8 inputs at once, d_x from a table
  * built once per call (dxt). With 1-4 inputs a block's reduction runs after the next block's
- * serve (pe_, pdx_): placed at its own block's end it held up the window, and IQ1_S lost 9% at
- * t = 2, IQ2_XXS 6% at t = 4 against the per-input float end it replaced (one Zen 5 core);
- * deferred (DEFER) they are even or ahead (IQ1_S t = 2 103 vs 90 GFLOP/s, IQ2_XS 116 vs 114,
- * IQ2_S 97 vs 92, IQ1_M 87 vs 84, IQ2_XXS t = 4 161 vs 165). Not for IQ3_XXS / IQ3_S, whose
- * eight dword lookups per group want the registers (t = 4 114 vs 124, 87 vs 95 deferred), nor
- * with 8 inputs (the deferred sums spill: IQ1_M t = 8 98 vs 182).
+ * serve (pe_, pdx_, DEFER): at its own block's end it holds up the window. Not for IQ3_XXS /
+ * IQ3_S, whose eight dword lookups per group want the registers, nor with 8 inputs (the
+ * deferred sums spill).
  * That is the arithmetic of the 16/32-input panel (p16_panel,
  * below), lane for lane, so an input's result does not depend on the batch it came in or on
- * which kernel served its group (tests/test_cpu_kernels.c checks t against t = 64). */
+ * which kernel served its group (tests/test_cpu_kernels.c checks t against t = 64).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_grid_lowbit.c. */
 #define ADD_NONE(P, V) (V)
 #define DECODE_PAIR(GRPG, ADDP, P)                                                                        \
     {                                                                                                     \
@@ -169,9 +167,10 @@ static ALWAYS_INLINE __m256i lanesum8(const __m512i *s, const int n) {
     }
 #define CALL(M, ...) M(__VA_ARGS__)
 /* IQ1: coef16 . bsums (the -9 shift), coef_ a zmm of 16 int16 with the upper half zero, as an
- * input's start value (INIT) or added at the block end (END_ADD). Where it goes is measured per
- * kind (one Zen 5 core, 256 x 4096): at the end IQ1_S gained ~8% at t = 8; IQ1_M lost 40% at
- * t = 4 (the compiler's register allocation), so IQ1_M starts with it. */
+ * input's start value (INIT) or added at the block end (END_ADD). Where it goes is chosen per
+ * kind by speed (the compiler's register allocation differs): IQ1_S at the end, IQ1_M at the
+ * start.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_grid_lowbit.c. */
 #define IQ1_SHIFT_TERM(JJ) _mm512_madd_epi16(_mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)XQ(JJ, i)->bsums)), coef_)
 #define ZERO_START(JJ) _mm512_setzero_si512()
 #define NO_END(JJ, S) (S)
@@ -293,7 +292,7 @@ static ALWAYS_INLINE __m512i nibble_scales(const uint8_t *p) {
     }
 #define KP_IQ3_S(P) ((__mmask64)bp_load_u64(b + 74 + 8 * (P)))
 /* 64 9-bit grid indices: the low bytes at 2, the 9th bits in order in the 8 bytes at 66; 4 bits
- * per group (low nibble first) at 106 -> 2 s + 1 */
+ * per group (low nibble first) at 106, giving 2 s + 1 */
 #define PREP_IQ3_S                                                                                        \
     const uint64_t hi = bp_load_u64(b + 66);                                                              \
     uint16_t idx[64];                                                                                     \
@@ -393,16 +392,15 @@ static void init_iq1(void) {
  * operand) and one vpdpbusd with the weight dword broadcast does 64 multiply-adds. Per group
  * of 16 or 32 weights the int32 sums are scaled once (vpmulld; they do not fit 16 bits), per
  * block y = fma(float(S), d_x * d_w, y), SERVE's batch arithmetic. Why: the row kernels above
- * spend per 64 weights and input two multiply-port ops and decode once per 8-16 inputs, where
- * ggml's tiled int8 GEMM overtook them at t = 16-32 (IQ2_XXS t = 32 0.91x, IQ3_XXS 0.91x,
- * IQ3_S 0.93x, IQ1_S t = 16 0.97x, Zen 5, 2 threads). */
+ * spend per 64 weights and input two multiply-port ops and decode once per 8-16 inputs, and a
+ * tiled int8 GEMM (ggml's) overtakes them at t = 16-32.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_grid_lowbit.c. */
 enum { IK_IQ2_XXS, IK_IQ2_XS, IK_IQ2_S, IK_IQ3_XXS, IK_IQ3_S, IK_IQ1_S, IK_IQ1_M };
 /* Batches of PANEL_MIN or more inputs run the panel, 16 or (past PANEL2_MIN) 32 inputs a pass,
  * the last pass partly filled: a pass costs the same whatever its fill, and 9-11 inputs in a
- * 16-input pass beat 8 + 1-3 row passes (one Zen 5 core, GFLOP/s rows / panel: t = 9 IQ2_XXS
- * 162/212, IQ3_S 103/159, IQ1_M 129/153, IQ2_XS 179/172; t = 11: 150/263, 90/188, 116/187,
- * 159/212); at t = 8 the rows win (IQ2_XXS 204 vs ~177). 17-20 inputs run 16 + rows (IQ2_XXS
- * t = 20: 283, a 32-input pass would be ~246). */
+ * 16-input pass beat 8 + 1-3 row passes; at t = 8 the rows win. 17-20 inputs run 16 + rows
+ * (faster than a 32-input pass).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_grid_lowbit.c. */
 #ifndef PANEL_MIN
 #define PANEL_MIN 9
 #endif
@@ -476,18 +474,19 @@ static ALWAYS_INLINE __m512 p16_block_end(int kind, const prow *p, const int32_t
 #include "cpu/avx512/panel16.inc"
 
 /* One NJ's row loop as a function of its own: with every NJ (and the panels) inlined into one,
- * GCC's register allocation cost the 2-8 input kernels up to 3x (IQ1_M t = 2, Zen 5). TAB: d_x
- * from the table (a NULL table, only past DXT_MAX blocks and only with NJ = 1, reads it in place;
- * a fallback for any NJ in the same function cost IQ1_M t = 8 half its speed). */
+ * GCC's register allocation costs the 2-8 input kernels up to 3x. TAB: d_x from the table (a
+ * NULL table, only past DXT_MAX blocks and only with NJ = 1, reads it in place; a fallback for
+ * any NJ in the same function halves IQ1_M's t = 8).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_grid_lowbit.c. */
 #define IQ_ROWS(NAME, SUF, NJ, DEC, TAB)                                                                   \
     static __attribute__((noinline)) void NAME##SUF(const bp_cpu_job *job, int64_t r0, int64_t r1, int64_t j0, const float *dxt) { \
         for (int64_t r = r0; r < r1; r++) NAME##_row(job, r, NJ, j0, TAB ? dxt : NULL, DEC);              \
     }
 /* Per row, NJ inputs from j0, SERVE per block; DEC: a batch of 1. Inputs outer, rows inner;
  * groups of 16 or 32 inputs go to p16_panel. NJ is any count from 1 to 8: as 8 / 4 / 2 / 1 a
- * pass, t = 3 and 5-7 made two or three passes, each decoding the blocks again (Intel Xeon VM,
- * 2 threads, 4096 x 4096, GFLOP/s before / after: IQ2_XXS t = 3 93 / 155, t = 5 134 / 195, t = 7
- * 130 / 239; IQ1_S t = 7 125 / 241). */
+ * pass, t = 3 and 5-7 made two or three passes, each decoding the blocks again (up to ~2x
+ * slower).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_grid_lowbit.c. */
 #define IQ_KERNEL(NAME, BYTES, KIND, DEFER, PREP, ARGS)                                                   \
     static ALWAYS_INLINE void NAME##_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0, const float *dxt, \
                                          const bool DEC) {                                               \

@@ -10,7 +10,7 @@
  * pass, so the weights are read once per call and unpacked once per 8 inputs (two passes of 4
  * made t = 5-7 slower than t = 4). From 16 inputs, groups of 16 or 32 run p16_panel
  * (avx512/panel16.inc) with the inputs in the lanes: one vpdpbusd per 64 multiply-adds.
- * Measurements and what was tried: docs/cpu-kernels.md. */
+ * Measurements and the alternatives: docs/cpu-kernels.md. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
@@ -116,8 +116,9 @@ static ALWAYS_INLINE __m128i sum4(const __m512i s[4]) {
         _mm_store_ps(o + 4, acc[1]);                                                                         \
         for (int jj = 0; jj < NJ; jj++) job->y[(j0 + jj) * job->rows + r] = o[jj];                           \
     }                                                                                                        \
-    /* One NJ's row loop per function (as avx512/decode_grid_lowbit.c's IQ_ROWS): with the eight inlined into   \
-     * one, Q5_K's decode lost 8-10% (Intel Xeon VM, cold). */                                           \
+    /* One NJ's row loop per function (as avx512/decode_grid_lowbit.c's IQ_ROWS): with the eight         \
+     * inlined into one, Q5_K's decode loses 8-10%.                                                      \
+     * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_kquant.c. */       \
     K_ROWS(NAME, _dec, 1, true)                                                                          \
     K_ROWS(NAME, _r1, 1, false)                                                                          \
     K_ROWS(NAME, _r2, 2, false)                                                                          \
@@ -172,8 +173,8 @@ static ALWAYS_INLINE __m512i dot4(const __m512i w[4], const __m512i sc[4], const
  * two zmm packed to words (vpackssdw, on the shuffle port), and one vpdpwssd per 128 weights
  * against the scales in the packed order. The same exact integer as dot4, in other lanes. Fits:
  * a vpdpbusd lane sums 4 products <= 31 * 127 (Q5_K), 15748 < 32767, so the pack never
- * saturates. On the Intel Xeon VM the zmm multiply-adds and variable shifts all issue on one
- * port; this takes 2 of its ~16 operations a block off it. */
+ * saturates. Why: on Intel cores where the zmm multiply-adds and variable shifts all issue on
+ * one port, this takes 2 of its ~16 operations a block off it. */
 static ALWAYS_INLINE __m512i dot4_p32(const __m512i w[4], __m512i sc16, const int8_t *x) {
     /* 128-bit chunk c of packs(s0, s1): words 0-3 from s0 (group 0 for c < 2, else 1), words 4-7
      * from s1 (groups 2, 3); packs(s2, s3) the same, groups 4-7. */
@@ -191,14 +192,15 @@ static ALWAYS_INLINE __m512i dot4_p32(const __m512i w[4], __m512i sc16, const in
 
 /* ---- 16 inputs per pass (t >= 16): VNNI with the inputs in the lanes -----------------------
  * Why: per 64 weights and input the kernels above spend two multiply-port ops (vpmaddubsw +
- * vpdpwssd) plus a per-block float epilogue; on the dev machine (Zen 5) they sat at ~470-540
- * GFLOP/s from t = 4 on, under ggml's tiled int8 GEMM at t = 16-32. Here one vpdpbusd does 64
+ * vpdpwssd) plus a per-block float epilogue, which levels them off from t = 4 on, under a tiled
+ * int8 GEMM (ggml's) at t = 16-32. Here one vpdpbusd does 64
  * multiply-adds: lane j is input j, the four bytes of a lane are four consecutive activations
  * (transposed once per 128 rows into xt, biased +128 to make them the unsigned operand), and the
  * weights' four bytes come as an embedded broadcast from the row's block unpacked to int8 (the
  * broadcast operand is the signed one). Per scale group the int32 sums are scaled once per row
  * (vpmulld, or vpdpwssd where a group's sum fits 16 bits), not once per 64 weights, and the +128
- * bias comes back as one per-row constant: -128 * sum_g scale_g * sum(weights of g). */
+ * bias comes back as one per-row constant: -128 * sum_g scale_g * sum(weights of g).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_kquant.c. */
 enum { PK_Q2, PK_Q3, PK_Q4, PK_Q5, PK_Q6 };
 
 /* One row's block unpacked: weights as int8 in the activations' order, the per-group scales (as

@@ -22,17 +22,12 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #include "cpu/avx2/simd.h"
 
-/* The prefetch distance. The quads alone were prefetched 2 KB ahead (q + 2048) until
- * the scales and second fields were found to be left out: a row is [scales][second fields][quads],
- * so one line per quad 2 KB ahead covers only the first 2 KB of the next row and never its last
- * (row bytes - 2048): 256 of 2304 bytes a row for Q4_0, 512 of 2560 for Q4_1 (its mins), which
- * then came from the hardware prefetcher or not at all. At 2 threads, 4096 x 4096, cold (Zen 5,
- * 2 vCPU), Q4_1 read ~80% of the read bandwidth where Q4_0 read ~93%. Now each step of 8 blocks
- * prefetches its own share of the row, that far on (pf_group): one thread,
- * cold, Q4_1 then read 34.5 GB/s as Q4_0 (was 24.5), Q5_1 33.9 (24.9), in proportion to
- * their bytes; Q4_0, MXFP4, Q8_0 unchanged (~34-36). On the Intel Xeon VM (2 vCPU, 2 threads,
- * cold, 5 kinds interleaved) 2 KB into L1 -> 4 KB into L2 (BP_ROW_PF, prefetcht1) read Q4_0
- * 26.3 -> 35.0 GB/s, Q4_1 27.0 -> 36.3, Q8_0 30.8 -> 36.0, IQ4_NL 26.5 -> 33.8, Q1_0 unchanged. */
+/* The prefetch distance. A row is [scales][second fields][quads]: one line per quad 2 KB ahead
+ * would cover only the first 2 KB of the next row and never its last (row bytes - 2048), so the
+ * scales and second fields (Q4_1's mins) would come from the hardware prefetcher or not at all.
+ * Each step of 8 blocks prefetches its own share of the row instead, that far on (pf_group),
+ * BP_ROW_PF (4 KB) into L2 (prefetcht1), which beat 2 KB into L1.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_repacked.c. */
 enum { MAX_NJ = 4 };
 
 static int64_t padded_blocks(int64_t cols) { return (cols / 32 + 7) / 8 * 8; }
@@ -99,11 +94,9 @@ bool bp_avx512_pack4_q1_0(const uint8_t *w, int64_t rows, int64_t cols, size_t r
 
 /* IQ4_XS's copy (bp_avx512_pack_iq4_xsi, below) starts with its superblocks' 8-byte heads back to back; its
  * nibbles from the next 64-byte boundary, so that every load is one aligned line. The same bytes
- * as the file at 4096 columns (16 x 8 = 128 bytes of heads). Its first copy kept the file's nibble
- * order (two quads a superblock); tried with avx2/decode_repacked.inc's AVX2 pair loop as well (the nibbles
- * are its pairs too): Intel Xeon VM, AVX2 forced, 2 threads, 4096 x 4096, decode the same (24.3
- * -> 24.0 GB/s cold), t = 8-32 0.81-0.82x the q8_K kernel's GFLOP/s; not taken. So was Q5_0/Q5_1's
- * mask region there: cold +2-9%, t = 8-32 0.93-1.03x. */
+ * as the file at 4096 columns (16 x 8 = 128 bytes of heads). The copy's order is its own: keeping
+ * the file's nibble order, to share avx2/decode_repacked.inc's AVX2 pair loop, ran batches slower.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_repacked.c. */
 static size_t iq4xs_head_bytes(int64_t cols) { return ((size_t)(cols / 256) * 8 + 63) / 64 * 64; }
 
 /* Element el (0..31) of block b (of 8) in the 16-element-group layout of an 8-block chunk: its
@@ -250,7 +243,7 @@ void bp_avx512_quant_q8x32q(const float *x, int64_t n, void *out) {
     }
 }
 
-/* BP_ACT_Q8X16I: the bytes of bp_avx512_quant_q8x32q with each 8 blocks' quants interleaved by 16-element
+/* BP_ACT_Q8X16I: the bytes of bp_avx512_quant_q8x32q with each 8 blocks' quants regrouped by 16-element
  * group: byte 64 k + 4 l + e is element 4 k + e of group l = 8 h + b (block b's elements 16 h ..). */
 void bp_avx512_quant_q8x16i(const float *x, int64_t n, void *out) {
     bp_avx512_quant_q8x32q(x, n, out);
@@ -294,9 +287,8 @@ static ALWAYS_INLINE wquad nib4_lut(const uint8_t *q, const int8_t *tbl) {
  * vpermb reads 6 bits of each index byte, so against the 16 values repeated 4 times a raw byte
  * looks up its low nibble and the byte shifted right 4 its high one, with no masks (2 uops fewer
  * per 128 weights). The bytes are nib4_lut's, so both kernels' sums are the same bit for bit
- * (test_cpu_kernels checks). Intel Xeon VM, 2 threads, 4096 x 4096, 3-9 interleaved rounds, this
- * / the pshufb kernels: L3-resident decode IQ4_NL 1.05, MXFP4 1.07, NVFP4 1.07, IQ4_XS 1.04; t = 4
- * 1.03-1.08, t = 16 0.99-1.09; cold 1.00-1.05 (memory is most of a cold call's time). */
+ * (test_cpu_kernels checks). A few % faster hot; cold, memory is most of a call's time.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_repacked.c. */
 #define VBMI __attribute__((target("avx512vbmi")))
 static ALWAYS_INLINE VBMI wquad nib4_vperm(const uint8_t *q, const int8_t *tbl) {
     const __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tbl));
@@ -348,9 +340,10 @@ static ALWAYS_INLINE void pf_group(const uint8_t *row, int64_t g, const size_t b
 }
 
 /* Rows r0..r1 for every input, NJ at a time (inputs outer, rows inner), through ROW(job, r, NJ, j0).
- * A batch of 5-7 makes two passes (4 + 1..3; t = 5 ~10% under t = 4 on the Intel Xeon VM); rows
- * in blocks of 8-32 run for every group, so that the second pass read them from L2, measured
- * 0.93-1.0x there (the second pass is the unpacking, not the memory). */
+ * A batch of 5-7 makes two passes (4 + 1..3; t = 5 ~10% under t = 4); rows in blocks of 8-32 run
+ * for every group, so that the second pass reads them from L2 (it did not help: the second pass
+ * is the unpacking, not the memory).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_repacked.c. */
 #define QUAD_DISPATCH(NAME, TGT, ROW)                                                                      \
     TGT void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                  \
         for (int64_t j0 = 0; j0 < job->batch;) {                                                           \
@@ -446,14 +439,9 @@ QUAD_KERNEL(bp_avx512_vec_q8_0q, , 2, 0, 128, f16x8(sp + 2 * g), q8_4(q), 1, 0, 
  * unsigned, the offset term as bp_avx512_vec_iq4_nlq's), against q8_0 activations (a scale per 32, finer
  * than the q8_K the AVX2 kernel and the GEMM use). It replaced a q8_K kernel in avx512/decode_kquant.c
  * (a sign mask and a negation of the activations per 64 weights, vpmaddubsw + vpdpwssd against
- * the scales): Intel Xeon VM, 2 threads, 4096 x 4096, GB/s hot 32.5 -> 44-45, cold 25.7 -> 28.8;
- * t = 2 170 -> 261 GFLOP/s, t = 4 242 -> 344. Tried: two 32-byte loads instead of one
- * unaligned 64-byte load (the quads sit 8 bytes past a line): 5-10% slower; an aligned copy
- * (below): +13-22%; vpermb for the lookup: the VBMI kernels (nib4_vperm). For the aligned copy's
- * VBMI kernel, the scales of 64 superblocks decoded at once into a buffer with vpmultishiftqb
- * (~4 operations a superblock instead of iq4_xs_scales' ~13): t = 4-8 +5-7%, but decode 0.92x
- * hot and 0.97x cold (the pdep work had overlapped the loads; a burst at each row's start did
- * not); not kept. */
+ * the scales). One unaligned 64-byte load (the quads sit 8 bytes past a line) beats two 32-byte
+ * ones; the aligned copy (below) is faster still.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_repacked.c. */
 static ALWAYS_INLINE __m256 iq4_xs_scales(const uint8_t *b) {
     /* ls_j = low nibble j of scales_l | bits 2j, 2j+1 of scales_h << 4, deposited (pdep) in bits
      * 2-7 of byte j: 4 ls_j, and with bit 7 flipped 4 (ls_j - 32) as a signed byte. The 4 leaves
@@ -467,10 +455,9 @@ QUAD_ROWS(bp_avx512_vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PRE
           iq4_xs_scales(IQ4XS_SB(g)), IQ4XS_SB(b) + 8 + 64 * (size_t)((b / 4) % 2),
           UNSIGNED(nib4_lut(q, iq4nl_plus127_q)), 0, 1, wd, -127.0f, 0.25f)
 #undef IQ4XS_SB
-/* The kernel that runs where there is memory for a copy is bp_avx512_vec_iq4_xsi (below). Before it, the
- * same loop as this one on an aligned copy of the quads (the file's nibble order) had measured, same
- * machine and shape, GB/s L3-resident 46.8 -> 57.0, cold 29.2 -> 33.0; t = 2 262 -> 288 GFLOP/s:
- * this one reads 7 quads in 8 across two lines. */
+/* The kernel that runs where there is memory for a copy is bp_avx512_vec_iq4_xsi (below): this one
+ * reads 7 quads in 8 across two lines, which an aligned copy avoids.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_repacked.c. */
 
 /* ---- 16-element groups (BP_ACT_Q8X16I): NVFP4, IQ4_XS, Q5_0, Q5_1 ---------------------------
  * The layout above puts 4 blocks x 16 elements in a zmm, so each vpdpbusd lane holds a partial
@@ -479,7 +466,8 @@ QUAD_ROWS(bp_avx512_vec_iq4_xsq, , job->w + (size_t)r * job->row_bytes, , BP_PRE
  * 16 groups x 4 elements (group l = 8 h + b: block b's elements 16 h ..), against activations in
  * the same order: four vpdpbusd (two chains) leave each group's whole integer dot in its own lane,
  * and one conversion and one FMA against the groups' scales finish 256 weights (faster than the
- * quad kernels for these four kinds at every batch measured: docs/cpu-kernels.md).
+ * quad kernels for these four kinds at every batch: docs/cpu-kernels.md, Measurements behind the
+ * comments, avx512/decode_repacked.c).
  *
  * ROWP: the row; SETUP: declarations after sp (qp: the 8-block chunks of 128 quant bytes); PF: the
  * prefetch before the 8 blocks at g; WD: a declaration of their weight scales wd; S: the zmm of
@@ -559,10 +547,9 @@ IQ4XSI_ROWS(bp_avx512_vec_iq4_xsi, , UNPACK_IQ4)
 IQ4XSI_ROWS(bp_avx512_vec_iq4_xsi_vb, VBMI, UNPACK_IQ4_VB)
 
 /* Q5_0 / Q5_1 (pack_q5i): per 8 blocks the four zmm's fifth-bit masks (32 bytes) in a region of
- * their own, so that the 128 nibble bytes stay 64-byte aligned. (In the quad layout the masks at
- * the head of 80-byte quads had split three loads in four across lines: Intel Xeon VM, 2 threads,
- * 4096 x 4096, GB/s L3-resident 55.7 -> 58.9 and cold 32.8 -> 35.2 (Q5_0), 54.9 -> 58.7 and 32.3
- * -> 34.8 (Q5_1) once they moved.) */
+ * their own, so that the 128 nibble bytes stay 64-byte aligned (in the quad layout the masks at
+ * the head of 80-byte quads split three loads in four across lines).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/decode_repacked.c. */
 static ALWAYS_INLINE void q5_8(const uint8_t *q, const uint8_t *k, wquad *w0, wquad *w1) {
     *w0 = q5_4(q, k);
     *w1 = q5_4(q + 64, k + 16);

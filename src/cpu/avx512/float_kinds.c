@@ -27,17 +27,13 @@
 #include "cpu/avx2/simd.h"
 #include "cpu/avx512/simd.h"
 
-/* COLBLK_BYTES: a column block's bytes per weight row (8 rows: 16 KB, a third of L1). One
- * thread, hot 512 x 4096 weight, Zen 5, min of 200 calls, unblocked -> 2 KB blocks: F32 t = 8
- * 119 -> 145 GFLOP/s, t = 32 121 -> 159; F16 t = 16 186 -> 200; BF16 t = 8 177 -> 196, t = 16
- * 184 -> 203, t = 32 190 -> 210 (4 KB blocks were a little slower for the half kinds, 1 KB for F32).
- * On the Intel Xeon VM (2 threads, 4096 x 4096, hot, 5 rounds) 1, 3 and 4 KB read F32 t = 8-32
- * within 5% of 2 KB either way; a row stride off the power of two (4112, 4160 columns) read the
- * same, so set conflicts in L1 are not what holds the float tiles at ~40-45% of the FMA peak
- * there at t = 16-32 (ggml's likewise); nor is memory: the second input group prefetching the
- * next column block (into L1 or L2) read 0.91-0.99x. The loads are: 11 whole zmm per 24 FMAs
- * (QUAD_KERNEL's figures; its quads need 4 zmm and 6 16-byte broadcasts). A 6 x 4 tile (10 per
- * 24) read F32/F16 t = 8 and 16 3-10% faster but t = 5-6 6-11% and t = 64 4% slower. */
+/* COLBLK_BYTES: a column block's bytes per weight row (8 rows: 16 KB, a third of L1). 2 KB:
+ * blocks beat unblocked rows for every kind, 4 KB was a little slower for the half kinds and
+ * 1 KB for F32. L1 set conflicts and memory are not what holds the float tiles at ~40-45% of the
+ * FMA peak: the loads are, 11 whole zmm per 24 FMAs (QUAD_KERNEL's quads need 4 zmm and 6
+ * 16-byte broadcasts). A 6 x 4 tile (10 loads per 24) won at t = 8-16
+ * but lost at t = 5-6 and 64, so 8 x 3 stays.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/float_kinds.c. */
 enum { R = 8, MAX_NJ = 4, MAX_BATCH = 64, COLBLK_BYTES = 2048 };
 
 static ALWAYS_INLINE __m512 ld_f32(const uint8_t *p, __mmask16 m) {
@@ -72,9 +68,9 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
          * and 16 columns in every group cost 15-18% at t = 16-32 (one thread, hot 512 x 4096, F32,        \
          * F16 and BF16 alike; 2 threads at 4096 x 4096 read the same either way). */                      \
         const bool pf = j0 == 0;                                                                           \
-        /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, where 1 KB read F32,          \
-         * F16, BF16 at 103-106, 186-190, 184-193 GFLOP/s and 2 KB 111-113, 206-212, 195-207 (2            \
-         * threads, 4096 x 4096); 2 KB in the 8-row tiles lost ~3% at t = 16. */                           \
+        /* About 8 KB ahead over all rows: 4-row tiles (batch 4) 2 KB a row, which beat 1 KB;              \
+         * 2 KB in the 8-row tiles was slower.                                                             \
+         * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/float_kinds.c. */       \
         const int pfd = NR >= 8 || job->batch == 2 ? 1024 : 2048;                                          \
         int64_t c = c0;                                                                                    \
         /* SPLIT: the evens of all rows, then the odds (the 32 bf16 loaded twice: evens and odds           \
@@ -143,16 +139,12 @@ static ALWAYS_INLINE __m512 ld_bf16(const uint8_t *p, __mmask16 m) {
         BP_TILE_ROWS(NAME##_cols, job, r0, r1, R, R2);                                                     \
     }
 
-/* Batch 1 runs a one-row kernel (one weight stream, four accumulators): cold, the AVX2 one read
- * 33-38 GB/s on one core of the dev machine where the 8-row tile (8 weight streams) read 24-32,
- * though the tile was as fast hot. Every float kind runs this one on zmm registers, 64 weights
- * per step, each line requested BP_ROW_PF ahead into L2 (avx2/simd.h). On Zen 5 (2 vCPU, 2
- * threads, cold, 4096 x 4096) 2 KB ahead into L1 took F16 42.9 -> 50-51 GB/s and BF16 41 -> 51
- * (the AVX2 kernel converts 8 halves per instruction and was bound by that) while F32 read the
- * same ~51 on the AVX2 kernel, which it kept. On the Intel Xeon VM (AVX-512 FP16/BF16, 2 vCPU,
- * same shape, 5 interleaved rounds): 2 KB into L1 F32 34.7 (AVX2 kernel 28.3, ggml 29.1), F16
- * 31.2, BF16 29.5; 4 KB into L2 34.6 / 36.5 / 34.8; 4 KB into L1 27.4 / 31.4 / 28.0; 8 KB into
- * L2 35.9 / 34.7 / 34.0. Same column order for any r0, r1. */
+/* Batch 1 runs a one-row kernel (one weight stream, four accumulators): cold, one stream reads
+ * faster than the 8-row tile's 8 weight streams, though the tile is as fast hot. Every float kind
+ * runs this one on zmm registers, 64 weights per step, each line requested BP_ROW_PF ahead into
+ * L2 (avx2/simd.h): 4 KB into L2 read as well as or better than 2 KB into L1 and better than 4 KB
+ * into L1. Same column order for any r0, r1.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/float_kinds.c. */
 #define ROW_KERNEL(NAME, LOAD, ESZ)                                                                        \
     static void NAME(const bp_cpu_job *job, int64_t r0, int64_t r1) {                                      \
         const float *x = job->x;                                                                           \
@@ -339,10 +331,9 @@ QUAD_KERNEL(quad_bf16, quad_pack_bf16, 2)
 static bp_cpu_vec_fn g_quad[3] = {quad_f32, quad_f16, quad_bf16};
 
 /* The float kinds' GEMM (ops->gemm, past the vec kernels' max_batch): the same quads, in chunks
- * of QCHUNK inputs. Intel Xeon VM, 2 threads, 4096 x 4096, 3 interleaved rounds, GFLOP/s, the
- * 8 x 32 f32 panel GEMM it replaces (16-row panels dequantized k-major, 8 broadcast inputs) ->
- * quads: F32 t = 128 230 -> 312, t = 512 254 -> 296, t = 2048 255 -> 298; F16 t = 128 255 ->
- * 332, t = 512 273 -> 329, t = 2048 267 -> 311; BF16 t = 128 247 -> 328, t = 512 263 -> 314.
+ * of QCHUNK inputs, faster than the f32 panel GEMM it replaced (16-row panels dequantized
+ * k-major, 8 broadcast inputs).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/float_kinds.c.
  * Rows [r0, r1) of every input; ith unused (no scratch: the block is on the stack). */
 void bp_avx512_quad_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     (void)ith;
@@ -351,10 +342,10 @@ void bp_avx512_quad_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1)
 }
 
 /* R2: rows per tile at batch 2, prefetched 1 KB ahead a row. F32 reads 16 KB a row, and eight
- * such streams at once lost to ggml at t = 2 (0.89-0.92x, 59-61 vs 64 GFLOP/s); 4 rows ran
- * 0.97-1.01x (61-65), 4 rows 2 KB ahead 0.86-0.96x, 2 rows 60, 1 row 50 (2 threads, 4096 x 4096,
- * Zen 5, interleaved with ggml). F16 keeps 8: 4 rows cost it 1.30x -> 1.05-1.10x. QMIN: the first
- * batch the quads take (QUAD_KERNEL's figures), also named in the kernels' names. */
+ * such streams at once lost to ggml at t = 2; 4 rows (1 KB ahead) beat 2 KB ahead and 1-2 rows.
+ * F16 keeps 8 (4 rows cost it more). QMIN: the first batch the quads take (QUAD_KERNEL's
+ * figures), also named in the kernels' names.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/float_kinds.c. */
 #define QMIN_F32 12
 #define QMIN_F16 12
 #define QMIN_BF16 16

@@ -22,9 +22,10 @@
 
 /* The micro-kernel's tile: MR inputs x two 16-row panels (NW = 2 weight zmm per k4), so each
  * broadcast input dword feeds two vpdpbusd and each weight load MR: 2 loads + MR broadcasts per
- * 2 MR vpdpbusd, with 2 MR int and 2 MR f32 accumulators in registers (27 zmm at MR = 6). An
- * asm loop of that shape runs vpdpbusd at the core's peak on Zen 5 (~8.2 G/s, 2 per clock); one
- * weight zmm x 8 inputs (the old tile: 9 loads per 8) reached 7.0. */
+ * 2 MR vpdpbusd, with 2 MR int and 2 MR f32 accumulators in registers (27 zmm at MR = 6). That
+ * shape runs vpdpbusd at the core's peak (2 a clock); one weight zmm x 8 inputs (9 loads per 8)
+ * did not.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/gemm_int8.c. */
 enum { MR = 6, NR = 16, KC = BP_CPU_KC, PW = 2 * NR /* rows per panel pair */, GROUPS_PER_BLOCK = 86 /* ~512 inputs */ };
 
 /* The T inputs in ceil(T / MR) groups of near-equal size (the first T % groups one larger), so
@@ -184,13 +185,14 @@ static void pack(const bp_cpu_job *job, const panel *pp, int h, int64_t p, int n
 
 /* ---- Direct panels: the kind's own integers, no f32 round trip ------------------------------
  * Why: at t = 32-64 the pack above (dequantize 16 rows to f32, absmax, requantize, transpose)
- * cost as much as ~36 inputs' micro-kernel time per panel (one thread, 4096 x 4096, Zen 5:
- * perf put the dequantizers at 2/3 of it). For kinds whose weights are small integers q times a
- * scale per 32 columns, plus an offset for some (w = s q + o: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL
- * IQ4_XS Q4_K Q5_K), a decoder writes q as int8 with s and o per 32 columns, and the pack is
- * only the transpose. The micro-kernel then scales per 32 columns (twice as often) and adds
+ * cost as much as ~36 inputs' micro-kernel time per panel, the dequantizers 2/3 of it. For kinds
+ * whose weights are small integers q times a scale per 32 columns, plus an offset for some
+ * (w = s q + o: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS Q4_K Q5_K), a decoder writes q as int8
+ * with s and o per 32 columns, and the pack is only the transpose. The micro-kernel then scales
+ * per 32 columns (twice as often) and adds
  * o x (the input's d x its 32 quants' sum, from bp_avx512_gemm_q8_prep). The weights are not rounded a second
- * time, so results are closer to the reference than the requantized panels. */
+ * time, so results are closer to the reference than the requantized panels.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/gemm_int8.c. */
 static void d8_q4_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q4_0, q += 32) {
         s[i] = f16(b);
@@ -207,7 +209,8 @@ static void d8_q5_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
 /* Q2_0, 64 weights, one scale: element j is bits 2 (j % 4) of qs[j / 4], 0..3 meaning -1..2.
  * Each qs byte widened to a dword and OR-ed with itself shifted by 6, 12 and 18 puts its four
  * fields at the bottoms of the dword's four bytes, in element order. Without it Q2_0's panels
- * went through the reference dequantizer: 41 GFLOP/s at t = 8 after 133 at t = 4 (2 threads). */
+ * went through the reference dequantizer, at a third of the decode kernel's speed.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/gemm_int8.c. */
 static void d8_q2_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     for (int64_t i = 0; i < n; i++, b += BP_BLOCK_BYTES_Q2_0, s += 2) {
         s[0] = s[1] = f16(b);
@@ -219,10 +222,9 @@ static void d8_q2_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
     }
 }
 /* The direct decoder of kind k (NULL: requantized panels) up to batch *max_t, and whether it
- * has offsets. Where each pays (one thread, 4096 x 4096, Zen 5, GFLOP/s requantized -> direct):
- * the offset kinds lose past t ~ 160 to the extra multiply-add per 32 columns (t = 128 Q5_K
- * 556 -> 574, Q4_K 566 -> 588; t = 256 630 -> 597, 633 -> 593), IQ4_XS wins at every t (t = 512
- * 651 -> 710), Q4_0 / Q8_0 are even by t = 256-512 (Q4_0 706 -> 668 at 512, in the noise). */
+ * has offsets. The offset kinds lose past t ~ 160 to the extra multiply-add per 32 columns;
+ * IQ4_XS wins at every t; Q4_0 / Q8_0 are even with the requantized panels by t = 256-512.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/gemm_int8.c. */
 static dq8_fn dq8_of(bp_kind k, bool *off, int64_t *max_t) {
     *off = k == BP_KIND_Q4_1 || k == BP_KIND_Q5_1 || k == BP_KIND_Q4_K || k == BP_KIND_Q5_K;
     *max_t = *off ? 160 : k == BP_KIND_IQ4_XS || k == BP_KIND_IQ4_NL ? INT64_MAX : 384;
@@ -423,12 +425,10 @@ static void pair_block(const bp_cpu_job *job, const panel *pp, int64_t p, int nr
 
 /* Loop order: panel pairs outside, depth blocks inside, so each weight row is read front to back
  * (a few streams the prefetcher follows) and the quantized inputs come from L2/L3 once per pair.
- * With depth blocks outside (as before), the next block of a row was needed only after every
- * panel of the chunk and came from memory. One thread, 4096 x 4096 (Zen 5, min of 4-20 calls),
- * depth outside -> pairs outside: t = 64 Q5_K 343-388 -> 409-432 GFLOP/s, IQ4_XS 272-309 ->
- * 362-419; t = 512 Q5_K 630-643 -> 656-659, IQ4_XS 592-593 -> 607-613; t = 2048 (8 MB of
- * inputs re-read per pair) both ~590, hence the input blocks: 2 threads, 4096 x 4096, t = 2048,
- * Q4_K 1069 -> 1162 GFLOP/s, Q8_0 1063 -> 1189, IQ2_XXS t = 1024 1166 -> 1278; t = 512 unchanged. */
+ * With depth blocks outside, the next block of a row was needed only after every panel of the
+ * chunk and came from memory. Past ~512 inputs (8 MB of inputs re-read per pair at t = 2048)
+ * the inputs go in blocks (bp_batch_block), ~10% at t = 1024-2048.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx512/gemm_int8.c. */
 void bp_avx512_gemm_q8(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1) {
     const panel pp = panel_of(job->scratch[ith]);
     /* Input groups in blocks of ~512 inputs (bp_batch_block; t = 2048 above). */
