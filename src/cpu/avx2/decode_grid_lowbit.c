@@ -31,9 +31,9 @@ static void init_signmask(void) {
 }
 
 /* This and the IQ2_XXS / IQ2_XS grid lookups stay written out (grid4's insert form, by hand):
- * routing them through grid4 changed GCC's unrolling of IQ2_XXS's group loop (the tile decode
- * shrank from 2569 to 1368 bytes) and IQ2_XXS decode went 11.4 -> 10.8 GB/s (AVX2 forced, Zen 5,
- * 2 threads, 5 interleaved rounds, 2026-12-01). */
+ * routing them through grid4 changes GCC's unrolling of IQ2_XXS's group loop (the tile decode
+ * halves in size) and makes IQ2_XXS decode slower.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/decode_grid_lowbit.c. */
 static ALWAYS_INLINE __m256i signmask4(unsigned a, unsigned b, unsigned c, unsigned d) {
     return _mm256_set_epi64x((long long)g_signmask[d], (long long)g_signmask[c], (long long)g_signmask[b],
                              (long long)g_signmask[a]);
@@ -189,9 +189,9 @@ static void grid_tile_store(const bp_cpu_job *job, const grid_tile *t, int nr, i
 
 /* The grid kinds over NJ inputs at once (KQ_MULTI8, avx2/simd.h): per group of 32 weights DECODE
  * sets g (unsigned magnitudes), m (sign masks) and sc (int16 multipliers) once, and every
- * input's activations take the signs; the block's float scale is d * DS. 8 inputs a pass where 4
- * were: IQ3_S t=8 148 -> 215 GFLOP/s, IQ2_XXS 227 -> 246 (AVX2 forced, Zen 5, 4096 x 4096, 2
- * threads). NAME##_tiled: the same DECODE into the tile (grid_tile), from GRID_TILE_MIN inputs. */
+ * input's activations take the signs; the block's float scale is d * DS. 8 inputs a pass (4 were
+ * slower). NAME##_tiled: the same DECODE into the tile (grid_tile), from GRID_TILE_MIN inputs.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/decode_grid_lowbit.c. */
 #define GRID_DOTS                                                                                           \
     for (int jj = 0; jj < NJ; jj++)                                                                         \
         sumi[jj] = _mm256_add_epi32(sumi[jj], dot_us_scaled(g, negate_where(load32(XJ(jj)->q + 32 * ib), m), sc));
@@ -282,16 +282,12 @@ GRID_KERNEL(bp_avx2_vec_iq2_xs, BP_BLOCK_BYTES_IQ2_XS, 0.125f, {
  * Once per block (iq2s_prep) the 32 10-bit grid indices are formed in two registers and stored,
  * and the 16 multipliers 2s + 1 put in one register (low lane: the first 16 weights' of each
  * group, high lane: the second 16's), so a group costs one index load, 4 grid loads (grid4), the
- * sign masks, one shuffle for its scales and the dot. Forming each index and scale with scalar
- * shifts per group took ~50 instructions per 32 weights. The block's bytes are prefetched ahead
- * (KQ_ROW_BEGIN's BP_PREFETCH_BLOCK; 2 KB here before it served every kernel): cold, at 2
- * threads, the hardware prefetcher alone left the kernel at 85% of its hot speed. AVX2 forced
- * on the dev machine (Zen 5), 4096 x 4096, GB/s: one thread hot 5.6 (before)
- * -> 6.5 (block prep) -> 7.4 (grid4); 2 threads cold 10.7 -> 12.2 (prep + prefetch, 1-4 KB
- * alike) -> 14.4 (grid4), where ggml's AVX2 build read 12.4. With more than 2 inputs a pass the
- * per-group scalar decode (second DECODE) stays: the prepped one, unrolled, spilled the inputs'
- * sums and ran t = 4 at 7.5 GB/s where this one runs 8.2 (2 threads, hot); t = 2 and the tile
- * (t >= 10) gained 5-10% and 2-3%. */
+ * sign masks, one shuffle for its scales and the dot (scalar shifts per group took ~50
+ * instructions per 32 weights). The block's bytes are prefetched ahead (KQ_ROW_BEGIN's
+ * BP_PREFETCH_BLOCK): the hardware prefetcher alone leaves the kernel well under its hot speed cold.
+ * With more than 2 inputs a pass the per-group scalar decode (second DECODE) stays: the prepped
+ * one, unrolled, spills the inputs' sums.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/decode_grid_lowbit.c. */
 typedef struct {
     _Alignas(32) uint16_t idx[32];
     __m256i sc16;

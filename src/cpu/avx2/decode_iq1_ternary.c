@@ -41,9 +41,9 @@ enum { LO_NJ = 8, LO_RB = 16 };
 /* The row-block and input-group driver is avx2/simd.h's KQ_MULTI_N (LO_RB = KQ_RB, LO_NJ = KQ_NJ). */
 _Static_assert((int)LO_RB == (int)KQ_RB && (int)LO_NJ == (int)KQ_NJ, "avx2/decode_iq1_ternary.c drives its rows with KQ_MULTI_N");
 
-/* Keeps v in a register as it is: GCC otherwise turned each input's chain of adds into a tree
- * over all of a block's products, computed every product first and spilled them (TQ2_0's loop
- * over 4 inputs made 50 stack accesses per block; t = 4 ran 338 GFLOP/s beside 375 at t = 2). */
+/* Keeps v in a register as it is: GCC otherwise turns each input's chain of adds into a tree
+ * over all of a block's products, computes every product first and spills them (TQ2_0's loop
+ * over 4 inputs made 50 stack accesses per block, and t = 4 ran slower than t = 2). */
 #define LO_KEEP(v) __asm__("" : "+x"(v))
 
 /* ---- TQ2_0: 66 bytes, qs[64] | d; element 128n + 32j + l = ((qs[32n + l] >> 2j) & 3) - 1 --- */
@@ -73,8 +73,9 @@ static ALWAYS_INLINE void tq2_0_row(const bp_cpu_job *job, int64_t r, const int 
     }
     LO_ROW_END
 }
-/* 4 inputs a pass: 530 GFLOP/s at t = 8-32 where 8 ran 430-440 (its decode is two ops per 32
- * weights, so 8 inputs buy nothing and hold more registers). */
+/* 4 inputs a pass: TQ2_0's decode is two ops per 32 weights, so 8 inputs buy nothing and hold
+ * more registers (8 a pass was slower).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/decode_iq1_ternary.c. */
 KQ_MULTI_NL(, bp_avx2_vec_tq2_0, tq2_0_row, 4)
 
 /* ---- TQ1_0: 54 bytes, qs[48] | qh[4] | d. Elements 0-159: trit e/32 of qs[e%32]; 160-239:

@@ -75,12 +75,10 @@ Q32_KERNEL(bp_avx2_vec_mxfp4, 17, 0, 1, {
 /* Q4_K / Q5_K block head: the 8 scales, each as a dword holding it twice (the int16 pair a
  * group's vpmaddwd multiplies by), stored for broadcast loads, and the mins as 16 words (each
  * twice: min j pairs with the activation sums of groups 2j, 2j + 1). Why a store: a scale
- * taken as a byte (sc[k], _mm256_set1_epi16) compiled to vpextrb + vmovd + vpbroadcastw, ~3
- * shuffle-port operations per 32 weights; a dword broadcast from memory is a load alone. With
- * the block end's d / dmin pair (kq_mins_end), AVX2 forced on the Intel Xeon VM, 2 threads,
- * 4096 x 4096, 5 interleaved rounds: hot (one 64 MiB weight) Q4_K 32.0 -> 39.6 GB/s, Q5_K 30.2
- * -> 37.2; cold only 23.9 -> 25.6 and 23.4 -> 24.7 (there the row's memory stream bounds it);
- * 3 rounds, t = 2 Q4_K 165 -> 195, Q5_K 143 -> 174 GFLOP/s. */
+ * taken as a byte (sc[k], _mm256_set1_epi16) compiles to vpextrb + vmovd + vpbroadcastw, ~3
+ * shuffle-port operations per 32 weights; a dword broadcast from memory is a load alone. It pays
+ * hot; cold, the row's memory stream bounds the kernel.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/decode_legacy_kquant.c. */
 static ALWAYS_INLINE __m256i k4_head(const uint8_t *b, int32_t *scd) {
     const __m128i v = scale_min_k4v(b + 4);
     const __m256i s32 = _mm256_cvtepu8_epi32(v);
@@ -138,10 +136,9 @@ static ALWAYS_INLINE void kq_mins_end(__m256 *acc, const __m256i *sumi, const in
  * two fmadds, d * sums then -dmin * (m16 . group sums); kq_offset_end: one fmadd of sums -
  * (m16 . group sums), m16 = scales << sh, the same integer): same integers, same float steps
  * in the same order, so results are bit-identical to the 8-a-pass kernel and batch-independent.
- * AVX2 forced on the Zen 5, 4096 x 4096, 2 threads on a loaded machine (load 5: about one core),
- * best of 3, GFLOP/s 8 a pass -> tile: t=32 Q2_K 134 -> 152, Q3_K 130 -> 173, Q4_K 141 -> 146,
- * Q6_K 119 -> 163; t=8 about even (131-142 either way), hence from 10. IQ4_XS stays 8 a pass: its
- * signed 4-bit values (+-127) against biased activations would overflow maddubs' int16 pairs. */
+ * 10: at t = 8 the tile and 8 a pass are even, from there the tile leads. IQ4_XS stays 8 a pass: its
+ * signed 4-bit values (+-127) against biased activations would overflow maddubs' int16 pairs.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/decode_legacy_kquant.c. */
 enum { KT_TILE_MIN = 10, KT_TILE_MAXB = 64 };
 typedef struct {
     _Alignas(32) uint8_t w[KQ_RB][8][32];
@@ -289,8 +286,8 @@ static ALWAYS_INLINE void kt_q3_k(kq_tile *t, int rr, const uint8_t *b) {
 }
 
 /* Q4K_PF: batch 1 prefetches every line of its row this far ahead (3 lines per 144-byte block).
- * AVX2 forced, 4096 x 4096, 2 threads, cold, beside ggml's AVX2 build (Zen 5): none 43.9 / 41.8
- * GB/s (0.97x, twice), 2 KB 45.9 / 45.4, 4 KB 46.1 / 46.2 (1.12x / 1.02x; ggml 41-45 in those runs). */
+ * 4 KB: cold, with no prefetch Q4_K read under ggml's AVX2 build, 2-4 KB ahead over it.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/decode_legacy_kquant.c. */
 enum { Q4K_PF = 4096 };
 static ALWAYS_INLINE void q4_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -424,7 +421,7 @@ static ALWAYS_INLINE void iq4_xs_row(const bp_cpu_job *job, int64_t r, const int
 }
 KQ_MULTI_NL(, bp_avx2_vec_iq4_xs, iq4_xs_row, 8)
 
-/* q8x256 with each pair of groups interleaved by halves (BP_ACT_Q8X256P). */
+/* q8x256 with each pair of groups split by halves and the halves alternated (BP_ACT_Q8X256P). */
 void bp_avx2_quant_q8x256p(const float *x, int64_t n, void *out_) {
     bp_q8x256 *out = out_;
     bp_cpu_quant_q8x256_avx2(x, n, out);

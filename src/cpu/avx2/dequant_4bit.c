@@ -1,10 +1,10 @@
 /* AVX2 dequantizers for the GEMM panels of Q4_K, Q5_K, IQ4_XS and the 32-element kinds (Q4_0
  * Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4; avx2/dequant.c holds the others). Their reference
- * dequantizers decode element by element; through the panel GEMM's pack they held Q4_K / Q5_K
- * / IQ4_XS at ~40-50 GFLOP/s at t = 64 on the dev machine (Zen 5, 1000 x 4096, one core), where
- * Q2_K / Q6_K with fast dequantizers ran ~250, and Q4_0 at ~110-170 from t = 33 to 64 after
- * ~300 from its decode kernel at t = 32. Same decoding as the decode kernels, written out as
- * floats; tested against the reference through the GEMM tests (batches past max_batch). */
+ * dequantizers decode element by element, which made the panel GEMM's pack the bottleneck past
+ * max_batch (the GEMM far under the decode kernels). Same decoding as the decode kernels,
+ * written out as floats; tested against the reference through the GEMM tests (batches past
+ * max_batch).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/dequant_4bit.c. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)

@@ -1,12 +1,13 @@
 /* AVX2 dequantizers for the GEMM panels of TQ1_0, NVFP4, IQ1_S, IQ1_M and Q2_0, the kinds that still
  * went through their reference dequantizer (an element-by-element loop: TQ1_0 reads each trit
  * with a multiply, a shift and two divisions by constants; NVFP4 an ldexpf per 16 weights).
- * Every batch that leaves the decode kernels dequantizes the whole weight once, so on the AVX2
- * path a TQ1_0 or NVFP4 batch of 5 cost ~15x a batch of 4 (AMD EPYC Zen 5, 4096 x 4096, 2
- * threads: 21 ms against 1.3 ms), and the AVX-512 int8 GEMM, which packs with these too, paid
- * the same at every batch. Each value is computed with the reference's float operations in the
- * reference's order (d * t; d * nibble value; dl * (grid + delta)), so the output is
- * bit-identical to it: test_cpu_dequant checks every fast dequantizer against the reference. */
+ * Every batch that leaves the decode kernels dequantizes the whole weight once, so through the
+ * reference a batch just past max_batch cost many times the one before (~15x for TQ1_0, NVFP4),
+ * and the AVX-512 int8 GEMM, which packs with these too, paid that at every batch. Each value is
+ * computed with the reference's float operations in the reference's order (d * t; d * nibble
+ * value; dl * (grid + delta)), so the output is bit-identical to it: test_cpu_dequant checks
+ * every fast dequantizer against the reference.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/dequant_lowbit.c. */
 #include "cpu/cpu_internal.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -120,8 +121,8 @@ void bp_avx2_dq_iq1_m(const void *src, float *dst, int64_t nb) {
 /* Q2_0, 18 bytes: f16 d | qs[16]; element j is bits 2 (j % 4) of qs[j / 4], 0..3 meaning -1..2.
  * A qs byte widened to a dword and OR-ed with itself shifted by 6, 12 and 18 holds its four
  * fields at the bottoms of its four bytes, in element order; (float)(q - 1) * d as the reference.
- * Through the reference's loop a batch of 8 (the first past the decode kernel) ran at 41
- * GFLOP/s after 133 at t = 4 (AVX-512 machine, 2 threads, 4096 x 4096). */
+ * Through the reference's loop the first batch past the decode kernel ran at a third of it.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/dequant_lowbit.c. */
 void bp_avx2_dq_q2_0(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q2_0) {

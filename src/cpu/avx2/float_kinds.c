@@ -46,11 +46,10 @@ static ALWAYS_INLINE __m256 load_bf16(const uint8_t *p) {
 }
 
 /* Float decode: one row at a time, 32 weights a step, each line requested BP_ROW_PF ahead into
- * L2 (avx2/simd.h). Without a prefetch the AVX2 path read F16 at 0.95x and BF16 at 0.91x ggml's
- * AVX2 build, cold, 2 threads, 4096 x 4096 on the dev machine (Zen 5); 2 KB ahead 1.11x / 1.08x,
- * 4 KB 1.14x / 1.12x, 3-6 KB alike (medians of 4-5 rounds, each beside two ggml runs; into L1
- * then: the Intel Xeon VM later read the AVX-512 twins ~15% faster with prefetcht1, see
- * avx512/float_kinds.c). F32 converts nothing and has no tail conversion to do. */
+ * L2 (avx2/simd.h): without a prefetch F16 and BF16 read cold under ggml's AVX2 build, 2-6 KB
+ * ahead over it; into L2 rather than L1, as the AVX-512 twins (avx512/float_kinds.c). F32
+ * converts nothing and has no tail conversion to do.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/float_kinds.c. */
 static ALWAYS_INLINE __m256 load_f32(const uint8_t *p) { return _mm256_loadu_ps((const float *)(const void *)p); }
 static ALWAYS_INLINE float conv_f32(const uint8_t *p) {
     float f;
@@ -295,9 +294,10 @@ void bp_cpu_quant_q8x256_avx2(const float *x, int64_t n, void *out_) {
     }
 }
 
-/* Reads n bytes (a multiple of 256) as two interleaved streams, one per half: a single stream
- * left the 2-thread figure ~10% under what the decode kernels themselves stream on the dev VM
- * (the hardware prefetcher keeps more lines in flight over two streams). */
+/* Reads n bytes (a multiple of 256) as two streams side by side, one per half: the hardware
+ * prefetcher keeps more lines in flight over two, and a single stream read ~10% under what the
+ * decode kernels themselves stream at 2 threads.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/float_kinds.c. */
 uint64_t bp_avx2_read_sum(const uint8_t *p, size_t n) {
     __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
     const uint8_t *q = p + n / 2;

@@ -1,5 +1,5 @@
 /* AVX2 prefill: an int8 panel GEMM for every quantized kind (the AVX2 path's counterpart of
- * avx512/gemm_int8.c's VNNI GEMM, for Zen 3 and older Intel). Each panel of 16 weight rows x KC
+ * avx512/gemm_int8.c's VNNI GEMM, for CPUs without AVX-512). Each panel of 16 weight rows x KC
  * columns is dequantized once with the kind's fast dequantizer and re-quantized to int8 per
  * block of QB columns (|w| <= 127); the inputs are quantized once per call to int8 per block of
  * QB. AVX2 has no unsigned-by-signed dot with 32-bit accumulation, so a product goes through
@@ -268,12 +268,10 @@ static void d8u_tq1_0(const uint8_t *b, int64_t n, int8_t *q, float *s) {
  * scale holds for 64 columns; 32 where |q| <= 15, 8 x 2 x 15 x 127 = 30480; 0: widen every k4
  * step). The 256-element kinds whose panels sum in int16 per 16 columns and widen by their
  * integer scales (Q2_K Q3_K Q5_K Q6_K, the IQ2 / IQ3 / IQ1 kinds) never get here: avx2/gemm_int8_scale16.c.
- * Where each pays (2 threads, 4096 x 4096, Zen 5 on the AVX2 path, GFLOP/s requantized ->
- * direct, +-5% run to run): t = 512 Q4_K / Q4_0 / TQ2_0 ~315 -> ~410, Q5_1 307 -> 330, IQ4_XS
- * 284 -> 302, TQ1_0 311 -> 398 (ggml's AVX2 build 138-145); signed Q8_0 / IQ4_NL 305-323 ->
- * 294-308: they widen every step and scale per 32 columns where the requantized panels scale
- * per 64. At t = 128-256 the pack's round trip weighs more: t = 128 IQ4_XS 226 -> 294, Q8_0
- * 270 -> 278; t = 256 Q8_0 / IQ4_NL lose 1-5%: so max_t 160 for Q8_0 and IQ4_NL. */
+ * Direct panels win for the unsigned kinds at every batch. Signed Q8_0 / IQ4_NL widen every step
+ * and scale per 32 columns where the requantized panels scale per 64, so they win only while the
+ * pack's round trip weighs most: max_t 160 for Q8_0 and IQ4_NL.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/gemm_int8.c. */
 static dq8_fn d8_of(bp_kind k, bool *sg, int *blk, int64_t *max_t) {
     *sg = false;
     *blk = 32;

@@ -207,12 +207,10 @@ static void d16_iq3_s(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, flo
 
 /* The decoder of kind k (NULL: not a kind of these panels), whether it is signed (sign trick, no
  * offsets), the k4 steps S its int16 sums span, and whether its offset has its own multiplier.
- * AVX2 forced, 4096 x 4096, t = 512, 2 threads, Zen 5, GFLOP/s before -> these panels (one
- * interleaved side-by-side run each; ggml's AVX2 build 308-344 on these kinds, TQ1_0 ~140):
- * Q6_K 298 -> 434, Q3_K 319 -> 477, Q2_K 305 -> 447, Q5_K 317 -> 451, IQ1_M 298 -> 458, IQ1_S
- * 298 -> 453, IQ3_S 289 -> 434, IQ2_XS 317 -> 377, IQ2_S 325 -> 378, IQ2_XXS 330 -> 385,
- * IQ3_XXS 310 -> 377. Q4_K keeps avx2/gemm_int8.c's panels: |q| <= 15 lets them sum 32 columns in
- * int16 and widen once by ones, fewer multiplies than a scaled widening per 16. */
+ * Every kind listed runs faster on these panels than requantized. Q4_K keeps avx2/gemm_int8.c's
+ * panels: |q| <= 15 lets them sum 32 columns in int16 and widen once by ones, fewer multiplies
+ * than a scaled widening per 16.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/gemm_int8_scale16.c. */
 static dq16_fn d16_of(bp_kind k, bool *sg, int *S, bool *sep) {
     *sg = *sep = false;
     *S = 4;
@@ -435,7 +433,7 @@ bool bp_cpu_avx2g16_gemm(const bp_cpu_job *job, int ith, int64_t r0, int64_t r1)
                 const float *xdt = xd + t0 * ldd + c0 / QB;
                 const int16_t *xst = xs + t0 * lds + c0 / 16;
                 /* through a compact tile: y's rows are `rows` floats apart (4 KB multiples on the
-                 * usual shapes), whose loads and stores alias in L1 (measured ~15% slower) */
+                 * usual shapes), whose loads and stores alias in L1 (~15% slower) */
                 if (nr == NR)
                     for (int i = 0; i < mr; i++)
                         for (int j = 0; j < NR; j += 8)

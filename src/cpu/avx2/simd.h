@@ -19,11 +19,10 @@ static ALWAYS_INLINE float f16(const uint8_t *p) { return _cvtsh_ss(bp_load_u16(
  * a run of rows is requested once, BP_ROW_PF ahead (a row is 2-3 KB for the quantized kinds at
  * 4096 columns, so the request crosses into the next row, which the same thread takes next).
  * Every line is covered: the pointer moves `bytes` a call and the requests cover
- * (bytes + 63) / 64 lines. Why: on the Intel Xeon VM (AVX-512, 2 vCPU) the hardware
- * prefetchers alone left these loops at 10-19 GB/s cold at 2 threads (4096 x 4096) though they
- * run 34-37 GB/s hot; 4 KB ahead into L2 (prefetcht1) read Q4_K 15.2 -> 25.8, Q2_K 9.7 -> 21.4,
- * IQ4_XS 11.0 -> 25.6, Q6_K 19.4 -> 37.6. 2 KB and 1 KB gave less; 6-12 KB the same as 4;
- * prefetcht0 (into L1) 0-30% less than t1; prefetchnta halved it. */
+ * (bytes + 63) / 64 lines. Why: the hardware prefetchers alone leave these loops cold at about
+ * half their hot speed. 4 KB into L2 (prefetcht1): 1-2 KB gave less, 6-12 KB the same;
+ * prefetcht0 (into L1) less than t1, prefetchnta half.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/simd.h. */
 enum { BP_ROW_PF = 4096 };
 #define BP_PREFETCH_BLOCK(b, bytes)                                                                   \
     do {                                                                                              \
@@ -80,9 +79,8 @@ static ALWAYS_INLINE __m256i load32(const void *p) { return _mm256_loadu_si256((
  * register: scale g in the low 128-bit lane, g+1 in the high. scales_dup once per block (two
  * in-lane unpacks: each scale's word twice in a dword; dup[0] holds scales 0-3 and 8-11, dup[1]
  * 4-7 and 12-15), then one vpermd per pair, where a vpermd + vpshufb per pair took two
- * shuffle-port operations per 32 weights. With q6_k_half's one-shift bit moves, AVX2 forced on
- * the Intel Xeon VM, 2 threads, 4096 x 4096, cold: Q6_K 26.9 -> 27.9 GB/s, Q2_K 19.2 -> 20.3,
- * Q3_K 19.1 -> 20.1; t = 4 Q6_K 183 -> 197 GFLOP/s. */
+ * shuffle-port operations per 32 weights.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/simd.h. */
 static ALWAYS_INLINE void scales_dup(__m256i sc16, __m256i dup[2]) {
     dup[0] = _mm256_unpacklo_epi16(sc16, sc16);
     dup[1] = _mm256_unpackhi_epi16(sc16, sc16);
@@ -104,13 +102,13 @@ static ALWAYS_INLINE __m256i load16_u8_to_i16(const uint8_t *p) {
 
 /* Four 8-byte entries of a table, t[a] .. t[d], as one register (t[a] in the low 64 bits): the
  * grid kinds' 8-weight lookups (avx2/decode_grid_lowbit.c IQ2_S, avx2/decode_iq1_ternary.c IQ1_S / IQ1_M). Two
- * forms, picked per kernel by measurement (the form is a constant, so each call inlines one):
+ * forms, picked per kernel by which ran faster (the form is a constant, so each call inlines one):
  * - GRID4_BLEND: one movq load and three broadcast loads merged by blends, no shuffle-port work.
- *   IQ2_S decode (AVX2 forced, Zen 5, 2 threads, cold): 12.2 GB/s with the insert form -> 14.4.
+ *   IQ2_S's decode uses it.
  * - GRID4_INSERT: _mm256_set_epi64x (vmovq, vpinsrq, vinserti128: three shuffles). IQ1_S/IQ1_M
- *   keep it: the blend form measured 2-5% slower at t = 1 and 1-2% at t = 2, equal at 4-8 (Zen 5,
- *   AVX2 forced, 4096 x 4096, 2 threads, 2 x 7 interleaved rounds, 2026-12-01), as does IQ2_S
- *   past 2 inputs a pass (its per-group decode). */
+ *   keep it (the blend form was slower at t = 1-2, equal at 4-8), as does IQ2_S past 2 inputs a
+ *   pass (its per-group decode).
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, avx2/simd.h. */
 typedef enum { GRID4_INSERT, GRID4_BLEND } grid4_form;
 
 static ALWAYS_INLINE __m256i grid4(grid4_form form, const uint64_t *t, size_t a, size_t b, size_t c, size_t d) {
