@@ -14,30 +14,25 @@
  * Small matvecs and single-token decode of small matrices stay on the CPU wherever a device's
  * per-call overhead exceeds what the CPU needs for the whole op; large ones go to the device.
  *
- * THE NUMBERS, and where they come from. `backplane bench --crossover` measures every one of
- * them on the machine it runs on (per-call overhead from a tiny matvec, GB/s from a large
- * matvec, GFLOP/s from a t=64 GEMM, each through the same public calls the seam makes) and
- * prints the model's crossover next to the measured one, so re-measuring is one command; put
- * its figures here when they move. BACKPLANE_<B>_MIN_WORK overrides the model per backend.
+ * THE NUMBERS. `backplane bench --crossover` measures every one of them on the machine it runs
+ * on (per-call overhead from a tiny matvec, bandwidth from a large matvec, compute from a t=64
+ * GEMM, through the same public calls the seam makes) and prints the model's crossover next to
+ * the observed one; put its figures here when they move. BACKPLANE_<B>_MIN_WORK overrides the
+ * model per backend. The runs behind each row: docs/cpu-kernels.md, Measurements behind the comments, backend/cost.c.
  *
- *  - CPU (per thread; times bp_cpu_threads(), src/cpu/cpu_cost.c): measured on the 2-vCPU AMD EPYC Zen 5 dev VM
- *    (README benchmarks, `backplane bench` 4096 x 4096): decode 30-35 GB/s with 2 threads for the
- *    memory-bound kinds -> 15 GB/s per thread; prefill (t=512) 350-500 GFLOP/s -> 200 per
- *    thread; a call costs ~5 us (thread pool wake-up). The IQ1/IQ2/IQ3 kinds decode at 5-8 GB/s
- *    (compute-bound): the model overestimates the CPU there, so it keeps those on the CPU a
- *    little longer than necessary -- the safe direction.
- *  - Vulkan on lavapipe (llvmpipe LLVM 15, same VM), `BACKPLANE_VULKAN=1 BACKPLANE_OPENCL=1
- *    backplane bench --crossover` on 2026-11-30: 42 us per call, 0.18 GB/s (Q4_K 8192 x 8192
- *    decode), 1.1 GFLOP/s (t=64); earlier README runs saw 90 us and 0.3-0.95 GB/s. PoCL 3.1: 81
- *    us, 1.3 GB/s, 2.7 GFLOP/s. Crossover with the CPU: never, at any size up to 32768 x 32768.
- *    These rows only matter for `bench --crossover`: a CPU implementation is off unless forced,
- *    and forced it takes every shape (see bp_seam_takes).
- *  - GPUs (Vulkan/OpenCL discrete or integrated, CUDA): ESTIMATES, not yet measured on hardware
- *    (no GPU has run this code; tools/gpu_check.sh step 2 measures CUDA's). Conservative on
- *    purpose -- 50 us per call for a queue submit + fence wait, 12 GB/s for activations through
- *    pageable host memory, 300 GB/s and 5 TFLOP/s for a discrete GPU, 60 GB/s (the host's DRAM)
- *    and 1 TFLOP/s for an integrated one. CUDA: 25 us per call (two launches, two async copies,
- *    one stream sync), memory bandwidth from the device's attributes where cudart reports them.
+ *  - CPU (per thread; times bp_cpu_threads(), src/cpu/cpu_cost.c), from a 2-vCPU AMD EPYC VM:
+ *    5 us a call (thread pool wake-up); 15 GB/s per thread (memory-bound decode); 200 GFLOP/s per thread (prefill).
+ *    The IQ1/IQ2/IQ3 kinds decode compute-bound, well under that bandwidth: the model overestimates the
+ *    CPU there and keeps them on the CPU a little longer than necessary -- the safe direction.
+ *  - Vulkan on lavapipe and OpenCL on PoCL (same VM): their rows, from such runs, never cross over with the
+ *    CPU at any size. They only matter for `bench --crossover`: a CPU implementation is off unless
+ *    forced, and forced it takes every shape (see bp_seam_takes).
+ *  - GPUs (Vulkan/OpenCL discrete or integrated, CUDA): ESTIMATES, no GPU has timed this code yet
+ *    (tools/gpu_check.sh step 2 measures CUDA's), conservative on purpose:
+ *    50 us a call: a queue submit + fence wait (CUDA 25 us: two launches, two async copies, one stream sync);
+ *    12 GB/s: activations through pageable host memory;
+ *    300 GB/s, 5 TFLOP/s: a discrete GPU; 60 GB/s (the host's DRAM), 1 TFLOP/s: an integrated one;
+ *    CUDA's memory bandwidth from the device's attributes where cudart reports them.
  *    With these, against a 2-thread CPU, a discrete Vulkan GPU gets a 4096 x 4096 Q4_K decode
  *    (9.4 MB) and weights below ~1.5 MB stay on the CPU (crossover 5 + W/30e3 = 50 + W/300e3 us).
  */
@@ -117,7 +112,7 @@ bp_op_work bp_op_work_of(bp_op op, bp_kind k, const bp_op_shape *s) {
 
 double bp_cost_us(const bp_cost_model *m, const bp_op_work *w) {
     double us = m->overhead_us;
-    if (m->link_gbps > 0) us += w->act_bytes / (m->link_gbps * 1e3); /* GB/s = 1e3 bytes/us */
+    if (m->link_gbps > 0) us += w->act_bytes / (m->link_gbps * 1e3); /* gbps * 1e3 = bytes per us */
     const double mem = m->mem_gbps > 0 ? w->weight_bytes / (m->mem_gbps * 1e3) : 0;
     const double cmp = m->gflops > 0 ? w->flops / (m->gflops * 1e3) : 0;
     return us + (mem > cmp ? mem : cmp);

@@ -7,13 +7,11 @@
  * the threads finish together). Why runs and not one shared counter: with the counter a thread's
  * next chunk lay anywhere, so each chunk started where neither the kernel's software prefetch
  * (BP_ROW_PF ahead, avx2/simd.h) nor the hardware's had been, and ended prefetching rows another
- * thread was reading; in a run the prefetch at a chunk's end is the next chunk's start. Measured
- * with the counter (Intel Xeon VM, 2 threads, 4096 x 4096, cold decode, Q4_0 NVFP4 IQ4_XS Q5_K):
- * 16 / 32 chunks a thread read 0.96 / 0.90x what 8 did, 2 a thread 1.02-1.07x; runs of 8 chunks
- * 1.01-1.05x the counter over three interleaved A/Bs. Each run's word has a line of its own (two
- * on one line cost up to 3% at 32 chunks a thread, less at 8); past BP_CHUNK_RUNS threads,
+ * thread was reading; in a run the prefetch at a chunk's end is the next chunk's start. Each run's
+ * word has a line of its own (two on one line cost up to 3%); past BP_CHUNK_RUNS threads,
  * threads share runs (ith % BP_CHUNK_RUNS), which stays correct: every take is a
- * compare-and-swap. */
+ * compare-and-swap.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, chunk_runs.c. */
 #include "cpu/cpu_internal.h"
 
 int64_t bp_chunk_rows_per(int64_t units, int nth) {

@@ -24,9 +24,9 @@ static bp_cpu_isa g_isa;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* BF16 batches round x to bf16 for vdpbf16ps only on AMD CPUs (g_bf16_dot, from CPUID): on the
- * AMD CPU measured vdpbf16ps did twice an FMA's f32 FLOPs, on the Intel one the exact f32
- * kernels were faster, so there rounding x buys nothing and costs precision (figures, and why a
- * timed choice was not kept: docs/cpu-kernels.md). */
+ * AMD CPU vdpbf16ps did twice an FMA's f32 FLOPs, on the Intel one the exact f32 kernels were
+ * faster, so there rounding x buys nothing and costs precision (figures, and why a timed choice
+ * was dropped: docs/cpu-kernels.md). */
 static bool g_bf16_dot;
 /* BACKPLANE_CPU_VBMI=0 or bp_cpu_set_vbmi(false): ops->vec_novbmi where a kind has one. */
 static bool g_vbmi_off;
@@ -106,7 +106,7 @@ static void quantize_act(const bp_cpu_ops *ops, bp_cpu_act act, const float *x, 
     if (ops->quant[act]) ops->quant[act](x, cols, buf);
 }
 
-/* The int8 GEMM re-rounds the weights; the float kinds are promised float accuracy. */
+/* The int8 GEMM quantizes the weights a second time; the float kinds are promised float accuracy. */
 static bool use_gemm_q8(const bp_cpu_ops *ops, bp_kind k) {
     return ops->gemm_q8 && k != BP_KIND_F32 && k != BP_KIND_F16 && k != BP_KIND_BF16;
 }
@@ -256,7 +256,7 @@ static int cmp_dbl(const void *a, const void *b);
  * back-to-back pairs of its time / the main kernel's) to replace the main kernel. The two
  * kernels sum in different orders, so their results differ in the last bits: a pick that flips
  * between processes changes a program's output on the same machine, and under load it did at
- * every margin tried (docs/cpu-kernels.md). A timed choice is only as stable as the kernels are
+ * every margin (docs/cpu-kernels.md). A timed choice is only as stable as the kernels are
  * far apart, so it is not the default: the table's ALT rows fix the choice per kind.
  * BACKPLANE_CPU_DECODE=avx512|avx2 pins it outright. */
 #define PICK_MARGIN 0.90

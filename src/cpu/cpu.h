@@ -17,7 +17,7 @@ const char *bp_cpu_kernel_name(bp_kind k, int64_t t);
  * by BACKPLANE_CPU_DECODE=avx512|avx2) into buf; false, buf untouched, for a kind with one. */
 bool bp_cpu_decode_choice(bp_kind k, char *buf, size_t len);
 /* Whether BF16 batches (t >= 2, outside exact mode) run the vdpbf16ps kernels here: the CPU has
- * AVX512_BF16 and is an AMD one (on the Intel CPU measured the exact f32 kernels were faster). */
+ * AVX512_BF16 and is an AMD one (on Intel the exact f32 kernels were faster). */
 bool bp_cpu_bf16_dot_used(void);
 
 /* The CPU's cost model (src/cpu/cpu_cost.c): per-thread rates times bp_cpu_threads(), or the
@@ -53,7 +53,7 @@ int bp_cpu_threads(void);
  * computed by one thread, in the same order. Not safe while a CPU kernel runs. */
 bp_status bp_cpu_set_threads(int n);
 
-/* The machine's read bandwidth in GB/s (1e9 bytes/s) with all pool threads and the current ISA
+/* The machine's read bandwidth in 1e9 bytes/s with all pool threads and the current ISA
  * path: the median over `passes` sweeps of a `bytes` buffer read one `segment` at a time, each
  * segment timed on its own, as `backplane bench` times one decode call. `bytes` should be
  * several times the last-level cache so every segment comes from DRAM; short timed segments

@@ -4,7 +4,7 @@
 
 #include "cpu/cpu.h"
 
-/* Per thread; measured on the 2-vCPU AMD EPYC Zen 5 VM (the numbers are explained in cost.c). */
+/* Per thread; the figures and the machine they come from: src/backend/cost.c. */
 static const bp_cost_model cpu_per_thread = {
     .overhead_us = 5, .link_gbps = 0, .mem_gbps = 15, .gflops = 200,
     .source = "measured: 2-vCPU AMD EPYC Zen 5 VM, per thread",

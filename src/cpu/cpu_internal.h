@@ -113,8 +113,9 @@ typedef struct bp_cpu_vec_kernel {
 
 /* Zeroed memory for a repacked copy of `rows` x `stride` bytes (NULL when out of memory; free
  * with bp_free). Copies of 2 MiB and more are 2 MiB-aligned and advised onto huge pages: decode
- * streams them, and on the dev VM (THP "madvise") a stream over 4 KiB pages read ~2x slower
- * cold (14 vs 30-40 GB/s at 2 threads), the hardware prefetchers stopping at every page. */
+ * streams them, and under THP "madvise" a stream over 4 KiB pages reads ~2x slower cold, the
+ * hardware prefetchers stopping at every page.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, cpu_internal.h. */
 uint8_t *bp_cpu_packed_alloc(int64_t rows, size_t stride);
 
 /* A repacked weight: rows of row_stride bytes at data, in the kernel's own layout. */
@@ -144,7 +145,7 @@ typedef struct bp_cpu_ops {
      * BACKPLANE_CPU_VBMI=0, so that tests reach both on a VBMI machine. Same packed layout. */
     bp_cpu_vec_kernel vec_novbmi[BP_CPU_MAX_KIND];
     /* true: batch 1 runs vec_alt by default (cpu.c: the alternative was the faster one on every
-     * machine measured); false: vec. BACKPLANE_CPU_DECODE=time times the two instead. */
+     * machine timed); false: vec. BACKPLANE_CPU_DECODE=time times the two instead. */
     bool alt_first[BP_CPU_MAX_KIND];
     /* Batches (t >= 2) of vec reach it in chunks of a multiple of this many rows (0: 4, as
      * decode): 16 for the AVX-512 float quads, which tile by 16 (a chunk of 40 rows left every
@@ -191,7 +192,7 @@ size_t bp_cpu_act_bytes(bp_cpu_act act, int64_t cols);
 /* A GEMM's inputs in near-equal blocks of at most max (a block: a whole pass over the weights,
  * its panels packed again), each a multiple of unit but for the last: the block size. Past ~512
  * inputs the columns of every input that a panel pair reads per depth block no longer stay in L2
- * (measured at t = 1024 and 2048 in the AVX-512 GEMMs, then the AVX2 ones). */
+ * (seen at t = 1024 and 2048 in the AVX-512 GEMMs, then the AVX2 ones). */
 static inline int64_t bp_batch_block(int64_t T, int64_t max, int64_t unit) {
     if (T <= max) return T > 0 ? T : 1;
     const int64_t nblk = (T + max - 1) / max;

@@ -90,15 +90,13 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
 }
 
 /* Placement. A worker spinning on the caller's own CPU takes half of it from the caller, and
- * the scheduler may leave it there for good (a spinning worker never wakes up elsewhere): with
- * one busy nice-10 process beside `backplane bench` (2 threads, 2 CPUs, 4096 x 4096, t = 2),
- * processes ran at one thread's speed, the worker and the caller found on one CPU and the busy
- * process alone on the other (BF16 ~72 GFLOP/s instead of ~150 in 5 of 9 processes, F32 27-35
- * instead of ~60 in 5 of 9). So a worker that finds itself, twice in a row while it waits, on
- * the CPU the caller last posted from moves to the others of its CPUs (affinity: its starting
- * mask minus that one) and takes its own mask back before it sleeps; it never narrows a mask
- * otherwise. With it, 0 of 9 processes slow for BF16, F32 and Q4_K at t = 2 beside the same
- * busy process; alone on the machine, no change beyond noise. */
+ * the scheduler may leave it there for good (a spinning worker never wakes up elsewhere): beside
+ * one busy process, calls then ran at one thread's speed, the worker and the caller on one CPU
+ * and the busy process alone on the other. So a worker that finds itself, twice in a row while
+ * it waits, on the CPU the caller last posted from moves to the others of its CPUs (affinity: its
+ * starting mask minus that one) and takes its own mask back before it sleeps; it never narrows a
+ * mask otherwise.
+ * Measured: docs/cpu-kernels.md, Measurements behind the comments, pool.c. */
 typedef struct place {
 #ifdef __linux__
     cpu_set_t home; /* the mask the worker started with */
