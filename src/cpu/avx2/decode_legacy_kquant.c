@@ -267,20 +267,10 @@ static ALWAYS_INLINE void kt_q2_k(kq_tile *t, int rr, const uint8_t *b) {
     t->bm[rr] = -f16(b + 82);
 }
 static ALWAYS_INLINE void kt_q3_k(kq_tile *t, int rr, const uint8_t *b) {
-    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     const __m256i sc16 = scales_q3_k(b + 96);
     __m256i sdup[2];
     scales_dup(sc16, sdup);
-    __m256i hm = load32(b);
-    for (int n = 0; n < 2; n++) {
-        __m256i v = load32(b + 32 + 32 * n);
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_or_si256(_mm256_and_si256(v, m3), _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
-            kt_put(t, rr, 4 * n + j, q, pair_scales(sdup, 8 * n + 2 * j));
-            v = _mm256_srli_epi16(v, 2);
-            hm = _mm256_srli_epi16(hm, 1);
-        }
-    }
+    Q3_K_GROUPS(b, g, q, kt_put(t, rr, g, q, pair_scales(sdup, 2 * g)));
     _mm256_store_si256((__m256i *)t->m16[rr], _mm256_slli_epi16(sc16, 2)); /* quants stored +4 */
     t->a[rr] = f16(b + 108);
 }
@@ -358,22 +348,12 @@ static ALWAYS_INLINE void q2_k_row(const bp_cpu_job *job, int64_t r, const int N
 KQ_MULTI8(vec_q2_k_multi, q2_k_row)
 
 static ALWAYS_INLINE void q3_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
-    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q3_K)
     const __m256i sc16 = scales_q3_k(b + 96);
     __m256i sdup[2];
     scales_dup(sc16, sdup);
-    __m256i hm = load32(b);
-    for (int n = 0; n < 2; n++) {
-        __m256i v = load32(b + 32 + 32 * n);
-        for (int j = 0; j < 4; j++) {
-            /* value = low 2 bits + 4 * high bit - 4: unsigned 0..7 here, the -4 below. */
-            const __m256i q = _mm256_or_si256(_mm256_and_si256(v, m3), _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
-            kq_run(sumi, NJ, xb, xs, i, 128 * n + 32 * j, q, pair_scales(sdup, 8 * n + 2 * j));
-            v = _mm256_srli_epi16(v, 2);
-            hm = _mm256_srli_epi16(hm, 1);
-        }
-    }
+    /* q is unsigned 0..7 here; the -4 comes back below */
+    Q3_K_GROUPS(b, g, q, kq_run(sumi, NJ, xb, xs, i, 32 * g, q, pair_scales(sdup, 2 * g)));
     kq_offset_end(acc, sumi, NJ, xb, xs, i, sc16, 2, f16(b + 108)); /* quants stored +4 */
     KQ_ROW_END
 }

@@ -78,26 +78,12 @@ void bp_avx2_dq_q2_k(const void *src, float *dst, int64_t nb) {
 
 void bp_avx2_dq_q3_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    const __m256i four = _mm256_set1_epi8(4);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q3_K, dst += BP_BLOCK_ELEMS_Q3_K) {
         const float d = f16(b + 108);
-        uint32_t a0 = bp_load_u32(b + 96), a1 = bp_load_u32(b + 100), t = bp_load_u32(b + 104);
-        const uint32_t k1 = 0x03030303u, k2 = 0x0f0f0f0fu;
-        uint32_t aux[4] = {(a0 & k2) | (((t >> 0) & k1) << 4), (a1 & k2) | (((t >> 2) & k1) << 4),
-                           ((a0 >> 4) & k2) | (((t >> 4) & k1) << 4), ((a1 >> 4) & k2) | (((t >> 6) & k1) << 4)};
-        uint8_t sc[16];
-        memcpy(sc, aux, 16);
-        __m256i hm = load32(b);
-        for (int n = 0; n < 2; n++) {
-            __m256i v = load32(b + 32 + 32 * n);
-            for (int j = 0; j < 4; j++) {
-                __m256i q = _mm256_or_si256(_mm256_and_si256(v, m3), _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
-                v = _mm256_srli_epi16(v, 2);
-                hm = _mm256_srli_epi16(hm, 1);
-                int g = 8 * n + 2 * j;
-                put32(dst + 128 * n + 32 * j, _mm256_sub_epi8(q, four), d * (float)(sc[g] - 32), d * (float)(sc[g + 1] - 32));
-            }
-        }
+        _Alignas(32) int16_t sc[16]; /* the 16 scales - 32 */
+        _mm256_store_si256((__m256i *)(void *)sc, scales_q3_k(b + 96));
+        Q3_K_GROUPS(b, g, q, put32(dst + 32 * g, _mm256_sub_epi8(q, four), d * (float)sc[2 * g], d * (float)sc[2 * g + 1]));
     }
 }
 

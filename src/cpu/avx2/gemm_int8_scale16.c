@@ -51,15 +51,7 @@ static void d16_q6_k(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, floa
 /* Q3_K: element 32 j + l (j = 4 p + s): bits 2 s of qs[32 p + l], + 4 where bit j of hmask[l]
  * is set (a clear bit is "minus 4": q' = q + 4); 6-bit scales - 32. */
 static void d16_q3_k(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, float *dd) {
-    const __m256i hm = load32(b), m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    for (int p = 0; p < 2; p++) {
-        const __m256i v = load32(b + 32 + 32 * p);
-        for (int s = 0; s < 4; s++) {
-            const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * p + s)));
-            const __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four);
-            st32(q + 32 * (4 * p + s), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * s), m3), hi));
-        }
-    }
+    Q3_K_GROUPS(b, g, v, st32(q + 32 * g, v));
     const __m256i s16 = scales_q3_k(b + 96);
     _mm256_storeu_si256((__m256i *)(void *)sc, s16);
     _mm256_storeu_si256((__m256i *)(void *)of, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s16, 2)));

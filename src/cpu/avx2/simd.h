@@ -158,6 +158,27 @@ static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
     return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
 }
 
+/* Q3_K's one decoding on this path: walks block b's 8 groups of 32 elements in order, running
+ * the statement(s) after Q with G (0..7) and Q (__m256i: 0..7, the 2 low bits of qs[32 (G / 4)
+ * + l] at bit pair G % 4 plus 4 x bit G of hmask[l]; the element is Q - 4). The decode kernels
+ * (tile and rows), the GEMM panels and the dequantizer all read Q3_K through it. */
+#define Q3_K_GROUPS(b, G, Q, ...)                                                                      \
+    do {                                                                                               \
+        const __m256i q3_m3_ = _mm256_set1_epi8(3), q3_one_ = _mm256_set1_epi8(1);                     \
+        __m256i q3_hm_ = load32(b);                                                                    \
+        for (int q3_n_ = 0; q3_n_ < 2; q3_n_++) {                                                      \
+            __m256i q3_v_ = load32((b) + 32 + 32 * q3_n_);                                             \
+            for (int q3_j_ = 0; q3_j_ < 4; q3_j_++) {                                                  \
+                const int G = 4 * q3_n_ + q3_j_;                                                       \
+                const __m256i Q = _mm256_or_si256(_mm256_and_si256(q3_v_, q3_m3_),                     \
+                                                  _mm256_slli_epi16(_mm256_and_si256(q3_hm_, q3_one_), 2)); \
+                __VA_ARGS__;                                                                           \
+                q3_v_ = _mm256_srli_epi16(q3_v_, 2);                                                   \
+                q3_hm_ = _mm256_srli_epi16(q3_hm_, 1);                                                 \
+            }                                                                                          \
+        }                                                                                              \
+    } while (0)
+
 /* Bit k (0..7) of every byte of v, moved to bit 4, the other bits 0: one 16-bit shift and a
  * mask (the bits a 16-bit shift carries across the byte boundary never land on bit 4). */
 static ALWAYS_INLINE __m256i bit_to4(__m256i v, int k) {
