@@ -250,18 +250,11 @@ static ALWAYS_INLINE void kt_q6_k(kq_tile *t, int rr, const uint8_t *b) {
     t->a[rr] = f16(b + 208);
 }
 static ALWAYS_INLINE void kt_q2_k(kq_tile *t, int rr, const uint8_t *b) {
-    const __m256i m3 = _mm256_set1_epi8(3);
     const __m256i sc16 = load16_u8_to_i16(b);
     const __m256i lo16 = _mm256_and_si256(sc16, _mm256_set1_epi16(15));
     __m256i sdup[2];
     scales_dup(lo16, sdup);
-    for (int n = 0; n < 2; n++) {
-        __m256i v = load32(b + 16 + 32 * n);
-        for (int j = 0; j < 4; j++) {
-            kt_put(t, rr, 4 * n + j, _mm256_and_si256(v, m3), pair_scales(sdup, 8 * n + 2 * j));
-            v = _mm256_srli_epi16(v, 2);
-        }
-    }
+    Q2_K_GROUPS(b, g, q, kt_put(t, rr, g, q, pair_scales(sdup, 2 * g)));
     _mm256_store_si256((__m256i *)t->m16[rr], _mm256_srli_epi16(sc16, 4));
     t->a[rr] = f16(b + 80);
     t->bm[rr] = -f16(b + 82);
@@ -329,19 +322,12 @@ static ALWAYS_INLINE void q6_k_row(const bp_cpu_job *job, int64_t r, const int N
 KQ_MULTI8(vec_q6_k_multi, q6_k_row)
 
 static ALWAYS_INLINE void q2_k_row(const bp_cpu_job *job, int64_t r, const int NJ, int64_t j0) {
-    const __m256i m3 = _mm256_set1_epi8(3);
     KQ_ROW_BEGIN(BP_BLOCK_BYTES_Q2_K)
     const __m256i sc16 = load16_u8_to_i16(b);
     const __m256i lo16 = _mm256_and_si256(sc16, _mm256_set1_epi16(15)), mn16 = _mm256_srli_epi16(sc16, 4);
     __m256i sdup[2];
     scales_dup(lo16, sdup);
-    for (int n = 0; n < 2; n++) {
-        __m256i v = load32(b + 16 + 32 * n);
-        for (int j = 0; j < 4; j++) {
-            kq_run(sumi, NJ, xb, xs, i, 128 * n + 32 * j, _mm256_and_si256(v, m3), pair_scales(sdup, 8 * n + 2 * j));
-            v = _mm256_srli_epi16(v, 2);
-        }
-    }
+    Q2_K_GROUPS(b, g, q, kq_run(sumi, NJ, xb, xs, i, 32 * g, q, pair_scales(sdup, 2 * g)));
     kq_mins_end(acc, sumi, NJ, xb, xs, i, b + 80, mn16); /* d, dmin at 80 */
     KQ_ROW_END
 }

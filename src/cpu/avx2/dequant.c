@@ -59,20 +59,14 @@ void bp_avx2_dq_q6_k(const void *src, float *dst, int64_t nb) {
 
 void bp_avx2_dq_q2_k(const void *src, float *dst, int64_t nb) {
     const uint8_t *b = src;
-    const __m256i m3 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < nb; i++, b += BP_BLOCK_BYTES_Q2_K, dst += BP_BLOCK_ELEMS_Q2_K) {
         const float d = f16(b + 80), dmin = f16(b + 82);
-        for (int n = 0; n < 2; n++) {
-            __m256i v = load32(b + 16 + 32 * n);
-            for (int j = 0; j < 4; j++) {
-                __m256i q = _mm256_and_si256(v, m3);
-                v = _mm256_srli_epi16(v, 2);
-                int g = 8 * n + 2 * j;
-                float *o = dst + 128 * n + 32 * j;
-                put16_affine(o, _mm256_castsi256_si128(q), d * (float)(b[g] & 15), dmin * (float)(b[g] >> 4));
-                put16_affine(o + 16, _mm256_extracti128_si256(q, 1), d * (float)(b[g + 1] & 15), dmin * (float)(b[g + 1] >> 4));
-            }
-        }
+        Q2_K_GROUPS(b, g, q, {
+            float *o = dst + 32 * g;
+            const uint8_t s0 = b[2 * g], s1 = b[2 * g + 1];
+            put16_affine(o, _mm256_castsi256_si128(q), d * (float)(s0 & 15), dmin * (float)(s0 >> 4));
+            put16_affine(o + 16, _mm256_extracti128_si256(q, 1), d * (float)(s1 & 15), dmin * (float)(s1 >> 4));
+        });
     }
 }
 

@@ -60,11 +60,7 @@ static void d16_q3_k(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, floa
 
 /* Q2_K: the 2-bit q as they are; scale the low nibble, min the high one (times dmin). */
 static void d16_q2_k(const uint8_t *b, int8_t *q, int16_t *sc, int16_t *of, float *dd) {
-    const __m256i m3 = _mm256_set1_epi8(3);
-    for (int p = 0; p < 2; p++) {
-        const __m256i v = load32(b + 16 + 32 * p);
-        for (int s = 0; s < 4; s++) st32(q + 32 * (4 * p + s), _mm256_and_si256(_mm256_srli_epi16(v, 2 * s), m3));
-    }
+    Q2_K_GROUPS(b, g, v, st32(q + 32 * g, v));
     for (int g = 0; g < 16; g++) {
         sc[g] = b[g] & 15;
         of[g] = (int16_t)-(b[g] >> 4);

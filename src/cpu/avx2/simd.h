@@ -179,6 +179,22 @@ static ALWAYS_INLINE __m256i scales_q3_k(const uint8_t *s) {
         }                                                                                              \
     } while (0)
 
+/* Q2_K's, likewise: group G (0..7) of block b is Q = bit pair G % 4 of qs[32 (G / 4) + l] (qs at
+ * byte 16), unsigned 0..3 (its scale and min are the low and high nibble of byte 2 G / 2 G + 1). */
+#define Q2_K_GROUPS(b, G, Q, ...)                                                                      \
+    do {                                                                                               \
+        const __m256i q2_m3_ = _mm256_set1_epi8(3);                                                    \
+        for (int q2_n_ = 0; q2_n_ < 2; q2_n_++) {                                                      \
+            __m256i q2_v_ = load32((b) + 16 + 32 * q2_n_);                                             \
+            for (int q2_j_ = 0; q2_j_ < 4; q2_j_++) {                                                  \
+                const int G = 4 * q2_n_ + q2_j_;                                                       \
+                const __m256i Q = _mm256_and_si256(q2_v_, q2_m3_);                                     \
+                __VA_ARGS__;                                                                           \
+                q2_v_ = _mm256_srli_epi16(q2_v_, 2);                                                   \
+            }                                                                                          \
+        }                                                                                              \
+    } while (0)
+
 /* Bit k (0..7) of every byte of v, moved to bit 4, the other bits 0: one 16-bit shift and a
  * mask (the bits a 16-bit shift carries across the byte boundary never land on bit 4). */
 static ALWAYS_INLINE __m256i bit_to4(__m256i v, int k) {
