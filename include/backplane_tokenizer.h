@@ -33,7 +33,8 @@ typedef struct bp_tokenizer bp_tokenizer;
 
 typedef enum bp_tokenizer_type {
     BP_TOKENIZER_SPM = 1, /* tokenizer.ggml.model = "llama" */
-    BP_TOKENIZER_BPE = 2, /* tokenizer.ggml.model = "gpt2" */
+    BP_TOKENIZER_BPE = 2, /* tokenizer.ggml.model = "gpt2", or "gemma4" (BPE on raw UTF-8) */
+    BP_TOKENIZER_WPM = 3, /* tokenizer.ggml.model = "bert" (WordPiece) */
 } bp_tokenizer_type;
 
 /* Token attributes (bit flags), from tokenizer.ggml.token_type (1 normal, 2 unknown,
