@@ -6,7 +6,8 @@
  *   BPE ("gpt2"):  bos 11, eos 11, add_bos per pre-tokenizer (tokenizer_pre.def), no prefix;
  *   BPE ("gemma4"): no default ids, pre-tokenizer "gemma4" whatever the file says, add_bos
  *                  forced on (llama.cpp's workaround for Gemma 4 files that say false);
- *   WPM ("bert"):  bos (CLS) 101, unk 100, sep 102, pad 0, add_bos and add_sep true, no prefix;
+ *   WPM ("bert"):  bos (CLS) 101, unk 100, sep 102, pad 0; with add_special always [CLS] first
+ *                  and [SEP] last (whatever add_bos_token says), no prefix;
  * a default id outside the vocabulary is dropped; a file's id outside it keeps the default.
  * An empty token text becomes "[EMPTY_<id>]" as there. */
 #include <ctype.h>
@@ -320,7 +321,7 @@ static bp_status setup(bp_tokenizer *t, const bp_gguf *f) {
     } else if (strcmp(t->model_name, "bert") == 0) {
         t->type = BP_TOKENIZER_WPM;
         t->pretok = BP_PRETOK_NONE;
-        t->add_bos = t->add_sep = true;
+        t->add_bos = true;
         t->escape_spaces = true;
         def_bos = 101, def_eos = BP_TOKEN_NULL, def_unk = 100, def_sep = 102, def_pad = 0;
     } else {
@@ -352,7 +353,6 @@ static bp_status setup(bp_tokenizer *t, const bp_gguf *f) {
     if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
     if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos);
     if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos);
-    if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.add_sep_token", &t->add_sep);
     /* WordPiece's normalizer: lowercase by default, accents stripped by default when lowercasing. */
     t->wpm_lowercase = true;
     if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.normalizer.lowercase", &t->wpm_lowercase);
@@ -360,13 +360,17 @@ static bp_status setup(bp_tokenizer *t, const bp_gguf *f) {
     if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.normalizer.strip_accents", &t->wpm_strip_accents);
     if (rc != BP_OK) return rc;
     if (t->pretok == BP_PRETOK_GEMMA4) t->add_bos = true;
-    if (t->type == BP_TOKENIZER_WPM) t->add_bos = true; /* llama.cpp adds CLS whatever add_bos says */
+    if (t->type == BP_TOKENIZER_WPM) { /* llama.cpp: [CLS] ... [SEP], whatever the flags say */
+        t->add_bos = true;
+        t->add_eos = false;
+    }
     if (t->add_bos && t->special[BP_SPECIAL_BOS] == BP_TOKEN_NULL)
         return bp_fail(BP_E_FORMAT, "tokenizer: add_bos_token is set but there is no BOS token");
     if (t->add_eos && t->special[BP_SPECIAL_EOS] == BP_TOKEN_NULL)
         return bp_fail(BP_E_FORMAT, "tokenizer: add_eos_token is set but there is no EOS token");
-    if (t->add_sep && t->special[BP_SPECIAL_SEP] == BP_TOKEN_NULL)
-        return bp_fail(BP_E_FORMAT, "tokenizer: add_sep_token is set but there is no separator token");
+    if (t->type == BP_TOKENIZER_WPM && t->special[BP_SPECIAL_SEP] == BP_TOKEN_NULL)
+        return bp_fail(BP_E_FORMAT, "tokenizer: a bert (WordPiece) vocabulary needs a separator token "
+                       "(tokenizer.ggml.seperator_token_id, default 102)");
 
     mark_special_texts(t, f);
     rc = bp_tok_build_specials(t);

@@ -31,7 +31,8 @@ static bp_status encode(const bp_tokenizer *t, const char *text, size_t len, boo
         }
     }
     if (rc == BP_OK && add_special && t->add_eos) rc = bp_tok_out_push(out, t->special[BP_SPECIAL_EOS]);
-    if (rc == BP_OK && add_special && t->add_sep) rc = bp_tok_out_push(out, t->special[BP_SPECIAL_SEP]);
+    /* WordPiece closes with [SEP] (llama.cpp: always, with add_special). */
+    if (rc == BP_OK && add_special && t->type == BP_TOKENIZER_WPM) rc = bp_tok_out_push(out, t->special[BP_SPECIAL_SEP]);
     bp_free(fr);
     return rc;
 }

@@ -55,7 +55,7 @@ struct bp_tokenizer {
     bool ignore_merges; /* BPE: a pre-token that is itself a token skips merging */
     bool raw_utf8;      /* BPE: merge raw UTF-8 (gemma4), not GPT-2's byte alphabet */
     bool escape_spaces; /* ' ' is U+2581 in token texts (SPM, WPM, gemma4) */
-    bool add_bos, add_eos, add_sep, add_space_prefix;
+    bool add_bos, add_eos, add_space_prefix;
     bool wpm_lowercase, wpm_strip_accents; /* WordPiece normalizer (tokenizer.ggml.normalizer.*) */
     uint32_t max_token_len; /* bytes of the longest token text (WordPiece's longest match) */
 
