@@ -258,6 +258,20 @@ static void test_bpe(void) {
 }
 
 /* ---- WordPiece (bert) ------------------------------------------------------------------- */
+/* The tokenizer of the GGUF w holds (w is freed); NULL, with a failure recorded, when none. */
+static bp_tokenizer *tokenizer_of(bp_gguf_writer *w) {
+    void *buf = NULL;
+    size_t len = 0;
+    bp_gguf *f = NULL;
+    bp_tokenizer *t = NULL;
+    if (bp_gguf_writer_write_memory(w, &buf, &len) == BP_OK) CHECK_OK(bp_gguf_open_memory(buf, len, &f));
+    bp_gguf_writer_free(w);
+    if (f) CHECK_OK(bp_tokenizer_create(f, &t));
+    bp_gguf_close(f);
+    free(buf);
+    return t;
+}
+
 /* A tiny BERT vocabulary as the GGUF conversion writes one: word-initial pieces with U+2581 in
  * front, continuations without "##". lower/strip: the normalizer keys, -1 absent. */
 static bp_tokenizer *wpm_tokenizer(int lower, int strip) {
@@ -266,10 +280,6 @@ static bp_tokenizer *wpm_tokenizer(int lower, int strip) {
                                          "\xe2\x96\x81" "a", "\xe2\x96\x81!", "\xe2\x96\x81UN"};
     static const int32_t types[] = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     bp_gguf_writer *w = NULL;
-    void *buf = NULL;
-    size_t len = 0;
-    bp_gguf *f = NULL;
-    bp_tokenizer *t = NULL;
     CHECK_OK(bp_gguf_writer_create(&w));
     if (!w) return NULL;
     bp_gguf_writer_add_string(w, "tokenizer.ggml.model", "bert", 4);
@@ -282,12 +292,7 @@ static bp_tokenizer *wpm_tokenizer(int lower, int strip) {
     bool b;
     if (lower >= 0) b = lower, bp_gguf_writer_add_scalar(w, "tokenizer.ggml.normalizer.lowercase", BP_GGUF_BOOL, &b);
     if (strip >= 0) b = strip, bp_gguf_writer_add_scalar(w, "tokenizer.ggml.normalizer.strip_accents", BP_GGUF_BOOL, &b);
-    if (bp_gguf_writer_write_memory(w, &buf, &len) == BP_OK) CHECK_OK(bp_gguf_open_memory(buf, len, &f));
-    bp_gguf_writer_free(w);
-    if (f) CHECK_OK(bp_tokenizer_create(f, &t));
-    bp_gguf_close(f);
-    free(buf);
-    return t;
+    return tokenizer_of(w);
 }
 
 static void test_wpm(void) {
