@@ -33,7 +33,8 @@ typedef struct bp_tokenizer bp_tokenizer;
 
 typedef enum bp_tokenizer_type {
     BP_TOKENIZER_SPM = 1, /* tokenizer.ggml.model = "llama" */
-    BP_TOKENIZER_BPE = 2, /* tokenizer.ggml.model = "gpt2" */
+    BP_TOKENIZER_BPE = 2, /* tokenizer.ggml.model = "gpt2", or "gemma4" (BPE on raw UTF-8) */
+    BP_TOKENIZER_WPM = 3, /* tokenizer.ggml.model = "bert" (WordPiece) */
 } bp_tokenizer_type;
 
 /* Token attributes (bit flags), from tokenizer.ggml.token_type (1 normal, 2 unknown,
@@ -61,9 +62,10 @@ typedef enum bp_special_token {
 } bp_special_token;
 
 /* Build from f's tokenizer.ggml.* keys: tokens, scores, token_type, merges, the special ids
- * (bos/eos/unknown/padding/seperator _token_id), add_bos_token/add_eos_token/add_space_prefix,
- * pre. Errors: BP_E_NOT_FOUND (a required key is missing), BP_E_FORMAT (a key of the wrong
- * type or length, naming it), BP_E_UNSUPPORTED (model or pre-tokenizer not supported, naming
+ * (bos/eos/unknown/padding/seperator _token_id), add_bos_token/add_eos_token/
+ * add_space_prefix, pre, and for WordPiece normalizer.lowercase/normalizer.strip_accents.
+ * Errors: BP_E_NOT_FOUND (a required key is missing), BP_E_FORMAT (a key of the wrong type or
+ * length, naming it), BP_E_UNSUPPORTED (model or pre-tokenizer not supported, naming
  * it and listing what is), BP_E_NOMEM. *out is NULL on failure. Loading Gemma 3's 262,144
  * tokens takes ~20 ms here (README). */
 bp_status bp_tokenizer_create(const bp_gguf *f, bp_tokenizer **out);

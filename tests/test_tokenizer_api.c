@@ -257,6 +257,72 @@ static void test_bpe(void) {
     }
 }
 
+/* ---- WordPiece (bert) ------------------------------------------------------------------- */
+/* The tokenizer of the GGUF w holds (w is freed); NULL, with a failure recorded, when none. */
+static bp_tokenizer *tokenizer_of(bp_gguf_writer *w) {
+    void *buf = NULL;
+    size_t len = 0;
+    bp_gguf *f = NULL;
+    bp_tokenizer *t = NULL;
+    if (bp_gguf_writer_write_memory(w, &buf, &len) == BP_OK) CHECK_OK(bp_gguf_open_memory(buf, len, &f));
+    bp_gguf_writer_free(w);
+    if (f) CHECK_OK(bp_tokenizer_create(f, &t));
+    bp_gguf_close(f);
+    free(buf);
+    return t;
+}
+
+/* A tiny BERT vocabulary as the GGUF conversion writes one: word-initial pieces with U+2581 in
+ * front, continuations without "##". lower/strip: the normalizer keys, -1 absent. */
+static bp_tokenizer *wpm_tokenizer(int lower, int strip) {
+    static const char *const tokens[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "\xe2\x96\x81un", "aff", "able",
+                                         "\xe2\x96\x81,", "\xe2\x96\x81" "cafe", "\xe2\x96\x81" "caf\xc3\xa9",
+                                         "\xe2\x96\x81" "a", "\xe2\x96\x81!", "\xe2\x96\x81UN"};
+    static const int32_t types[] = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    bp_gguf_writer *w = NULL;
+    CHECK_OK(bp_gguf_writer_create(&w));
+    if (!w) return NULL;
+    bp_gguf_writer_add_string(w, "tokenizer.ggml.model", "bert", 4);
+    bp_gguf_writer_add_string_array(w, "tokenizer.ggml.tokens", (const char **)tokens, 13);
+    bp_gguf_writer_add_array(w, "tokenizer.ggml.token_type", BP_GGUF_I32, types, 13);
+    uint32_t unk = 1, cls = 2, sep = 3;
+    bp_gguf_writer_add_scalar(w, "tokenizer.ggml.unknown_token_id", BP_GGUF_U32, &unk);
+    bp_gguf_writer_add_scalar(w, "tokenizer.ggml.bos_token_id", BP_GGUF_U32, &cls);
+    bp_gguf_writer_add_scalar(w, "tokenizer.ggml.seperator_token_id", BP_GGUF_U32, &sep);
+    bool b;
+    if (lower >= 0) b = lower, bp_gguf_writer_add_scalar(w, "tokenizer.ggml.normalizer.lowercase", BP_GGUF_BOOL, &b);
+    if (strip >= 0) b = strip, bp_gguf_writer_add_scalar(w, "tokenizer.ggml.normalizer.strip_accents", BP_GGUF_BOOL, &b);
+    return tokenizer_of(w);
+}
+
+static void test_wpm(void) {
+    bp_tokenizer *t = wpm_tokenizer(-1, -1); /* lowercase and strip accents by default */
+    if (t) {
+        CHECK(bp_tokenizer_get_type(t) == BP_TOKENIZER_WPM, "bert is WordPiece");
+        /* "unaffable" is covered ▁un|aff|able (longest first); "," and "!" are words of their own;
+         * "Café" lower-cases and loses its accent (NFD first code point). */
+        expect(t, "UNaffable, Caf\xc3\xa9!", false, false, (bp_token[]){4, 5, 6, 7, 8, 11}, 6, "wordpiece");
+        expect(t, "a", true, false, (bp_token[]){2, 10, 3}, 3, "[CLS] ... [SEP] with add_special");
+        /* a word some position of which no token covers is [UNK] as a whole; CJK one by one. */
+        expect(t, "unx a", false, false, (bp_token[]){1, 10}, 2, "uncovered word is [UNK]");
+        expect(t, "\xe4\xb8\xad\xe6\x96\x87", false, false, (bp_token[]){1, 1}, 2, "CJK split");
+        /* invalid UTF-8 (U+FFFD) and control characters are dropped; combining marks too. */
+        expect(t, "\xff\x01" "a\xcc\x81", false, false, (bp_token[]){10}, 1, "dropped characters");
+        bp_token id = 8;
+        char out[16];
+        size_t n = 0;
+        CHECK(bp_tokenizer_decode(t, &id, 1, 0, out, sizeof out, &n) == BP_OK && n == 5 && !memcmp(out, " cafe", 5),
+              "decode turns U+2581 into a space");
+        bp_tokenizer_free(t);
+    }
+    t = wpm_tokenizer(1, 0); /* lowercase, keep accents */
+    if (t) expect(t, "Caf\xc3\xa9", false, false, (bp_token[]){9}, 1, "accent kept");
+    bp_tokenizer_free(t);
+    t = wpm_tokenizer(0, -1); /* neither (strip_accents follows lowercase) */
+    if (t) expect(t, "UN Un", false, false, (bp_token[]){12, 1}, 2, "case kept");
+    bp_tokenizer_free(t);
+}
+
 /* ---- errors -------------------------------------------------------------------------------- */
 static void expect_fail(const vocab *v, bp_status want, const char *needle1, const char *needle2) {
     void *buf;
@@ -274,8 +340,8 @@ static void expect_fail(const vocab *v, bp_status want, const char *needle1, con
 static void test_errors(void) {
     vocab v;
     spm_vocab(&v, 0);
-    v.model = "bert";
-    expect_fail(&v, BP_E_UNSUPPORTED, "'bert'", "gpt2");
+    v.model = "t5";
+    expect_fail(&v, BP_E_UNSUPPORTED, "'t5'", "bert");
     v.model = NULL;
     expect_fail(&v, BP_E_NOT_FOUND, "tokenizer.ggml.model", NULL);
     bpe_vocab(&v, "mystery-pre");
@@ -350,6 +416,7 @@ static void test_alloc_failures(void) {
 int main(void) {
     test_spm();
     test_bpe();
+    test_wpm();
     test_errors();
     test_alloc_failures();
     return bp_test_finish();

@@ -1,5 +1,6 @@
 /* The generated Unicode flags (src/text/unicode_data.c) on characters whose categories are
- * known from the Unicode standard, the table's shape, and UTF-8 decoding with llama.cpp's
+ * known from the Unicode standard, the table's shape, the lowercase and NFD tables
+ * (unicode_norm_data.c) on known characters, and UTF-8 decoding with llama.cpp's
  * leniency (what the BPE pre-tokenizers see). The table itself is checked against its
  * generator by cli_tok_unicode_tables. */
 #include "harness.h"
@@ -42,6 +43,19 @@ int main(void) {
     CHECK(bp_unicode_lower_to_ascii('Q') == 'q' && bp_unicode_lower_to_ascii(0x130) == 'i' &&
               bp_unicode_lower_to_ascii(0x212A) == 'k' && bp_unicode_lower_to_ascii(0xC9) == 0xC9,
           "lowercase to ASCII");
+    CHECK(bp_unicode_tolower('Q') == 'q' && bp_unicode_tolower(0xC9) == 0xE9 && bp_unicode_tolower(0x391) == 0x3B1 &&
+              bp_unicode_tolower(0x130) == 'i' && bp_unicode_tolower(0x10400) == 0x10428 &&
+              bp_unicode_tolower(0xE9) == 0xE9 && bp_unicode_tolower(0x110000) == 0x110000,
+          "simple lowercase");
+    CHECK(bp_unicode_nfd_first(0xE9) == 'e' && bp_unicode_nfd_first(0x1E69) == 's' && bp_unicode_nfd_first(0xAC00) == 0x1100 &&
+              bp_unicode_nfd_first(0xD7A3) == 0x1112 && bp_unicode_nfd_first('a') == 'a' &&
+              bp_unicode_nfd_first(0x4E2D) == 0x4E2D && bp_unicode_nfd_first(0x110000) == 0x110000,
+          "first code point of NFD");
+    for (size_t i = 1; i < bp_unicode_lower_count; i++)
+        CHECK(bp_unicode_lower[i][0] > bp_unicode_lower[i - 1][0], "lowercase pair %zu ascending", i);
+    for (size_t i = 1; i < bp_unicode_nfd_count; i++)
+        CHECK(bp_unicode_nfd[i][0] > bp_unicode_nfd[i - 1][1] && bp_unicode_nfd[i][0] <= bp_unicode_nfd[i][1],
+              "NFD range %zu ascending and disjoint", i);
 
     static const struct { const char *s; size_t n; uint32_t cpt; size_t adv; } dec[] = {
         {"A", 1, 'A', 1},

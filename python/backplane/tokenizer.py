@@ -12,8 +12,8 @@ _DECODE_SPECIAL = 1
 
 
 class Tokenizer(Handle):
-    """The tokenizer a GGUF's tokenizer.ggml.* metadata describes (SentencePiece-style or
-    byte-level BPE), from a GGUF or a path. It copies what it needs: the file may be closed."""
+    """The tokenizer a GGUF's tokenizer.ggml.* metadata describes (SentencePiece-style,
+    byte-level BPE, Gemma 4's BPE or WordPiece), from a GGUF or a path. It copies what it needs: the file may be closed."""
     _free_fn = lib.bp_tokenizer_free
     _what = "tokenizer"
 
@@ -32,7 +32,8 @@ class Tokenizer(Handle):
 
     @property
     def model(self):
-        """tokenizer.ggml.model: "llama" (SentencePiece-style) or "gpt2" (byte-level BPE)."""
+        """tokenizer.ggml.model: "llama" (SentencePiece-style), "gpt2" (byte-level BPE), "gemma4"
+        (BPE on UTF-8) or "bert" (WordPiece)."""
         return lib.bp_tokenizer_model_name(self._handle()).decode()
 
     @property

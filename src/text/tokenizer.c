@@ -4,6 +4,10 @@
  * (llama-vocab.cpp, commit 0c1e570), because the ids we produce must equal its ids:
  *   SPM ("llama"): bos 1, eos 2, unk 0, add_bos true, add_space_prefix true;
  *   BPE ("gpt2"):  bos 11, eos 11, add_bos per pre-tokenizer (tokenizer_pre.def), no prefix;
+ *   BPE ("gemma4"): no default ids, pre-tokenizer "gemma4" whatever the file says, add_bos
+ *                  forced on (llama.cpp's workaround for Gemma 4 files that say false);
+ *   WPM ("bert"):  bos (CLS) 101, unk 100, sep 102, pad 0; with add_special always [CLS] first
+ *                  and [SEP] last (whatever add_bos_token says), no prefix;
  * a default id outside the vocabulary is dropped; a file's id outside it keeps the default.
  * An empty token text becomes "[EMPTY_<id>]" as there. */
 #include <ctype.h>
@@ -289,26 +293,42 @@ static bp_status setup(bp_tokenizer *t, const bp_gguf *f) {
     }
     if (!t->pre_name) return bp_fail(BP_E_NOMEM, "tokenizer: pre-tokenizer name");
 
-    bp_token def_bos, def_eos, def_unk;
+    if (strcmp(t->model_name, "gemma4") == 0) {
+        bp_free(t->pre_name);
+        if (!(t->pre_name = dup_n("gemma4", 6))) return bp_fail(BP_E_NOMEM, "tokenizer: pre-tokenizer name");
+    }
+
+    bp_token def_bos, def_eos, def_unk, def_sep = BP_TOKEN_NULL, def_pad = BP_TOKEN_NULL;
     if (strcmp(t->model_name, "llama") == 0) {
         /* SPM ignores tokenizer.ggml.pre (llama.cpp does too): no pre-splitting. */
         t->type = BP_TOKENIZER_SPM;
         t->pretok = BP_PRETOK_NONE;
         t->add_bos = true;
         t->add_space_prefix = true;
+        t->escape_spaces = true;
         def_bos = 1, def_eos = 2, def_unk = 0;
-    } else if (strcmp(t->model_name, "gpt2") == 0) {
+    } else if (strcmp(t->model_name, "gpt2") == 0 || strcmp(t->model_name, "gemma4") == 0) {
         t->type = BP_TOKENIZER_BPE;
         if (!bp_pretok_lookup(t->pre_name, &t->pretok, &t->ignore_merges, &t->add_bos))
             return bp_fail(BP_E_UNSUPPORTED,
                            "tokenizer: tokenizer.ggml.pre = '%s' is not a supported pre-tokenizer for "
-                           "tokenizer.ggml.model 'gpt2' (supported: %s)", t->pre_name,
+                           "tokenizer.ggml.model '%s' (supported: %s)", t->pre_name, t->model_name,
                            bp_tokenizer_pre_names());
-        def_bos = 11, def_eos = 11, def_unk = BP_TOKEN_NULL;
+        /* Gemma 4's kind merges raw UTF-8 with spaces as U+2581 (tokenizer_bpe.c). */
+        t->raw_utf8 = t->escape_spaces = t->pretok == BP_PRETOK_GEMMA4;
+        if (strcmp(t->model_name, "gemma4") == 0) def_bos = def_eos = def_unk = BP_TOKEN_NULL;
+        else def_bos = 11, def_eos = 11, def_unk = BP_TOKEN_NULL;
+    } else if (strcmp(t->model_name, "bert") == 0) {
+        t->type = BP_TOKENIZER_WPM;
+        t->pretok = BP_PRETOK_NONE;
+        t->add_bos = true;
+        t->escape_spaces = true;
+        def_bos = 101, def_eos = BP_TOKEN_NULL, def_unk = 100, def_sep = 102, def_pad = 0;
     } else {
         return bp_fail(BP_E_UNSUPPORTED,
                        "tokenizer: tokenizer.ggml.model = '%s' is not supported (supported: llama "
-                       "(SentencePiece-style), gpt2 (byte-level BPE))", t->model_name);
+                       "(SentencePiece-style), gpt2 (byte-level BPE), gemma4 (BPE on UTF-8), bert "
+                       "(WordPiece))", t->model_name);
     }
     rc = load_vocab(t, f);
     if (rc == BP_OK && t->type == BP_TOKENIZER_BPE) rc = load_merges(t, f);
@@ -318,6 +338,8 @@ static bp_status setup(bp_tokenizer *t, const bp_gguf *f) {
     t->special[BP_SPECIAL_BOS] = def_bos < t->n_vocab ? def_bos : BP_TOKEN_NULL;
     t->special[BP_SPECIAL_EOS] = def_eos < t->n_vocab ? def_eos : BP_TOKEN_NULL;
     t->special[BP_SPECIAL_UNK] = def_unk < t->n_vocab ? def_unk : BP_TOKEN_NULL;
+    t->special[BP_SPECIAL_SEP] = def_sep < t->n_vocab ? def_sep : BP_TOKEN_NULL;
+    t->special[BP_SPECIAL_PAD] = def_pad < t->n_vocab ? def_pad : BP_TOKEN_NULL;
     static const struct { bp_special_token which; const char *key; } ids[] = {
         {BP_SPECIAL_BOS, "tokenizer.ggml.bos_token_id"},
         {BP_SPECIAL_EOS, "tokenizer.ggml.eos_token_id"},
@@ -331,29 +353,47 @@ static bp_status setup(bp_tokenizer *t, const bp_gguf *f) {
     if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
     if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.add_bos_token", &t->add_bos);
     if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.add_eos_token", &t->add_eos);
+    /* WordPiece's normalizer: lowercase by default, accents stripped by default when lowercasing. */
+    t->wpm_lowercase = true;
+    if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.normalizer.lowercase", &t->wpm_lowercase);
+    t->wpm_strip_accents = t->wpm_lowercase;
+    if (rc == BP_OK) rc = get_flag(f, "tokenizer.ggml.normalizer.strip_accents", &t->wpm_strip_accents);
     if (rc != BP_OK) return rc;
+    if (t->pretok == BP_PRETOK_GEMMA4) t->add_bos = true;
+    if (t->type == BP_TOKENIZER_WPM) { /* llama.cpp: [CLS] ... [SEP], whatever the flags say */
+        t->add_bos = true;
+        t->add_eos = false;
+    }
     if (t->add_bos && t->special[BP_SPECIAL_BOS] == BP_TOKEN_NULL)
         return bp_fail(BP_E_FORMAT, "tokenizer: add_bos_token is set but there is no BOS token");
     if (t->add_eos && t->special[BP_SPECIAL_EOS] == BP_TOKEN_NULL)
         return bp_fail(BP_E_FORMAT, "tokenizer: add_eos_token is set but there is no EOS token");
+    if (t->type == BP_TOKENIZER_WPM && t->special[BP_SPECIAL_SEP] == BP_TOKEN_NULL)
+        return bp_fail(BP_E_FORMAT, "tokenizer: a bert (WordPiece) vocabulary needs a separator token "
+                       "(tokenizer.ggml.seperator_token_id, default 102)");
 
     mark_special_texts(t, f);
     rc = bp_tok_build_specials(t);
     if (rc != BP_OK) return rc;
     phi3_strip(t, f);
 
-    if (t->type == BP_TOKENIZER_SPM) {
+    if (t->type == BP_TOKENIZER_SPM || t->raw_utf8) {
+        /* Byte fallback: <0xNN>; SPM then tries the 1-byte token, then unk. */
         static const char hex[] = "0123456789ABCDEF";
         for (int b = 0; b < 256; b++) {
             char name[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
             char raw = (char)b;
             bp_token id = bp_tok_lookup(t, name, 6);
-            if (id == BP_TOKEN_NULL) id = bp_tok_lookup(t, &raw, 1);
-            if (id == BP_TOKEN_NULL) id = t->special[BP_SPECIAL_UNK];
+            if (id == BP_TOKEN_NULL && !t->raw_utf8) id = bp_tok_lookup(t, &raw, 1);
+            if (id == BP_TOKEN_NULL && !t->raw_utf8) id = t->special[BP_SPECIAL_UNK];
             t->byte_token[b] = id;
         }
-    } else {
+    } else if (t->type == BP_TOKENIZER_BPE) {
         bp_tok_bpe_init_bytes(t);
+    }
+    for (bp_token i = 0; i < t->n_vocab; i++) {
+        uint32_t n_i = t->text_off[i + 1] - t->text_off[i];
+        if (n_i > t->max_token_len) t->max_token_len = n_i;
     }
     return BP_OK;
 }

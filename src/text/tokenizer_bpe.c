@@ -4,7 +4,11 @@
  * alphabet (GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other
  * 68 bytes for U+0100 onwards), then merge adjacent symbols by lowest merge rank (ties:
  * leftmost) until no pair has a rank. A final symbol that is not a token falls back to its
- * single-byte tokens where they exist. O(n log n) per word. */
+ * single-byte tokens where they exist. O(n log n) per word.
+ *
+ * Gemma 4 (tokenizer.ggml.model = "gemma4", t->raw_utf8) is BPE the SentencePiece way: spaces
+ * become U+2581, the words (runs of newlines and of everything else) are merged as raw UTF-8,
+ * and the byte fallback is <0xNN> tokens. */
 #include <string.h>
 
 #include "core/alloc.h"
@@ -45,7 +49,11 @@ static bp_status try_pair(void *ctx, int32_t l, int32_t r) {
 /* Merge one byte-level word w[0..n) and append its tokens. sym has room for n symbols. */
 static bp_status encode_word(bpe_state *st, const char *w, size_t n, bp_tok_out *out) {
     const bp_tokenizer *t = st->t;
-    if (t->ignore_merges) {
+    /* A word that is a token as a whole skips merging: with ignore_merges, and for a run of
+     * newlines on Gemma 4 (whose merges would not rebuild the run's token). */
+    size_t nl = 0;
+    while (nl < n && w[nl] == '\n') nl++;
+    if (t->ignore_merges || (t->pretok == BP_PRETOK_GEMMA4 && n && nl == n)) {
         bp_token id = bp_tok_lookup(t, w, n);
         if (id != BP_TOKEN_NULL) return bp_tok_out_push(out, id);
     }
@@ -59,10 +67,10 @@ static bp_status encode_word(bpe_state *st, const char *w, size_t n, bp_tok_out 
             rc = bp_tok_out_push(out, id);
             continue;
         }
-        /* llama.cpp's fallback: each byte of the symbol as a 1-byte token, skipped when the
-         * vocabulary has none (only printable ASCII can match). */
+        /* llama.cpp's fallback: each byte of the symbol as a 1-byte token (raw UTF-8: its
+         * <0xNN> token), skipped when the vocabulary has none. */
         for (uint32_t k = 0; k < sym[i].n && rc == BP_OK; k++) {
-            bp_token b = bp_tok_lookup(t, w + sym[i].off + k, 1);
+            bp_token b = t->raw_utf8 ? t->byte_token[(uint8_t)w[sym[i].off + k]] : bp_tok_lookup(t, w + sym[i].off + k, 1);
             if (b != BP_TOKEN_NULL) rc = bp_tok_out_push(out, b);
         }
     }
@@ -85,6 +93,7 @@ bp_status bp_tok_bpe_encode(const bp_tokenizer *t, const char *text, size_t len,
     size_t nc = 0;
     for (size_t pos = 0; pos < len;) {
         uint32_t c = bp_utf8_decode((const uint8_t *)text, len, &pos);
+        if (c == ' ' && t->escape_spaces) c = 0x2581;
         cpts[nc] = c;
         flags[nc] = (uint16_t)bp_unicode_flags(c);
         nc++;
@@ -109,6 +118,11 @@ bp_status bp_tok_bpe_encode(const bp_tokenizer *t, const char *text, size_t len,
         for (size_t i = start; i < ends[k]; i++) {
             uint8_t u[4];
             size_t m = bp_utf8_encode(cpts[i], u);
+            if (t->raw_utf8) {
+                memcpy(word + wn, u, m);
+                wn += m;
+                continue;
+            }
             for (size_t j = 0; j < m; j++) {
                 memcpy(word + wn, t->byte_utf8[u[j]], t->byte_utf8_len[u[j]]);
                 wn += t->byte_utf8_len[u[j]];

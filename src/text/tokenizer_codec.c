@@ -1,5 +1,5 @@
-/* Encode and decode: the special-token partition, then SPM or BPE per raw fragment; pieces of
- * tokens and their concatenation. */
+/* Encode and decode: the special-token partition, then SPM, BPE or WordPiece per raw fragment;
+ * pieces of tokens and their concatenation. */
 #include <string.h>
 
 #include "core/alloc.h"
@@ -24,11 +24,15 @@ static bp_status encode(const bp_tokenizer *t, const char *text, size_t len, boo
         } else if (t->type == BP_TOKENIZER_SPM) {
             rc = bp_tok_spm_encode(t, text + fr[f].off, fr[f].len, t->add_space_prefix && prev_special, out);
             prev_special = false;
+        } else if (t->type == BP_TOKENIZER_WPM) {
+            rc = bp_tok_wpm_encode(t, text + fr[f].off, fr[f].len, out);
         } else {
             rc = bp_tok_bpe_encode(t, text + fr[f].off, fr[f].len, out);
         }
     }
     if (rc == BP_OK && add_special && t->add_eos) rc = bp_tok_out_push(out, t->special[BP_SPECIAL_EOS]);
+    /* WordPiece closes with [SEP] (llama.cpp: always, with add_special). */
+    if (rc == BP_OK && add_special && t->type == BP_TOKENIZER_WPM) rc = bp_tok_out_push(out, t->special[BP_SPECIAL_SEP]);
     bp_free(fr);
     return rc;
 }
@@ -111,7 +115,7 @@ static void piece(const bp_tokenizer *t, bp_token id, bool special, bool lstrip,
         if (lstrip && n && text[0] == ' ') text++, n--;
         put(s, text, n);
     } else if (attr & BP_TOKEN_ATTR_NORMAL) {
-        if (t->type == BP_TOKENIZER_SPM) {
+        if (t->escape_spaces) {
             for (size_t i = 0; i < n;) {
                 if (n - i >= 3 && memcmp(text + i, "\xE2\x96\x81", 3) == 0) {
                     if (!lstrip) put(s, " ", 1);

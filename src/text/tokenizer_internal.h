@@ -13,13 +13,22 @@
  * token when it is matched in text (llama.cpp sets these by model name; see tokenizer.c). */
 enum { BP_TOKEN_ATTR_LSTRIP = 1 << 6, BP_TOKEN_ATTR_RSTRIP = 1 << 7 };
 
-/* Which pre-tokenizer regex a "gpt2" vocabulary uses (tokenizer_pre.def names them). */
+/* How a BPE vocabulary splits text into words before merging: the regexes llama.cpp's
+ * llama-vocab.cpp gives each pre-tokenizer (commit 0c1e570), each splitting every piece the
+ * ones before it left into its matches and the gaps between them. tokenizer_pre.def maps
+ * tokenizer.ggml.pre names to these; the chains are written out in tokenizer_pretok_chain.c. */
 typedef enum bp_pretok_kind {
     BP_PRETOK_NONE = 0, /* SPM: no pre-splitting */
     BP_PRETOK_GPT2,     /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
     BP_PRETOK_LLAMA3,   /* (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
     BP_PRETOK_QWEN2,    /* the same with \p{N} (one digit per word) */
-    BP_PRETOK_DEFAULT,  /* llama.cpp's "default": four regexes in turn (tokenizer_pretok.c) */
+    BP_PRETOK_QWEN35,   /* QWEN2 with marks in letter runs: [\p{L}\p{M}]+, ?[^\s\p{L}\p{M}\p{N}]+ */
+    BP_PRETOK_DEFAULT,  /* llama.cpp's "default": punctuation runs, GPT2, \p{N}+, [0-9]{3} */
+    BP_PRETOK_FALCON,   /* punctuation runs (with `), GPT2, [0-9]{3} */
+    BP_PRETOK_STARCODER, /* \p{N}, then GPT2 (also refact, command-r, ...) */
+    BP_PRETOK_DEEPSEEK_LLM,   /* [\r\n], \s?[Latin/Greek/... letters]+, \s?[punct]+, \s+$, [CJK]+, \p{N}+ */
+    BP_PRETOK_DEEPSEEK_CODER, /* [\r\n], \s?\p{L}+, \s?\p{P}+, [CJK]+, \p{N} */
+    BP_PRETOK_GEMMA4,   /* [^\n]+|[\n]+ on text with spaces as U+2581; merges on raw UTF-8 */
 } bp_pretok_kind;
 
 /* GPT-2's byte alphabet: 188 printable bytes map to themselves, the other 68 to U+0100..U+0143. */
@@ -44,7 +53,11 @@ struct bp_tokenizer {
     char *pre_name;
     bp_pretok_kind pretok;
     bool ignore_merges; /* BPE: a pre-token that is itself a token skips merging */
+    bool raw_utf8;      /* BPE: merge raw UTF-8 (gemma4), not GPT-2's byte alphabet */
+    bool escape_spaces; /* ' ' is U+2581 in token texts (SPM, WPM, gemma4) */
     bool add_bos, add_eos, add_space_prefix;
+    bool wpm_lowercase, wpm_strip_accents; /* WordPiece normalizer (tokenizer.ggml.normalizer.*) */
+    uint32_t max_token_len; /* bytes of the longest token text (WordPiece's longest match) */
 
     int32_t n_vocab;
     char *text_blob;
@@ -73,7 +86,8 @@ struct bp_tokenizer {
     int32_t trie_root[256]; /* first-byte index into trie, -1 none */
     int32_t n_trie;
 
-    bp_token byte_token[256]; /* SPM byte fallback: <0xNN>, else the 1-byte token, else unk */
+    bp_token byte_token[256]; /* byte fallback. SPM: <0xNN>, else the 1-byte token, else unk;
+                               * raw-UTF-8 BPE: <0xNN> or none */
     /* BPE byte-level mapping: byte b <-> one code point, UTF-8 in byte_utf8[b][0..byte_utf8_len[b]) */
     uint8_t byte_utf8[256][2];
     uint8_t byte_utf8_len[256];
@@ -127,14 +141,22 @@ bp_status bp_tok_spm_encode(const bp_tokenizer *t, const char *text, size_t len,
                             bp_tok_out *out);
 bp_status bp_tok_bpe_encode(const bp_tokenizer *t, const char *text, size_t len, bp_tok_out *out);
 void bp_tok_bpe_init_bytes(bp_tokenizer *t);
+/* ---- tokenizer_wpm.c: WordPiece (bert) on one raw fragment ---- */
+bp_status bp_tok_wpm_encode(const bp_tokenizer *t, const char *text, size_t len, bp_tok_out *out);
 
-/* ---- tokenizer_pretok.c ---- */
-/* Word boundaries of cpts[0..n) (flags[i] = bp_unicode_flags(cpts[i])): writes the end index
- * of each word, ascending, to ends (room for n) and returns the count; scratch: room for n. */
+/* ---- tokenizer_pretok.c: the word scanners, and the name table ---- */
+/* Words of cpts[0..n) (flags[i] = bp_unicode_flags(cpts[i])) by one of the single-regex
+ * scanners (GPT2, LLAMA3, QWEN2, QWEN35): appends base + the end of each word to ends. */
+size_t bp_pretok_words(bp_pretok_kind kind, const uint32_t *cpts, const uint16_t *flags, size_t n,
+                       uint32_t base, uint32_t *ends);
+/* Look up a BPE pre-tokenizer name; false when unsupported. */
+bool bp_pretok_lookup(const char *name, bp_pretok_kind *kind, bool *ignore_merges, bool *add_bos);
+
+/* ---- tokenizer_pretok_chain.c ---- */
+/* Word boundaries of cpts[0..n) by kind's regexes: writes the end index of each word,
+ * ascending, to ends (room for n) and returns the count; scratch: room for n. */
 size_t bp_pretok_split(bp_pretok_kind kind, const uint32_t *cpts, const uint16_t *flags, size_t n,
                        uint32_t *ends, uint32_t *scratch);
-/* Look up a "gpt2" pre-tokenizer name; false when unsupported. */
-bool bp_pretok_lookup(const char *name, bp_pretok_kind *kind, bool *ignore_merges, bool *add_bos);
 
 /* ---- a binary heap of merge candidates (SPM and BPE) ---- */
 typedef struct bp_tok_bigram {

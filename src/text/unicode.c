@@ -13,12 +13,31 @@ unsigned bp_unicode_flags(uint32_t cpt) {
     return bp_unicode_ranges[lo] & 0x3FF;
 }
 
+uint32_t bp_unicode_tolower(uint32_t cpt) {
+    if (cpt < 0x80) return cpt >= 'A' && cpt <= 'Z' ? cpt + 32 : cpt;
+    size_t lo = 0, hi = bp_unicode_lower_count; /* first pair with code point >= cpt */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bp_unicode_lower[mid][0] < cpt) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < bp_unicode_lower_count && bp_unicode_lower[lo][0] == cpt ? bp_unicode_lower[lo][1] : cpt;
+}
+
 uint32_t bp_unicode_lower_to_ascii(uint32_t cpt) {
-    if (cpt >= 'A' && cpt <= 'Z') return cpt + 32;
-    if (cpt < 0x80) return cpt;
-    for (size_t i = 0; i < bp_unicode_lower_ascii_count; i++)
-        if (bp_unicode_lower_ascii[i][0] == cpt) return bp_unicode_lower_ascii[i][1];
-    return cpt;
+    uint32_t low = bp_unicode_tolower(cpt);
+    return low >= 'a' && low <= 'z' ? low : cpt;
+}
+
+uint32_t bp_unicode_nfd_first(uint32_t cpt) {
+    if (cpt < 0xC0) return cpt; /* nothing below U+00C0 decomposes */
+    size_t lo = 0, hi = bp_unicode_nfd_count; /* first range ending at or after cpt */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bp_unicode_nfd[mid][1] < cpt) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < bp_unicode_nfd_count && bp_unicode_nfd[lo][0] <= cpt ? bp_unicode_nfd[lo][2] : cpt;
 }
 
 static inline int cont(uint8_t b) { return (b & 0xC0) == 0x80; }

@@ -1,6 +1,7 @@
 /* Unicode facts for the tokenizers: UTF-8 decoding as llama.cpp does it (the token ids we must
- * reproduce depend on its exact leniency) and the category flags of a code point, from the
- * generated table in unicode_data.c (src/text/unicode_gen.py, Unicode 15.1). */
+ * reproduce depend on its exact leniency), the category flags of a code point, its simple
+ * lowercase and the first code point of its NFD, from the generated tables in unicode_data.c
+ * and unicode_norm_data.c (src/text/unicode_gen.py, Unicode 15.1). */
 #ifndef BP_MODEL_UNICODE_H
 #define BP_MODEL_UNICODE_H
 
@@ -23,14 +24,20 @@ enum {
 
 extern const uint32_t bp_unicode_ranges[];
 extern const size_t bp_unicode_ranges_count;
-extern const uint32_t bp_unicode_lower_ascii[][2];
-extern const size_t bp_unicode_lower_ascii_count;
+extern const uint32_t bp_unicode_lower[][2];
+extern const size_t bp_unicode_lower_count;
+extern const uint32_t bp_unicode_nfd[][3];
+extern const size_t bp_unicode_nfd_count;
 
 /* Flags of a code point (never 0). */
 unsigned bp_unicode_flags(uint32_t cpt);
 /* ASCII lowercase of cpt when cpt is an ASCII letter or a code point whose lowercase is one
  * (U+0130 -> 'i', U+212A KELVIN SIGN -> 'k'); otherwise cpt unchanged. */
 uint32_t bp_unicode_lower_to_ascii(uint32_t cpt);
+/* Simple lowercase of cpt (one code point; cpt itself when it has none). */
+uint32_t bp_unicode_tolower(uint32_t cpt);
+/* First code point of cpt's canonical decomposition (U+00E9 -> 'e'; cpt when it has none). */
+uint32_t bp_unicode_nfd_first(uint32_t cpt);
 
 /* Bytes in the UTF-8 sequence that byte b starts, from its top four bits alone (1 for a
  * continuation byte): how SentencePiece-style tokenizers split text into symbols. */

@@ -291,10 +291,3 @@ const uint32_t bp_unicode_ranges[] = {
     0x3C000080, 0x3FFFF801, 0x40000080, 0x43FFF801,
 };
 const size_t bp_unicode_ranges_count = sizeof bp_unicode_ranges / sizeof bp_unicode_ranges[0];
-
-/* Non-ASCII code points whose lowercase is an ASCII letter: {code point, lowercase}. */
-const uint32_t bp_unicode_lower_ascii[][2] = {
-    {0x00130, 0x69},
-    {0x0212A, 0x6B},
-};
-const size_t bp_unicode_lower_ascii_count = sizeof bp_unicode_lower_ascii / sizeof bp_unicode_lower_ascii[0];
