@@ -331,16 +331,12 @@ static bool cu_has_step(bp_kind kv) {
 static bp_status run_step_locked(const bp_op_call *c) {
     bp_status s = open_locked();
     if (s) return s;
-    bp_kind wk[32];
-    const int nw = bp_step_weight_kinds(c->u.step.prog, wk, 32);
-    for (int i = 0; i < nw; i++)
-        if (!cu_has_step_weight(wk[i]))
-            return bp_fail(BP_E_UNSUPPORTED, "CUDA step: no kernels for %s weights", bp_kind_traits_of(wk[i])->info.name);
     /* the kernels index buffers with 32-bit element offsets: bindings of at most 2 GiB */
     const bp_gpu_backend b = {.id = BP_BACKEND_CUDA, .name = "cuda", .display = "CUDA", .max_binding = (size_t)1 << 31,
                               .mm_tile = 16, .mv_rows = 2, .kprefix = "step_", .stream = cu_stream};
     char label[160]; /* the walk's record names the claim; the label is not kept */
-    return bp_gpu_step_run(&b, cu_dev, c, label, sizeof label);
+    s = bp_gpu_step_check_weights(&b, c->u.step.prog, cu_has_step_weight);
+    return s ? s : bp_gpu_step_run(&b, cu_dev, c, label, sizeof label);
 }
 
 static bool cu_has_launch(bp_op op, bp_kind k) {

@@ -72,6 +72,14 @@ static __device__ __forceinline__ unsigned bp_st_group() { return blockIdx.x + b
         bp_cu_chunk_dequant(&ch_, HAS_MIN, V);                                                     \
     }
 
+/* The weight kernels' signatures: W, X (embed: the step input), Y, the argument block. */
+#define BP_ST_MM_KERNEL(OP, NAME)                                                                  \
+    extern "C" __global__ void __launch_bounds__(BP_ST_THREADS) step_##OP##_##NAME(                \
+        const uint8_t *w, const float *x, float *y, bp_gpu_mm_args a)
+#define BP_ST_EMBED_KERNEL(NAME)                                                                   \
+    extern "C" __global__ void __launch_bounds__(BP_ST_THREADS) step_embed_##NAME(                 \
+        const uint8_t *w, const int *io, float *y, bp_gpu_mm_args a)
+
 /* embed: a block per token, its threads striding over the row. */
 #define BP_ST_EMBED_ROW()                                                                          \
     const unsigned i = bp_st_group();                                                              \
@@ -82,8 +90,7 @@ static __device__ __forceinline__ unsigned bp_st_group() { return blockIdx.x + b
     float *o = y + a.y_stride + (size_t)i * a.cols;
 
 #define BP_ST_QUANT(NAME, CPB, HAS_MIN)                                                            \
-    extern "C" __global__ void __launch_bounds__(BP_ST_THREADS) step_matvec_##NAME(                \
-        const uint8_t *w, const float *x, float *y, bp_gpu_mm_args a) {                            \
+    BP_ST_MM_KERNEL(matvec, NAME) {                                                                \
         BP_ST_MV_HEAD()                                                                            \
         const unsigned nch = a.cols / 32u;                                                         \
         for (unsigned c = lane; c < nch && row < a.rows; c += 32u) {                               \
@@ -93,8 +100,7 @@ static __device__ __forceinline__ unsigned bp_st_group() { return blockIdx.x + b
         }                                                                                          \
         BP_ST_MV_TAIL()                                                                            \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(BP_ST_THREADS) step_gemm_##NAME(                  \
-        const uint8_t *w, const float *x, float *y, bp_gpu_mm_args a) {                            \
+    BP_ST_MM_KERNEL(gemm, NAME) {                                                                  \
         BP_ST_GEMM_HEAD()                                                                          \
         const int nch = cols / 32;                                                                 \
         for (int ch0 = 0; ch0 < nch; ch0 += BP_ST_KC) {                                            \
@@ -111,8 +117,7 @@ static __device__ __forceinline__ unsigned bp_st_group() { return blockIdx.x + b
         }                                                                                          \
         BP_ST_GEMM_TAIL()                                                                          \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(BP_ST_THREADS) step_embed_##NAME(                 \
-        const uint8_t *w, const int *io, float *y, bp_gpu_mm_args a) {                             \
+    BP_ST_EMBED_KERNEL(NAME) {                                                                     \
         BP_ST_EMBED_ROW()                                                                          \
         for (unsigned c = threadIdx.x; c < a.nsub; c += BP_ST_THREADS) {                           \
             float v[32];                                                                           \
@@ -123,14 +128,12 @@ static __device__ __forceinline__ unsigned bp_st_group() { return blockIdx.x + b
 BP_CU_QUANT_KINDS(BP_ST_QUANT)
 
 #define BP_ST_FLOAT(NAME, ESIZE)                                                                   \
-    extern "C" __global__ void __launch_bounds__(BP_ST_THREADS) step_matvec_##NAME(                \
-        const uint8_t *w, const float *x, float *y, bp_gpu_mm_args a) {                            \
+    BP_ST_MM_KERNEL(matvec, NAME) {                                                                \
         BP_ST_MV_HEAD()                                                                            \
         for (unsigned c = lane; c < a.cols && row < a.rows; c += 32u) acc += BP_ST_LOAD_##NAME(wr, c) * x[c]; \
         BP_ST_MV_TAIL()                                                                            \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(BP_ST_THREADS) step_gemm_##NAME(                  \
-        const uint8_t *w, const float *x, float *y, bp_gpu_mm_args a) {                            \
+    BP_ST_MM_KERNEL(gemm, NAME) {                                                                  \
         BP_ST_GEMM_HEAD()                                                                          \
         for (int k0 = 0; k0 < cols; k0 += BP_ST_KC * 32) {                                         \
             for (int i = lin; i < BP_ST_TILE * BP_ST_KC * 32; i += BP_ST_THREADS) {                \
@@ -144,8 +147,7 @@ BP_CU_QUANT_KINDS(BP_ST_QUANT)
         }                                                                                          \
         BP_ST_GEMM_TAIL()                                                                          \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(BP_ST_THREADS) step_embed_##NAME(                 \
-        const uint8_t *w, const int *io, float *y, bp_gpu_mm_args a) {                             \
+    BP_ST_EMBED_KERNEL(NAME) {                                                                     \
         BP_ST_EMBED_ROW()                                                                          \
         for (unsigned c = threadIdx.x; c < a.cols; c += BP_ST_THREADS) o[c] = BP_ST_LOAD_##NAME(wr, c) * a.fscale; \
     }

@@ -433,6 +433,14 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
     return bp_fail(BP_E_INVAL, "%s step: node kind %d unknown", B->b->display, (int)nd->kind);
 }
 
+bp_status bp_gpu_step_check_weights(const bp_gpu_backend *b, const bp_step_prog *p, bool (*has)(bp_kind)) {
+    bp_kind wk[32];
+    const int nw = bp_step_weight_kinds(p, wk, 32);
+    for (int i = 0; i < nw; i++)
+        if (!has(wk[i])) return bp_fail(BP_E_UNSUPPORTED, "%s step: no kernels for %s weights", b->display, kind_name(wk[i]));
+    return BP_OK;
+}
+
 /* Shapes the kernels take: checked before anything is placed. */
 static bp_status check(const bp_gpu_backend *b, const bp_step_prog *p) {
     if (!bp_gpu_step_kv_kind(p->kv_kind))

@@ -46,6 +46,10 @@ typedef struct bp_gpu_backend {
  * quantizer searches scales). */
 bool bp_gpu_step_kv_kind(bp_kind k);
 
+/* Whether every weight kind of p has the backend's embedding and matmul kernels (has(kind));
+ * BP_E_UNSUPPORTED naming the first kind without them. */
+bp_status bp_gpu_step_check_weights(const bp_gpu_backend *b, const bp_step_prog *p, bool (*has)(bp_kind));
+
 /* Run the step of call c (op `step`) on dev: place the model on first use (the state lives in
  * io->state[b->id]), record or replay, read the logits back. The label names what ran. On an
  * error nothing is reported as done; the KV positions the device held before the step stay

@@ -99,6 +99,13 @@ static bool cl_has_step(bp_kind kv) {
            program_has("eltwise");
 }
 
+/* A weight kind's embedding and matmul kernels, for the step. */
+static bool cl_has_step_weight(bp_kind k) {
+    char e[48];
+    snprintf(e, sizeof e, "embed_%s", bp_kind_traits_of(k)->info.name);
+    return cl_has_matmul(BP_OP_JOBS, k) && program_has(e);
+}
+
 static bool cl_has_launch(bp_op op, bp_kind k) {
     if (op == BP_OP_STEP) return cl_has_step(k);
     return cl_has_matmul(op, k);
@@ -209,20 +216,13 @@ static bp_status run_step_locked(const bp_op_call *c, char *label, size_t len) {
     char why[256];
     bp_device *dev = bp_cl_device(why, sizeof why);
     if (!dev) return bp_fail(BP_E_UNSUPPORTED, "%s", why);
-    bp_kind wk[32];
-    const int nw = bp_step_weight_kinds(c->u.step.prog, wk, 32);
-    for (int i = 0; i < nw; i++) {
-        char e[48];
-        snprintf(e, sizeof e, "embed_%s", bp_kind_traits_of(wk[i])->info.name);
-        if (!cl_has_matmul(BP_OP_JOBS, wk[i]) || !program_has(e))
-            return bp_fail(BP_E_UNSUPPORTED, "OpenCL step: no kernels for %s weights", bp_kind_traits_of(wk[i])->info.name);
-    }
     /* the kernels index buffers with 32-bit offsets: a binding of at most 2 GiB */
     size_t range = cl_ctx.max_alloc ? cl_ctx.max_alloc : (size_t)128 << 20;
     if (range > ((size_t)1 << 31)) range = (size_t)1 << 31;
     const bp_gpu_backend b = {.id = BP_BACKEND_OPENCL, .name = "opencl", .display = "OpenCL", .max_binding = range,
                               .mm_tile = CL_TILE, .mv_rows = CL_MV_ROWS};
-    return bp_gpu_step_run(&b, dev, c, label, len);
+    bp_status st = bp_gpu_step_check_weights(&b, c->u.step.prog, cl_has_step_weight);
+    return st ? st : bp_gpu_step_run(&b, dev, c, label, len);
 }
 
 static bp_launch cl_launch(const bp_op_call *c, char *err, size_t err_len) {
