@@ -17,6 +17,7 @@
 #include "seam/seam_internal.h"
 
 #if BP_HAVE_OPENCL
+#include "gpu/step_args.h"
 #include "opencl/cl_internal.h"
 
 
@@ -100,7 +101,8 @@ static void check_device_layer(bp_device *dev) {
     CHECK_OK(bp_dev_d2h(dev, back, b, 1000, 10));
     CHECK(back[0] == 0xAB && back[9] == 0xAB, "memset bytes came back as %#x %#x", back[0], back[9]);
 
-    /* matvec_F32 on a 3 x 64 weight at offset 0 of a, x at offset 1024 of b, y at 2048 of b. */
+    /* matvec_F32 (the step's argument block, src/gpu/step_args.h) on a 3 x 64 weight at offset 0 of a,
+     * x at offset 1024 of b, y at 2048 of b: sub-buffers. */
     float w[3 * 64], x[64], y[3] = {0}, ref[3];
     for (int i = 0; i < 3 * 64; i++) w[i] = (float)((i % 13) - 6) * 0.25f;
     for (int i = 0; i < 64; i++) x[i] = (float)((i % 5) - 2);
@@ -114,10 +116,10 @@ static void check_device_layer(bp_device *dev) {
     bp_kernel *k = NULL;
     CHECK_OK(bp_dev_kernel(dev, "matvec_F32", &k));
     const bp_launch_dims d = {{1, 1, 1}, {64, 1, 1}, 0};
-    const bp_kernel_arg args[] = {bp_arg_buf(a, 0), bp_arg_i64(64 * 4), bp_arg_i32(3), bp_arg_i32(64),
-                                  bp_arg_buf(b, 1024), bp_arg_buf(b, 2048)};
+    const bp_gpu_mm_args mm = {.rows = 3, .cols = 64, .row_bytes = 64 * 4, .nsub = 64, .t = 1, .y_stride = 3};
+    const bp_kernel_arg args[] = {bp_arg_buf(a, 0), bp_arg_buf(b, 1024), bp_arg_buf(b, 2048), bp_arg_bytes(&mm, sizeof mm)};
     if (k) {
-        CHECK_OK(bp_dev_launch(dev, NULL, k, &d, args, 6));
+        CHECK_OK(bp_dev_launch(dev, NULL, k, &d, args, 4));
         CHECK_OK(bp_dev_d2h(dev, y, b, 2048, sizeof y));
         /* Small integers times quarters: every partial sum is exact in float. */
         CHECK(y[0] == ref[0] && y[1] == ref[1] && y[2] == ref[2], "sub-buffer launch: %g %g %g vs %g %g %g",
@@ -125,7 +127,7 @@ static void check_device_layer(bp_device *dev) {
         /* A work-group size the kernel's reqd_work_group_size(64) forbids: the enqueue fails and
          * the status names the OpenCL error. */
         const bp_launch_dims bad = {{2, 1, 1}, {32, 1, 1}, 0};
-        bp_status st = bp_dev_launch(dev, NULL, k, &bad, args, 6);
+        bp_status st = bp_dev_launch(dev, NULL, k, &bad, args, 4);
         CHECK(st == BP_E_DEVICE && strstr(bp_last_error(), "CL_INVALID_WORK_GROUP_SIZE"), "bad work-group: %s: %s",
               bp_status_name(st), bp_last_error());
     }

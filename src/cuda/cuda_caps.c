@@ -12,6 +12,7 @@
  * the f32 kernel when a value overflows f16; a plain f32 tiled kernel for F32 and BF16 (f16
  * would not keep their range) and for every kind in exact mode. */
 #include "backend/backend.h"
+#include "gpu/gpu_step.h"
 
 static const struct {
     bp_kind kind;
@@ -32,7 +33,10 @@ static int cuda_claim_index(bp_kind k) {
     return -1;
 }
 
+/* The whole step (cuda_step.cu) for the KV kinds its append and attention kernels store. The
+ * rule runs it only where the probe found a GPU (an enabled backend). */
 static const char *cuda_kernel(bp_op op, bp_kind k) {
+    if (op == BP_OP_STEP) return bp_claim_answer(BP_BACKEND_CUDA, op, k, bp_gpu_step_kv_kind(k));
     const int i = cuda_claim_index(k);
     const bool claimed = i >= 0 && (op == BP_OP_MATVEC || ((op == BP_OP_GEMM || op == BP_OP_JOBS) && cuda_claims[i].gemm));
     return bp_claim_answer(BP_BACKEND_CUDA, op, k, claimed);

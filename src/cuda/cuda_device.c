@@ -175,8 +175,9 @@ static bp_status cu_memset_async(bp_device *dev, bp_stream *s, void *dst, size_t
 /* ---- kernels: the registry the .cu files export ------------------------------------------ */
 
 const bp_cu_kernel_entry *bp_cu_kernel_find(const char *name) {
-    const bp_cu_kernel_entry *tables[3] = {bp_cu_matvec_kernels, bp_cu_gemm_kernels, bp_cu_gemm_exact_kernels};
-    for (int t = 0; t < 3; t++)
+    const bp_cu_kernel_entry *tables[4] = {bp_cu_matvec_kernels, bp_cu_gemm_kernels, bp_cu_gemm_exact_kernels,
+                                           bp_cu_step_kernels};
+    for (int t = 0; t < 4; t++)
         for (const bp_cu_kernel_entry *e = tables[t]; e->name; e++)
             if (strcmp(e->name, name) == 0) return e;
     return NULL;

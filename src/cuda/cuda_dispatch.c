@@ -18,6 +18,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
+#include "gpu/gpu_step.h"
 #include "kinds/kinds_internal.h"
 
 #ifndef BP_CUDA_MIN_CC
@@ -305,7 +306,41 @@ static bp_status run_jobs_locked(const bp_matmul_job *jobs, int n, const float *
     return bp_dev_stream_sync(cu_dev, cu_stream);
 }
 
+/* The device step's kernels (cuda_step.cu) for a weight kind, or for a KV kind and the shared ones. */
+static bool cu_has_step_weight(bp_kind k) {
+    const char *kn = bp_kind_traits_of(k)->info.name;
+    char a[48], b[48], e[48];
+    snprintf(a, sizeof a, "step_matvec_%s", kn);
+    snprintf(b, sizeof b, "step_gemm_%s", kn);
+    snprintf(e, sizeof e, "step_embed_%s", kn);
+    return bp_cu_kernel_find(a) && bp_cu_kernel_find(b) && bp_cu_kernel_find(e);
+}
+
+static bool cu_has_step(bp_kind kv) {
+    if (!bp_gpu_step_kv_kind(kv)) return false;
+    const char *kn = bp_kind_traits_of(kv)->info.name;
+    char a[48], b[48];
+    snprintf(a, sizeof a, "step_attention_%s", kn);
+    snprintf(b, sizeof b, "step_kv_append_%s", kn);
+    return bp_cu_kernel_find(a) && bp_cu_kernel_find(b) && bp_cu_kernel_find("step_rms_norm") &&
+           bp_cu_kernel_find("step_rope") && bp_cu_kernel_find("step_glu") && bp_cu_kernel_find("step_eltwise");
+}
+
+/* The whole step (src/gpu/gpu_step.c) on the device's stream: recorded once per shape by stream
+ * capture into a CUDA graph, replayed per step (one cudaGraphLaunch). Under cu_lock. */
+static bp_status run_step_locked(const bp_op_call *c) {
+    bp_status s = open_locked();
+    if (s) return s;
+    /* the kernels index buffers with 32-bit element offsets: bindings of at most 2 GiB */
+    const bp_gpu_backend b = {.id = BP_BACKEND_CUDA, .name = "cuda", .display = "CUDA", .max_binding = (size_t)1 << 31,
+                              .mm_tile = 16, .mv_rows = 2, .kprefix = "step_", .stream = cu_stream};
+    char label[160]; /* the walk's record names the claim; the label is not kept */
+    s = bp_gpu_step_check_weights(&b, c->u.step.prog, cu_has_step_weight);
+    return s ? s : bp_gpu_step_run(&b, cu_dev, c, label, sizeof label);
+}
+
 static bool cu_has_launch(bp_op op, bp_kind k) {
+    if (op == BP_OP_STEP) return cu_has_step(k);
     const bp_kind_traits *t = bp_kind_traits_of(k);
     if (!t || t->info.role != BP_ROLE_W) return false;
     char name[48];
@@ -320,18 +355,19 @@ static bp_launch cu_launch(const bp_op_call *c, char *err, size_t err_len) {
     const int nk = bp_op_call_kinds(c, kinds, 16);
     for (int i = 0; i < nk; i++)
         if (!cu_has_launch(c->op, kinds[i])) return BP_LAUNCH_NO_KERNEL;
-    const bp_matmul_job one = {c->op == BP_OP_JOBS ? NULL : c->u.mm.w, c->op == BP_OP_JOBS ? NULL : c->u.mm.y};
+    const bool mm = c->op == BP_OP_MATVEC || c->op == BP_OP_GEMM;
+    const bp_matmul_job one = {mm ? c->u.mm.w : NULL, mm ? c->u.mm.y : NULL};
     const bp_matmul_job *jobs = c->op == BP_OP_JOBS ? c->u.jobs.jobs : &one;
     const int n = c->op == BP_OP_JOBS ? c->u.jobs.n_jobs : 1;
-    const float *x = c->op == BP_OP_JOBS ? c->u.jobs.x : c->u.mm.x;
-    const int64_t t = c->op == BP_OP_JOBS ? c->u.jobs.t : c->u.mm.t;
+    const float *x = c->op == BP_OP_JOBS ? c->u.jobs.x : mm ? c->u.mm.x : NULL;
+    const int64_t t = c->op == BP_OP_JOBS ? c->u.jobs.t : mm ? c->u.mm.t : 0;
     pthread_mutex_lock(&cu_lock);
     if (cu_lost[0]) {
         snprintf(err, err_len, "%s", cu_lost);
         pthread_mutex_unlock(&cu_lock);
         return BP_LAUNCH_LOST;
     }
-    bp_status s = n > 0 ? run_jobs_locked(jobs, n, x, t) : BP_OK;
+    bp_status s = c->op == BP_OP_STEP ? run_step_locked(c) : n > 0 ? run_jobs_locked(jobs, n, x, t) : BP_OK;
     if (s && cu_dev) bp_dev_graph_abort(cu_dev, cu_stream); /* never leave the stream capturing */
     if (s == BP_E_DEVICE_LOST)
         snprintf(cu_lost, sizeof cu_lost, "CUDA context lost after a sticky error: %.240s", bp_last_error());

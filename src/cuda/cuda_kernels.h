@@ -61,6 +61,8 @@ typedef struct bp_cu_kernel_entry {
 extern const bp_cu_kernel_entry bp_cu_matvec_kernels[];
 extern const bp_cu_kernel_entry bp_cu_gemm_kernels[];
 extern const bp_cu_kernel_entry bp_cu_gemm_exact_kernels[];
+/* The device step's kernels (cuda_step.cu), named "step_<kernel>" after gpu_step.h's list. */
+extern const bp_cu_kernel_entry bp_cu_step_kernels[];
 
 #ifdef __cplusplus
 }

@@ -277,8 +277,10 @@ static bp_status emit(builder *B, const char *kname, uint32_t gx, uint32_t gy, v
     }
     launch *L = &B->l[B->n];
     memset(L, 0, sizeof *L);
-    bp_status st = bp_dev_kernel(B->s->dev, kname, &L->k);
-    if (st) return bp_fail(st, "%s step: kernel %s: %s", B->b->display, kname, bp_last_error());
+    char full[64];
+    snprintf(full, sizeof full, "%s%s", B->b->kprefix ? B->b->kprefix : "", kname);
+    bp_status st = bp_dev_kernel(B->s->dev, full, &L->k);
+    if (st) return bp_fail(st, "%s step: kernel %s: %s", B->b->display, full, bp_last_error());
     /* a grid wider than 65535 workgroups folds into y */
     if (gx > 65535) gy = (gx + 65534) / 65535 * (gy ? gy : 1), gx = 65535;
     L->d = (bp_launch_dims){{gx ? gx : 1, gy ? gy : 1, 1}, {64, 1, 1}, 0};
@@ -328,7 +330,9 @@ static bp_status emit_mm(builder *B, const bp_step_prog *p, const bp_step_node *
             const bool g = tn > 1;
             char kn[48];
             snprintf(kn, sizeof kn, "%s_%s", g ? "gemm" : "matvec", kind_name(w->kind));
-            uint32_t gx = g ? (uint32_t)((pc->rows + B->b->mm_tile - 1) / B->b->mm_tile) : (uint32_t)pc->rows;
+            const uint32_t mv = B->b->mv_rows ? B->b->mv_rows : 1;
+            const uint32_t tile = B->b->mm_tile;
+            uint32_t gx = (uint32_t)(g ? (pc->rows + tile - 1) / tile : (pc->rows + mv - 1) / mv);
             uint32_t gy = g ? (uint32_t)((tn + B->b->mm_tile - 1) / B->b->mm_tile) : 1;
             bp_status st = emit(B, kn, gx, gy, bufs, B->b->extra ? 4 : 3, &a, sizeof a);
             if (st) return st;
@@ -429,6 +433,14 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
     return bp_fail(BP_E_INVAL, "%s step: node kind %d unknown", B->b->display, (int)nd->kind);
 }
 
+bp_status bp_gpu_step_check_weights(const bp_gpu_backend *b, const bp_step_prog *p, bool (*has)(bp_kind)) {
+    bp_kind wk[32];
+    const int nw = bp_step_weight_kinds(p, wk, 32);
+    for (int i = 0; i < nw; i++)
+        if (!has(wk[i])) return bp_fail(BP_E_UNSUPPORTED, "%s step: no kernels for %s weights", b->display, kind_name(wk[i]));
+    return BP_OK;
+}
+
 /* Shapes the kernels take: checked before anything is placed. */
 static bp_status check(const bp_gpu_backend *b, const bp_step_prog *p) {
     if (!bp_gpu_step_kv_kind(p->kv_kind))
@@ -465,14 +477,14 @@ static bp_status compile(const bp_gpu_backend *b, gpu_state *s, const bp_step_pr
     return BP_OK;
 }
 
-static bp_status launch_all(gpu_state *s, int slot) {
+static bp_status launch_all(gpu_state *s, int slot, bp_stream *stream) {
     bp_status st = BP_OK;
     for (int i = 0; i < s->c[slot].n && !st; i++) {
         const launch *L = &s->c[slot].l[i];
         bp_kernel_arg a[MAX_BUFS + 1];
         for (int j = 0; j < L->nbuf; j++) a[j] = bp_arg_buf(L->buf[j], 0);
         a[L->nbuf] = bp_arg_bytes(L->args, L->nargs);
-        st = bp_dev_launch(s->dev, NULL, L->k, &L->d, a, L->nbuf + 1);
+        st = bp_dev_launch(s->dev, stream, L->k, &L->d, a, L->nbuf + 1);
     }
     return st;
 }
@@ -553,20 +565,23 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     bp_free(in);
     if (st) return st;
     bool recorded = false;
+    bp_stream *q = b->stream;
     if (!s->c[slot].graph) {
-        bp_status g = bp_dev_graph_begin(dev, NULL);
+        bp_status g = bp_dev_graph_begin(dev, q);
         if (g == BP_OK) {
-            st = launch_all(s, slot);
-            if (st) bp_dev_graph_abort(dev, NULL);
-            else st = bp_dev_graph_end(dev, NULL, &s->c[slot].graph);
+            st = launch_all(s, slot, q);
+            if (st) bp_dev_graph_abort(dev, q);
+            else st = bp_dev_graph_end(dev, q, &s->c[slot].graph);
             if (st) return st;
             recorded = true;
         } else if (g != BP_E_UNSUPPORTED) {
             return g;
         }
     }
-    if (s->c[slot].graph) st = bp_dev_graph_replay(dev, s->c[slot].graph, NULL);
-    else st = launch_all(s, slot);
+    if (s->c[slot].graph) st = bp_dev_graph_replay(dev, s->c[slot].graph, q);
+    else st = launch_all(s, slot, q);
+    /* the blocking read-back is ordered after the default stream only */
+    if (!st && q) st = bp_dev_stream_sync(dev, q);
     if (st) return st;
     const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
     for (int64_t r0 = 0; r0 < p->n_out && !st; r0 += s->lg_rows) {

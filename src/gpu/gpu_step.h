@@ -24,24 +24,7 @@
 #include "backend/backend.h"
 #include "backend/step.h"
 #include "device/device.h"
-
-typedef struct bp_gpu_mm_args {
-    uint32_t rows, cols, row_bytes, nsub, t, y_row0, y_stride, x_off, w_off;
-    float fscale;
-    uint32_t pad0, pad1;
-} bp_gpu_mm_args;
-typedef struct bp_gpu_norm_args { uint32_t rows, n, x_off, y_off, g_off; float eps; } bp_gpu_norm_args;
-typedef struct bp_gpu_elt_args { uint32_t count, mode, y_off, x_off, n; float f; } bp_gpu_elt_args;
-typedef struct bp_gpu_glu_args { uint32_t count, act, g_off, u_off; } bp_gpu_glu_args;
-typedef struct bp_gpu_rope_args {
-    uint32_t rows, n_heads, head_dim, n_rot, neox, x_off, pos_idx, f_off;
-} bp_gpu_rope_args;
-typedef struct bp_gpu_kv_args { uint32_t rows, n_kv_heads, head_dim, cap, src_off, row_bytes; } bp_gpu_kv_args;
-typedef struct bp_gpu_attn_args {
-    uint32_t rows, n_heads, n_kv_heads, head_dim, cap, q_off, o_off, pos_idx;
-    float scale, softcap;
-    uint32_t window, row_bytes;
-} bp_gpu_attn_args;
+#include "gpu/step_args.h" /* the kernels' argument blocks */
 
 /* What a backend tells the step code. */
 typedef struct bp_gpu_backend {
@@ -50,13 +33,22 @@ typedef struct bp_gpu_backend {
     size_t max_binding;           /* bytes one buffer argument may span (lavapipe: 128 MiB) */
     void *extra;                  /* the weight kernels' fourth buffer (Vulkan's IQ grids) */
     uint32_t mm_tile;             /* rows and tokens per GEMM workgroup (grid = ceil / tile) */
+    uint32_t mv_rows;             /* rows per matvec workgroup (0 read as 1: a workgroup a row) */
     int64_t logits_rows;          /* at most this many rows of logits per buffer (0: what a binding
                                      holds; tests set it to exercise the split) */
+    const char *kprefix;          /* put before every kernel name ("step_": CUDA, whose matvec_<KIND>
+                                     kernels of the plain matmul path take other arguments); NULL none */
+    bp_stream *stream;            /* where the launches, the capture and the replay go (CUDA cannot
+                                     capture the default stream); NULL the default one */
 } bp_gpu_backend;
 
 /* The KV kinds the step kernels store: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 (not IQ4_NL, whose
  * quantizer searches scales). */
 bool bp_gpu_step_kv_kind(bp_kind k);
+
+/* Whether every weight kind of p has the backend's embedding and matmul kernels (has(kind));
+ * BP_E_UNSUPPORTED naming the first kind without them. */
+bp_status bp_gpu_step_check_weights(const bp_gpu_backend *b, const bp_step_prog *p, bool (*has)(bp_kind));
 
 /* Run the step of call c (op `step`) on dev: place the model on first use (the state lives in
  * io->state[b->id]), record or replay, read the logits back. The label names what ran. On an

@@ -40,6 +40,8 @@ typedef struct bp_mock_backend_config {
     bp_status (*reference)(const bp_op_call *c);
     int64_t step_logits_rows; /* the device step keeps at most this many logit rows per buffer
                                  (0: a binding's worth), so a test can exercise the split */
+    bool step_cuda_shape;     /* run the device step as CUDA does (src/cuda/cuda_dispatch.c): its
+                                 kernel prefix, tiles and a created stream to capture and replay */
 } bp_mock_backend_config;
 
 /* claim = launch = true for op on each of kinds[0..n). Adds to cfg (zero it first). */

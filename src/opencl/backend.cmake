@@ -4,7 +4,8 @@
 #
 # The kernels ship as OpenCL C source embedded in the library (built by the driver at the first
 # launch): cl_prelude.cl + include/backplane_kinds.def + cl_kinds_end.cl + src/kinds/iq_tables.h +
-# src/cuda/cuda_kind_math.h + cl_kernels.cl, concatenated into a byte array by embed_cl.cmake
+# src/cuda/cuda_kind_math.h + src/gpu/step_args.h + src/cuda/cuda_step_math.h + cl_kernels.cl +
+# cl_step.cl, concatenated into a byte array by embed_cl.cmake
 # at build time (CMake only: no python or xxd on the build machine). Editing any re-embeds.
 set(BP_OPENCL_BUILT OFF)
 if(NOT BP_OPENCL STREQUAL "OFF")
@@ -28,7 +29,10 @@ if(BP_OPENCL_BUILT)
     ${CMAKE_SOURCE_DIR}/src/opencl/cl_kinds_end.cl
     ${CMAKE_SOURCE_DIR}/src/kinds/iq_tables.h
     ${CMAKE_SOURCE_DIR}/src/cuda/cuda_kind_math.h
-    ${CMAKE_SOURCE_DIR}/src/opencl/cl_kernels.cl)
+    ${CMAKE_SOURCE_DIR}/src/gpu/step_args.h
+    ${CMAKE_SOURCE_DIR}/src/cuda/cuda_step_math.h
+    ${CMAKE_SOURCE_DIR}/src/opencl/cl_kernels.cl
+    ${CMAKE_SOURCE_DIR}/src/opencl/cl_step.cl)
   string(REPLACE ";" "," BP_CL_PARTS_ARG "${BP_CL_PARTS}")
   set(BP_CL_EMBED ${CMAKE_BINARY_DIR}/opencl/cl_program_src.c)
   add_custom_command(

@@ -3,7 +3,10 @@
  * Handles are cl_mem objects, never addresses, so this backend provides the typed `launch`
  * (a buffer argument at a non-zero offset becomes a sub-buffer) and no launch_raw. Everything
  * runs on one in-order queue: streams default to it (stream_create gives NULL), and every
- * blocking member ends with the data in place. Errors become BP_E_DEVICE naming the call and
+ * blocking member ends with the data in place. OpenCL 1.2 has no command buffers, so a graph
+ * is the launch list recorded between graph_begin and graph_end (kernels, grids and argument
+ * values copied), replayed as one batch of enqueues and one flush: the device step's
+ * "submission". Errors become BP_E_DEVICE naming the call and
  * the OpenCL error (BP_E_NOMEM for allocation failures).
  *
  * The program is built once, on the first kernel lookup (PoCL: ~2 s the first time, then from
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "opencl/cl_internal.h"
 
@@ -145,6 +149,9 @@ bool bp_cl_ctx_create(bp_cl_ctx *c, char *why, size_t why_len) {
     cl_uint cu = 1;
     clGetDeviceInfo(c->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     c->compute_units = cu;
+    cl_ulong max_alloc = 0;
+    clGetDeviceInfo(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL);
+    c->max_alloc = (size_t)max_alloc;
     c->context = clCreateContext(NULL, 1, &c->device, NULL, NULL, &e);
     if (e == CL_SUCCESS) c->queue = clCreateCommandQueue(c->context, c->device, 0, &e);
     if (e != CL_SUCCESS) {
@@ -268,11 +275,17 @@ static pthread_mutex_t cl_launch_lock = PTHREAD_MUTEX_INITIALIZER;
 static bp_status launch_locked(bp_cl_ctx *c, cl_kernel k, const bp_launch_dims *dims, const bp_kernel_arg *args,
                                int nargs);
 
+static bp_status graph_record(bp_cl_ctx *c, cl_kernel k, const bp_launch_dims *dims, const bp_kernel_arg *args,
+                              int nargs);
+
 static bp_status ocl_launch(bp_device *dev, bp_stream *stream, bp_kernel *kp, const bp_launch_dims *dims,
                            const bp_kernel_arg *args, int nargs) {
     (void)stream; /* one in-order queue */
+    bp_cl_ctx *c = CTX(dev);
     pthread_mutex_lock(&cl_launch_lock);
-    bp_status s = launch_locked(CTX(dev), (cl_kernel)kp, dims, args, nargs);
+    bp_status s = c->capture ? graph_record(c, (cl_kernel)kp, dims, args, nargs)
+                             : launch_locked(c, (cl_kernel)kp, dims, args, nargs);
+    if (!s && !c->capture) c->submits++;
     pthread_mutex_unlock(&cl_launch_lock);
     return s;
 }
@@ -332,6 +345,140 @@ static bp_status launch_locked(bp_cl_ctx *c, cl_kernel k, const bp_launch_dims *
     return s;
 }
 
+/* ---- graphs: a recorded launch list ---------------------------------------------------------- */
+
+enum { CL_REC_ARGS = 8, CL_REC_BYTES = 128 };
+
+/* One recorded launch: its argument values copied (by-value blobs into bytes), a buffer at an
+ * offset already made a sub-buffer (owned by the record, offset 0). */
+typedef struct cl_rec {
+    cl_kernel k;
+    bp_launch_dims d;
+    int nargs;
+    bp_kernel_arg a[CL_REC_ARGS];
+    cl_mem sub[CL_REC_ARGS];
+    size_t boff[CL_REC_ARGS];  /* a by-value argument's place in bytes: the list is realloc'ed as
+                                  it grows, so pointers into it are made at replay, never kept */
+    unsigned char bytes[CL_REC_BYTES];
+} cl_rec;
+
+struct bp_graph {
+    cl_rec *l;
+    int n, cap;
+};
+
+static void graph_free(bp_graph *g) {
+    for (int i = 0; g && i < g->n; i++) {
+        for (int j = 0; j < g->l[i].nargs; j++)
+            if (g->l[i].sub[j]) clReleaseMemObject(g->l[i].sub[j]);
+        clReleaseKernel(g->l[i].k);
+    }
+    if (g) bp_free(g->l);
+    bp_free(g);
+}
+
+static bp_status graph_record(bp_cl_ctx *c, cl_kernel k, const bp_launch_dims *dims, const bp_kernel_arg *args,
+                              int nargs) {
+    bp_graph *g = c->capture;
+    if (nargs > CL_REC_ARGS) return bp_fail(BP_E_INVAL, "OpenCL graph: a launch of %d arguments (at most %d)", nargs, CL_REC_ARGS);
+    if (g->n == g->cap) {
+        const int nc = g->cap ? 2 * g->cap : 16; /* small: every test model grows the list */
+        cl_rec *l = bp_realloc(g->l, (size_t)nc * sizeof *l);
+        if (!l) return bp_fail(BP_E_NOMEM, "OpenCL graph: out of host memory");
+        g->l = l, g->cap = nc;
+    }
+    cl_rec *r = &g->l[g->n];
+    memset(r, 0, sizeof *r);
+    r->d = *dims, r->nargs = nargs;
+    size_t used = 0;
+    bp_status s = BP_OK;
+    for (int i = 0; i < nargs && !s; i++) {
+        r->a[i] = args[i];
+        if (args[i].type == BP_ARG_BYTES) {
+            if (used + args[i].v.bytes.n > CL_REC_BYTES) {
+                s = bp_fail(BP_E_INVAL, "OpenCL graph: %zu argument bytes (at most %d)", used + args[i].v.bytes.n,
+                            CL_REC_BYTES);
+                break;
+            }
+            memcpy(r->bytes + used, args[i].v.bytes.p, args[i].v.bytes.n);
+            r->boff[i] = used;
+            used += (args[i].v.bytes.n + 7) & ~(size_t)7;
+        } else if (args[i].type == BP_ARG_BUF && args[i].v.buf.offset) {
+            size_t size = 0;
+            cl_int e = clGetMemObjectInfo(MEM(args[i].v.buf.buf), CL_MEM_SIZE, sizeof size, &size, NULL);
+            cl_buffer_region reg = {args[i].v.buf.offset, size - args[i].v.buf.offset};
+            if (e == CL_SUCCESS && args[i].v.buf.offset < size)
+                r->sub[i] = clCreateSubBuffer(MEM(args[i].v.buf.buf), CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION,
+                                              &reg, &e);
+            if (!r->sub[i]) s = bp_cl_status(e ? e : CL_INVALID_VALUE, "OpenCL graph: clCreateSubBuffer");
+            r->a[i] = bp_arg_buf(r->sub[i], 0);
+        }
+    }
+    if (s) {
+        for (int j = 0; j < nargs; j++)
+            if (r->sub[j]) clReleaseMemObject(r->sub[j]);
+        return s;
+    }
+    clRetainKernel(k);
+    r->k = k;
+    g->n++;
+    return BP_OK;
+}
+
+static bp_status ocl_graph_begin(bp_device *dev, bp_stream *s) {
+    (void)s;
+    bp_cl_ctx *c = CTX(dev);
+    bp_graph *g = bp_calloc(1, sizeof *g);
+    if (!g) return bp_fail(BP_E_NOMEM, "OpenCL graph: out of host memory");
+    pthread_mutex_lock(&cl_launch_lock);
+    bp_status st = c->capture ? bp_fail(BP_E_INVAL, "OpenCL: graph_begin while capturing") : BP_OK;
+    if (!st) c->capture = g;
+    pthread_mutex_unlock(&cl_launch_lock);
+    if (st) bp_free(g);
+    return st;
+}
+
+static bp_status ocl_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
+    (void)s;
+    bp_cl_ctx *c = CTX(dev);
+    pthread_mutex_lock(&cl_launch_lock);
+    *out = c->capture;
+    c->capture = NULL;
+    pthread_mutex_unlock(&cl_launch_lock);
+    return *out ? BP_OK : bp_fail(BP_E_INVAL, "OpenCL: graph_end without graph_begin");
+}
+
+/* Every recorded launch enqueued, then one flush: the queue starts on the batch at once. */
+static bp_status ocl_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
+    (void)s;
+    bp_cl_ctx *c = CTX(dev);
+    bp_status st = BP_OK;
+    pthread_mutex_lock(&cl_launch_lock);
+    for (int i = 0; i < g->n && !st; i++) {
+        cl_rec *r = &g->l[i];
+        for (int j = 0; j < r->nargs; j++)
+            if (r->a[j].type == BP_ARG_BYTES) r->a[j].v.bytes.p = r->bytes + r->boff[j];
+        st = launch_locked(c, r->k, &r->d, r->a, r->nargs);
+    }
+    cl_int e = clFlush(c->queue);
+    if (!st) st = bp_cl_status(e, "clFlush after a graph replay");
+    if (!st) c->submits++;
+    pthread_mutex_unlock(&cl_launch_lock);
+    return st;
+}
+
+static void ocl_graph_destroy(bp_device *dev, bp_graph *g) {
+    (void)dev;
+    graph_free(g);
+}
+
+static uint64_t ocl_submits(bp_device *dev) {
+    pthread_mutex_lock(&cl_launch_lock);
+    const uint64_t n = CTX(dev)->submits;
+    pthread_mutex_unlock(&cl_launch_lock);
+    return n;
+}
+
 static bp_status ocl_sync(bp_device *dev) {
     CL_TRY(clFinish(CTX(dev)->queue), "clFinish");
     return BP_OK;
@@ -365,8 +512,13 @@ const bp_device_methods bp_cl_methods = {
     .kernel_lookup = ocl_kernel_lookup,
     .kernel_release = ocl_kernel_release,
     .launch = ocl_launch,
+    .graph_begin = ocl_graph_begin,
+    .graph_end = ocl_graph_end,
+    .graph_replay = ocl_graph_replay,
+    .graph_destroy = ocl_graph_destroy,
     .stream_sync = ocl_stream_sync,
     .device_sync = ocl_sync,
     .mem_info = ocl_mem_info,
     .compute_units = ocl_compute_units,
+    .submits = ocl_submits,
 };

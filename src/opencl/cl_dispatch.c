@@ -19,12 +19,14 @@
 #include "core/error.h"
 #include "kinds/kinds_internal.h"
 #include "cl_kernel_names.h"
+#include "gpu/gpu_step.h"
 #include "opencl/cl_internal.h"
 
 enum { CL_SLOT_X = 0, CL_SLOT_Y = 1 };
 #define CL_MV_LS 64  /* BP_CL_MV_LS of cl_kernels.cl */
 #define CL_MV_ROWS 8 /* BP_CL_MV_ROWS (a mismatch drops rows: the 33-row tests catch it) */
 #define CL_TILE 16  /* BP_CL_TILE */
+#define CL_GEMM_LS 64 /* BP_CL_TILE * BP_CL_KC: a GEMM work-group */
 
 static pthread_mutex_t cl_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t cl_run_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -77,13 +79,36 @@ static bool program_has(const char *name) {
 }
 
 /* matvec, gemm and jobs need both of the kind's kernels: t = 1 runs the matvec, more the GEMM. */
-static bool cl_has_launch(bp_op op, bp_kind k) {
+static bool cl_has_matmul(bp_op op, bp_kind k) {
     const bp_kind_traits *t = bp_kind_traits_of(k);
     if (!t || t->info.role != BP_ROLE_W || (op != BP_OP_MATVEC && op != BP_OP_GEMM && op != BP_OP_JOBS)) return false;
     char mv[48], gm[48];
     snprintf(mv, sizeof mv, "matvec_%s", t->info.name);
     snprintf(gm, sizeof gm, "gemm_%s", t->info.name);
     return program_has(mv) && program_has(gm);
+}
+
+/* The whole step (src/gpu/gpu_step.c): the step kernels for the KV kind and the shared ones. */
+static bool cl_has_step(bp_kind kv) {
+    if (!bp_gpu_step_kv_kind(kv)) return false;
+    char a[48], b[48];
+    const char *kn = bp_kind_traits_of(kv)->info.name;
+    snprintf(a, sizeof a, "attention_%s", kn);
+    snprintf(b, sizeof b, "kv_append_%s", kn);
+    return program_has(a) && program_has(b) && program_has("rms_norm") && program_has("rope") && program_has("glu") &&
+           program_has("eltwise");
+}
+
+/* A weight kind's embedding and matmul kernels, for the step. */
+static bool cl_has_step_weight(bp_kind k) {
+    char e[48];
+    snprintf(e, sizeof e, "embed_%s", bp_kind_traits_of(k)->info.name);
+    return cl_has_matmul(BP_OP_JOBS, k) && program_has(e);
+}
+
+static bool cl_has_launch(bp_op op, bp_kind k) {
+    if (op == BP_OP_STEP) return cl_has_step(k);
+    return cl_has_matmul(op, k);
 }
 
 /* The device copy of a weight. */
@@ -169,25 +194,35 @@ static bp_status run_jobs_locked(const bp_matmul_job *jobs, int n, const float *
         bp_kernel *k;
         if ((s = bp_dev_kernel(cl_dev, name, &k))) return s;
         const int rows = (int)w->rows;
-        const int64_t rb = (int64_t)w->row_bytes;
-        if (t == 1) {
-            const bp_launch_dims d = {{(uint32_t)((rows + CL_MV_ROWS - 1) / CL_MV_ROWS), 1, 1}, {CL_MV_LS, 1, 1}, 0};
-            const bp_kernel_arg a[] = {bp_arg_buf(cw->buf, 0), bp_arg_i64(rb), bp_arg_i32(rows), bp_arg_i32(cols),
-                                       bp_arg_buf(xb, 0),      bp_arg_buf(yb, 0)};
-            s = bp_dev_launch(cl_dev, NULL, k, &d, a, 6);
-        } else {
-            const bp_launch_dims d = {
-                {(uint32_t)((rows + CL_TILE - 1) / CL_TILE), (uint32_t)((tt + CL_TILE - 1) / CL_TILE), 1},
-                {CL_TILE, CL_TILE, 1}, 0};
-            const bp_kernel_arg a[] = {bp_arg_buf(cw->buf, 0), bp_arg_i64(rb), bp_arg_i32(rows), bp_arg_i32(cols),
-                                       bp_arg_buf(xb, 0),      bp_arg_i32(tt), bp_arg_buf(yb, 0)};
-            s = bp_dev_launch(cl_dev, NULL, k, &d, a, 7);
-        }
+        const bp_kind_traits *kt = bp_kind_traits_of(w->kind);
+        const bp_gpu_mm_args a = {.rows = (uint32_t)rows, .cols = (uint32_t)cols, .row_bytes = (uint32_t)w->row_bytes,
+                                  .nsub = (uint32_t)(cols / (int)kt->info.block_elems), .t = (uint32_t)tt,
+                                  .y_stride = (uint32_t)rows, .fscale = 1.0f};
+        const bp_launch_dims d = t == 1 ? (bp_launch_dims){{(uint32_t)((rows + CL_MV_ROWS - 1) / CL_MV_ROWS), 1, 1}, {CL_MV_LS, 1, 1}, 0}
+                                        : (bp_launch_dims){{(uint32_t)((rows + CL_TILE - 1) / CL_TILE),
+                                                            (uint32_t)((tt + CL_TILE - 1) / CL_TILE), 1}, {CL_GEMM_LS, 1, 1}, 0};
+        const bp_kernel_arg args[] = {bp_arg_buf(cw->buf, 0), bp_arg_buf(xb, 0), bp_arg_buf(yb, 0), bp_arg_bytes(&a, sizeof a)};
+        s = bp_dev_launch(cl_dev, NULL, k, &d, args, 4);
         if (s) return s;
         /* blocking, in order after the kernel: the next job may reuse the output scratch */
         if ((s = bp_dev_d2h(cl_dev, jobs[j].y, yb, 0, (size_t)t * (size_t)rows * sizeof(float)))) return s;
     }
     return BP_OK;
+}
+
+/* The step on the OpenCL device, every weight kind's embedding and matmul kernels too. Under
+ * cl_run_lock (the kernels' arguments are shared with the matmul path). */
+static bp_status run_step_locked(const bp_op_call *c, char *label, size_t len) {
+    char why[256];
+    bp_device *dev = bp_cl_device(why, sizeof why);
+    if (!dev) return bp_fail(BP_E_UNSUPPORTED, "%s", why);
+    /* the kernels index buffers with 32-bit offsets: a binding of at most 2 GiB */
+    size_t range = cl_ctx.max_alloc ? cl_ctx.max_alloc : (size_t)128 << 20;
+    if (range > ((size_t)1 << 31)) range = (size_t)1 << 31;
+    const bp_gpu_backend b = {.id = BP_BACKEND_OPENCL, .name = "opencl", .display = "OpenCL", .max_binding = range,
+                              .mm_tile = CL_TILE, .mv_rows = CL_MV_ROWS};
+    bp_status st = bp_gpu_step_check_weights(&b, c->u.step.prog, cl_has_step_weight);
+    return st ? st : bp_gpu_step_run(&b, dev, c, label, len);
 }
 
 static bp_launch cl_launch(const bp_op_call *c, char *err, size_t err_len) {
@@ -196,10 +231,12 @@ static bp_launch cl_launch(const bp_op_call *c, char *err, size_t err_len) {
     for (int i = 0; i < nk; i++)
         if (!cl_has_launch(c->op, kinds[i])) return BP_LAUNCH_NO_KERNEL;
     bp_matmul_job one = {NULL, NULL};
-    if (c->op != BP_OP_JOBS) one.w = c->u.mm.w, one.y = c->u.mm.y;
+    if (c->op != BP_OP_JOBS && c->op != BP_OP_STEP) one.w = c->u.mm.w, one.y = c->u.mm.y;
+    char label[160]; /* the walk's record names the claim; the step's label is not kept */
     pthread_mutex_lock(&cl_run_lock);
-    bp_status s = c->op == BP_OP_JOBS ? run_jobs_locked(c->u.jobs.jobs, c->u.jobs.n_jobs, c->u.jobs.x, c->u.jobs.t)
-                                      : run_jobs_locked(&one, 1, c->u.mm.x, c->op == BP_OP_GEMM ? c->u.mm.t : 1);
+    bp_status s = c->op == BP_OP_STEP  ? run_step_locked(c, label, sizeof label)
+                  : c->op == BP_OP_JOBS ? run_jobs_locked(c->u.jobs.jobs, c->u.jobs.n_jobs, c->u.jobs.x, c->u.jobs.t)
+                                        : run_jobs_locked(&one, 1, c->u.mm.x, c->op == BP_OP_GEMM ? c->u.mm.t : 1);
     pthread_mutex_unlock(&cl_run_lock);
     if (s == BP_OK) return BP_LAUNCH_OK;
     snprintf(err, err_len, "%s", bp_last_error());

@@ -31,6 +31,9 @@ typedef struct bp_cl_ctx {
     unsigned compute_units;
     cl_device_type type;    /* CL_DEVICE_TYPE_GPU, _CPU (PoCL), _ACCELERATOR, ... */
     bool unified;           /* CL_DEVICE_HOST_UNIFIED_MEMORY: an integrated GPU or a CPU */
+    size_t max_alloc;       /* CL_DEVICE_MAX_MEM_ALLOC_SIZE: the largest one buffer may be */
+    struct bp_graph *capture; /* the launch list being recorded (graph_begin .. graph_end) */
+    uint64_t submits;       /* kernel enqueues outside a graph + graph replays (one flush each) */
 } bp_cl_ctx;
 
 /* The device interface over OpenCL (cl_device.c). Buffers are cl_mem handles; kernels come

@@ -6,15 +6,16 @@
  * header's unpackers take plain (= __private) pointers. So each work-item first copies the
  * block it works on from __global into a private array and unpacks from there.
  *
- * Kernel names and arguments (cl_dispatch.c builds these lists; keep them in step):
- *   matvec_<KIND>(w, ulong row_bytes, int rows, int cols, x, y)
- *       work-groups of BP_CL_MV_LS work-items, BP_CL_MV_LANES per row (BP_CL_MV_ROWS rows a
- *       group; grid = ceil(rows / BP_CL_MV_ROWS)); local-memory tree reduction per row.
- *   gemm_<KIND>(w, ulong row_bytes, int rows, int cols, x, int t, y)
- *       Y[t][rows] = X[t][cols] W^T. Work-group BP_CL_TILE x BP_CL_TILE: a tile of W rows is
- *       dequantized into local memory BP_CL_KC chunks (of 32 columns) at a time and reused by
- *       every batch position of the tile; grid = (ceil(rows/TILE), ceil(t/TILE)).
- * w is the weight with rows row_bytes apart; x, y are float32 row-major. */
+ * Kernel names and arguments (the device step's, src/gpu/gpu_step.h; cl_dispatch.c fills the
+ * block for a plain matmul too): name(w, x, y, bp_gpu_mm_args a), in work-groups of 64:
+ *   matvec_<KIND>   y[y_row0 + r] = W[r] . x for the a.rows rows of W (from byte w_off, row_bytes
+ *       apart) and x from float x_off; BP_CL_MV_LANES work-items per row, BP_CL_MV_ROWS rows a
+ *       group (grid = ceil(rows / BP_CL_MV_ROWS), folding into y), local tree reduction per row.
+ *   gemm_<KIND>     Y[tok][y_row0 + r] (rows y_stride apart) = X[tok] . W[r] for a.t tokens of X
+ *       (rows cols apart from x_off). A tile of BP_CL_TILE W rows x BP_CL_TILE tokens a group,
+ *       each work-item four tokens of one row; W dequantized into local memory BP_CL_KC chunks
+ *       (of 32 columns) at a time; grid = (ceil(rows/TILE), ceil(t/TILE)).
+ * x and y are float32. */
 #define BP_CL_MV_LS 64
 /* Work-items per row and rows per matvec work-group. Several rows per group: with one row per
  * 64-wide group a 4096 x 4096 Q4_0 decode on PoCL took ~24 ms of a full CPU, with 8 rows ~7 ms
@@ -56,17 +57,47 @@ static inline float bp_cl_chunk_dot(const bp_cu_chunk *ch, int has_min, __global
     return r;
 }
 
+/* The argument block's shape as locals: a matvec's row, a GEMM's tile. */
+#define BP_CL_MV_HEAD()                                                                            \
+    __local float part[BP_CL_MV_LS];                                                               \
+    const int lid = get_local_id(0), lane = lid % BP_CL_MV_LANES;                                  \
+    const int row = (get_group_id(0) + get_group_id(1) * get_num_groups(0)) * BP_CL_MV_ROWS + lid / BP_CL_MV_LANES; \
+    const int rows = (int)a.rows, cols = (int)a.cols;                                              \
+    __global const uchar *wr = w + a.w_off + (ulong)row * a.row_bytes;                             \
+    x += a.x_off;                                                                                  \
+    float acc = 0.0f;
+#define BP_CL_MV_TAIL()                                                                            \
+    part[lid] = acc;                                                                               \
+    bp_cl_reduce(part, lid);                                                                       \
+    if (lane == 0 && row < rows) y[a.y_row0 + row] = part[lid];
+#define BP_CL_GEMM_HEAD()                                                                          \
+    __local float ws[BP_CL_KC * 32][BP_CL_TILE];                                                   \
+    __local float xs[BP_CL_KC * 32][BP_CL_TILE];                                                   \
+    const int lin = get_local_id(0), lx = lin % BP_CL_TILE, ly = lin / BP_CL_TILE;                 \
+    const int r0 = get_group_id(0) * BP_CL_TILE, t0 = get_group_id(1) * BP_CL_TILE;                \
+    const int rows = (int)a.rows, cols = (int)a.cols, t = (int)a.t;                                \
+    w += a.w_off;                                                                                  \
+    x += a.x_off;                                                                                  \
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+/* After a tile's k columns are staged: each work-item's four tokens ly, ly + 4, ... of row lx. */
+#define BP_CL_GEMM_FMA(K)                                                                          \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+    for (int k = 0; k < (K); k++) {                                                                \
+        const float wv = ws[k][lx];                                                                \
+        for (int j = 0; j < 4; j++) acc[j] += wv * xs[k][ly + 4 * j];                              \
+    }                                                                                              \
+    barrier(CLK_LOCAL_MEM_FENCE);
+#define BP_CL_GEMM_TAIL()                                                                          \
+    for (int j = 0; j < 4; j++)                                                                    \
+        if (r0 + lx < rows && t0 + ly + 4 * j < t)                                                 \
+            y[(ulong)(t0 + ly + 4 * j) * a.y_stride + a.y_row0 + r0 + lx] = acc[j];
+
 /* ---- quantized kinds: (NAME, chunks per block, has min) from BP_CU_QUANT_KINDS ------------- */
 #define BP_CL_QUANT(NAME, CPB, HAS_MIN)                                                            \
     __kernel __attribute__((reqd_work_group_size(BP_CL_MV_LS, 1, 1))) void matvec_##NAME(          \
-        __global const uchar *w, ulong row_bytes, int rows, int cols,             \
-        __global const float *x, __global float *y) {                                              \
-        __local float part[BP_CL_MV_LS];                                                           \
-        const int lid = get_local_id(0), lane = lid % BP_CL_MV_LANES;                              \
-        const int row = get_group_id(0) * BP_CL_MV_ROWS + lid / BP_CL_MV_LANES;                    \
+        __global const uchar *w, __global const float *x, __global float *y, bp_gpu_mm_args a) {   \
+        BP_CL_MV_HEAD()                                                                            \
         const int nblocks = cols / (32 * CPB);                                                     \
-        float acc = 0.0f;                                                                          \
-        __global const uchar *wr = w + (ulong)row * row_bytes;                                     \
         for (int bi = lane; bi < nblocks && row < rows; bi += BP_CL_MV_LANES) {                    \
             uchar blk[BP_CL_MAX_BLOCK];                                                            \
             bp_cl_copy_block(blk, wr + (ulong)bi * BP_CL_BB_##NAME, BP_CL_BB_##NAME);               \
@@ -76,29 +107,22 @@ static inline float bp_cl_chunk_dot(const bp_cu_chunk *ch, int has_min, __global
                 acc += bp_cl_chunk_dot(&ch, HAS_MIN, x + (bi * CPB + c) * 32);                     \
             }                                                                                      \
         }                                                                                          \
-        part[lid] = acc;                                                                           \
-        bp_cl_reduce(part, lid);                                                                   \
-        if (lane == 0 && row < rows) y[row] = part[lid];                                           \
+        BP_CL_MV_TAIL()                                                                            \
     }                                                                                              \
-    __kernel __attribute__((reqd_work_group_size(BP_CL_TILE, BP_CL_TILE, 1))) void gemm_##NAME(    \
-        __global const uchar *w, ulong row_bytes, int rows, int cols,             \
-        __global const float *x, int t, __global float *y) {                                       \
-        __local float ws[BP_CL_KC * 32][BP_CL_TILE];                                           \
-        __local float xs[BP_CL_KC * 32][BP_CL_TILE];                                           \
-        const int lx = get_local_id(0), ly = get_local_id(1), lin = ly * BP_CL_TILE + lx;          \
-        const int r0 = get_group_id(0) * BP_CL_TILE, t0 = get_group_id(1) * BP_CL_TILE;            \
+    __kernel __attribute__((reqd_work_group_size(BP_CL_TILE * BP_CL_KC, 1, 1))) void gemm_##NAME(  \
+        __global const uchar *w, __global const float *x, __global float *y, bp_gpu_mm_args a) {   \
+        BP_CL_GEMM_HEAD()                                                                          \
         const int nch = cols / 32;                                                                 \
-        float acc = 0.0f;                                                                          \
         for (int ch0 = 0; ch0 < nch; ch0 += BP_CL_KC) {                                            \
             const int kc = min(BP_CL_KC, nch - ch0);                                               \
-            if (lin < BP_CL_TILE * BP_CL_KC) {                                                     \
+            {   /* one (row, chunk) of the tile per work-item: TILE x KC of them */                \
                 const int r = lin / BP_CL_KC, cc = lin % BP_CL_KC;                                 \
                 if (r0 + r < rows && cc < kc) {                                                    \
                     const int gch = ch0 + cc, bi = gch / CPB;                                      \
                     uchar blk[BP_CL_MAX_BLOCK];                                                    \
                     bp_cu_chunk ch;                                                                \
                     float v[32];                                                                   \
-                    bp_cl_copy_block(blk, w + (ulong)(r0 + r) * row_bytes + (ulong)bi * BP_CL_BB_##NAME,  \
+                    bp_cl_copy_block(blk, w + (ulong)(r0 + r) * a.row_bytes + (ulong)bi * BP_CL_BB_##NAME, \
                                      BP_CL_BB_##NAME);                                             \
                     bp_cu_unpack_##NAME(blk, gch % CPB, &ch);                                      \
                     bp_cu_chunk_dequant(&ch, HAS_MIN, v);                                          \
@@ -107,15 +131,13 @@ static inline float bp_cl_chunk_dot(const bp_cu_chunk *ch, int has_min, __global
                     for (int i = 0; i < 32; i++) ws[cc * 32 + i][r] = 0.0f;                        \
                 }                                                                                  \
             }                                                                                      \
-            for (int i = lin; i < BP_CL_TILE * BP_CL_KC * 32; i += BP_CL_TILE * BP_CL_TILE) {      \
+            for (int i = lin; i < BP_CL_TILE * BP_CL_KC * 32; i += BP_CL_TILE * BP_CL_KC) {        \
                 const int tt = i / (BP_CL_KC * 32), k = i % (BP_CL_KC * 32);                       \
                 xs[k][tt] = (t0 + tt < t && k < kc * 32) ? x[(ulong)(t0 + tt) * cols + ch0 * 32 + k] : 0.0f; \
             }                                                                                      \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-            for (int k = 0; k < kc * 32; k++) acc += ws[k][lx] * xs[k][ly];                        \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+            BP_CL_GEMM_FMA(kc * 32)                                                                \
         }                                                                                          \
-        if (r0 + lx < rows && t0 + ly < t) y[(ulong)(t0 + ly) * rows + r0 + lx] = acc;             \
+        BP_CL_GEMM_TAIL()                                                                          \
     }
 BP_CU_QUANT_KINDS(BP_CL_QUANT)
 
@@ -126,39 +148,24 @@ BP_CU_QUANT_KINDS(BP_CL_QUANT)
 
 #define BP_CL_FLOAT(NAME, ESIZE)                                                                   \
     __kernel __attribute__((reqd_work_group_size(BP_CL_MV_LS, 1, 1))) void matvec_##NAME(          \
-        __global const uchar *w, ulong row_bytes, int rows, int cols,             \
-        __global const float *x, __global float *y) {                                              \
-        __local float part[BP_CL_MV_LS];                                                           \
-        const int lid = get_local_id(0), lane = lid % BP_CL_MV_LANES;                              \
-        const int row = get_group_id(0) * BP_CL_MV_ROWS + lid / BP_CL_MV_LANES;                    \
-        float acc = 0.0f;                                                                          \
-        __global const uchar *wr = w + (ulong)row * row_bytes;                                     \
+        __global const uchar *w, __global const float *x, __global float *y, bp_gpu_mm_args a) {   \
+        BP_CL_MV_HEAD()                                                                            \
         for (int i = lane; i < cols && row < rows; i += BP_CL_MV_LANES) acc += BP_CL_LOAD_##NAME(wr, i) * x[i]; \
-        part[lid] = acc;                                                                           \
-        bp_cl_reduce(part, lid);                                                                   \
-        if (lane == 0 && row < rows) y[row] = part[lid];                                           \
+        BP_CL_MV_TAIL()                                                                            \
     }                                                                                              \
-    __kernel __attribute__((reqd_work_group_size(BP_CL_TILE, BP_CL_TILE, 1))) void gemm_##NAME(    \
-        __global const uchar *w, ulong row_bytes, int rows, int cols,             \
-        __global const float *x, int t, __global float *y) {                                       \
-        __local float ws[BP_CL_KC * 32][BP_CL_TILE];                                           \
-        __local float xs[BP_CL_KC * 32][BP_CL_TILE];                                           \
-        const int lx = get_local_id(0), ly = get_local_id(1), lin = ly * BP_CL_TILE + lx;          \
-        const int r0 = get_group_id(0) * BP_CL_TILE, t0 = get_group_id(1) * BP_CL_TILE;            \
-        float acc = 0.0f;                                                                          \
+    __kernel __attribute__((reqd_work_group_size(BP_CL_TILE * BP_CL_KC, 1, 1))) void gemm_##NAME(  \
+        __global const uchar *w, __global const float *x, __global float *y, bp_gpu_mm_args a) {   \
+        BP_CL_GEMM_HEAD()                                                                          \
         for (int k0 = 0; k0 < cols; k0 += BP_CL_KC * 32) {                                         \
-            for (int i = lin; i < BP_CL_TILE * BP_CL_KC * 32; i += BP_CL_TILE * BP_CL_TILE) {      \
+            for (int i = lin; i < BP_CL_TILE * BP_CL_KC * 32; i += BP_CL_TILE * BP_CL_KC) {        \
                 const int rr = i / (BP_CL_KC * 32), k = i % (BP_CL_KC * 32);                       \
                 const bool in = k0 + k < cols;                                                     \
-                ws[k][rr] = (r0 + rr < rows && in)                                                 \
-                                ? BP_CL_LOAD_##NAME(w + (ulong)(r0 + rr) * row_bytes, k0 + k)      \
-                                : 0.0f;                                                            \
+                ws[k][rr] = (r0 + rr < rows && in) ? BP_CL_LOAD_##NAME(w + (ulong)(r0 + rr) * a.row_bytes, k0 + k) \
+                                                   : 0.0f;                                         \
                 xs[k][rr] = (t0 + rr < t && in) ? x[(ulong)(t0 + rr) * cols + k0 + k] : 0.0f;      \
             }                                                                                      \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-            for (int k = 0; k < BP_CL_KC * 32; k++) acc += ws[k][lx] * xs[k][ly];                  \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+            BP_CL_GEMM_FMA(BP_CL_KC * 32)                                                          \
         }                                                                                          \
-        if (r0 + lx < rows && t0 + ly < t) y[(ulong)(t0 + ly) * rows + r0 + lx] = acc;             \
+        BP_CL_GEMM_TAIL()                                                                          \
     }
 BP_CU_FLOAT_KINDS(BP_CL_FLOAT)

@@ -8,6 +8,7 @@
  * test_opencl_kernels.c runs every claim against the CPU reference on PoCL. */
 #include "cuda/cuda_kind_math.h"
 #include "backend/backend.h"
+#include "gpu/gpu_step.h"
 
 static bool opencl_claims(bp_kind k) {
     switch (k) {
@@ -23,7 +24,9 @@ static bool opencl_claims(bp_kind k) {
     }
 }
 
+/* The whole step: for the KV kinds cl_step.cl writes kv_append and attention for. */
 static const char *opencl_kernel(bp_op op, bp_kind k) {
+    if (op == BP_OP_STEP) return bp_claim_answer(BP_BACKEND_OPENCL, op, k, bp_gpu_step_kv_kind(k));
     return bp_claim_answer(BP_BACKEND_OPENCL, op, k,
                            opencl_claims(k) && (op == BP_OP_MATVEC || op == BP_OP_GEMM || op == BP_OP_JOBS));
 }

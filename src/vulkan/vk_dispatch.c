@@ -321,23 +321,24 @@ static bool vk_has_launch(bp_op op, bp_kind k) {
     return (op == BP_OP_MATVEC || op == BP_OP_GEMM || op == BP_OP_JOBS) && vk_has_kernels(k);
 }
 
+/* A weight kind's embedding and matmul kernels, for the step. */
+static bool vk_has_step_weight(bp_kind k) {
+    char e[48];
+    snprintf(e, sizeof e, "embed_%s", bp_kind_traits_of(k)->info.name);
+    return vk_has_kernels(k) && vk_has_named(e);
+}
+
 /* The whole step (src/gpu/gpu_step.c), every weight kind's embedding and matmul kernels too. */
 static bp_status run_step(const bp_op_call *c, char *label, size_t len) {
     char why[256];
     bp_device *dev = bp_vk_device(why, sizeof why);
     if (!dev) return bp_fail(BP_E_UNSUPPORTED, "Vulkan unavailable: %s", why);
-    bp_kind wk[32];
-    const int nw = bp_step_weight_kinds(c->u.step.prog, wk, 32);
-    for (int i = 0; i < nw; i++) {
-        char e[48];
-        snprintf(e, sizeof e, "embed_%s", bp_kind_traits_of(wk[i])->info.name);
-        if (!vk_has_kernels(wk[i]) || !vk_has_named(e))
-            return bp_fail(BP_E_UNSUPPORTED, "Vulkan step: no kernels for %s weights", bp_kind_traits_of(wk[i])->info.name);
-    }
-    bp_status st = iq_upload(dev);
+    bp_gpu_backend b = {.id = BP_BACKEND_VULKAN, .name = "vulkan", .display = "Vulkan",
+                        .max_binding = bp_vk_max_range(), .extra = NULL, .mm_tile = VK_GEMM_TM};
+    bp_status st = bp_gpu_step_check_weights(&b, c->u.step.prog, vk_has_step_weight);
+    if (!st) st = iq_upload(dev);
     if (st) return st;
-    const bp_gpu_backend b = {.id = BP_BACKEND_VULKAN, .name = "vulkan", .display = "Vulkan",
-                              .max_binding = bp_vk_max_range(), .extra = vk_iq_buf, .mm_tile = VK_GEMM_TM};
+    b.extra = vk_iq_buf; /* the IQ grids, uploaded now */
     return bp_gpu_step_run(&b, dev, c, label, len);
 }
 
