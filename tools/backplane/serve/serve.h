@@ -45,6 +45,7 @@ typedef struct serve_request {
     int n_stops;
     bool logprobs;
     int top_logprobs;
+    bool ignore_eos;             /* an end-of-generation token is generated like any other */
     bp_token *bias_ids;
     float *bias;
     int32_t n_bias;

@@ -190,7 +190,7 @@ static void after_step(serve_engine *e, int32_t seq, slot *s) {
     char err[256] = "";
     if (!lg || bp_sampler_sample(s->smp, lg, &tok) || bp_sampler_accept(s->smp, tok))
         snprintf(err, sizeof err, "sampling: %s", bp_last_error());
-    const bool eog = !err[0] && bp_tokenizer_is_eog(e->tok, tok);
+    const bool eog = !err[0] && !r->ignore_eos && bp_tokenizer_is_eog(e->tok, tok);
     serve_logprob lp;
     bool have_lp = false;
     size_t n = 0;

@@ -177,6 +177,7 @@ int serve_json_request(const char *body, size_t len, bool chat, const serve_json
     if (!rc) rc = integer(o, "seed", -9.2e18, 9.2e18, &seed, err, n);
     if (!rc) rc = integer(o, "n", 1, 1, &n_choices, err, n);
     if (!rc) rc = boolean(o, "stream", &r->stream, err, n);
+    if (!rc) rc = boolean(o, "ignore_eos", &r->ignore_eos, err, n); /* llama-server's extension, for benchmarks */
     if (!rc && chat) {
         rc = boolean(o, "logprobs", &want_lp, err, n);
         if (!rc) rc = integer(o, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &top_lp, err, n);
