@@ -297,8 +297,10 @@ static void run_arch(const char *arch, bool exact) {
     CHECK_OK(bp_model_get_info(m, &info));
     const int64_t V = info.n_vocab;
     alone a = {.logits = malloc((size_t)S * (GEN + 1) * (size_t)V * sizeof(float))};
-    const bp_kind kinds[] = {BP_KIND_F16, BP_KIND_Q8_0, BP_KIND_Q4_0, BP_KIND_F32};
-    for (size_t k = 0; k < (exact ? 1 : sizeof kinds / sizeof kinds[0]); k++) {
+    const bp_kind kinds[] = {BP_KIND_F16, BP_KIND_Q4_0, BP_KIND_Q8_0, BP_KIND_F32};
+    /* BP_TEST_QUICK (valgrind): two kinds, the same paths */
+    const size_t n_kinds = exact ? 1 : bp_test_quick() ? 2 : sizeof kinds / sizeof kinds[0];
+    for (size_t k = 0; k < n_kinds; k++) {
         bp_kind kv = exact ? BP_KIND_F32 : kinds[k];
         char what[96];
         snprintf(what, sizeof what, "%s %s cache%s", arch, bp_kind_lookup((uint32_t)kv)->name, exact ? " exact" : "");

@@ -263,11 +263,12 @@ char *serve_json_error(int status, const char *message) {
 }
 
 /* A string value from bytes that may not be valid UTF-8 alone (a piece of a character): the
- * bytes' well-formed UTF-8, each ill-formed part as U+FFFD. */
+ * bytes' well-formed UTF-8, each ill-formed part, and a NUL byte (a model's <0x00> token: a
+ * cJSON string ends at NUL, which cut a whole reply short there), as U+FFFD. */
 static cJSON *str_of(const char *p, size_t n) {
     bp_cli_buf b = {0};
     for (size_t i = 0; i < n;) {
-        size_t k = bp_cli_utf8_seq((const unsigned char *)p + i, n - i);
+        size_t k = p[i] ? bp_cli_utf8_seq((const unsigned char *)p + i, n - i) : 0;
         if (k) bp_cli_buf_add(&b, p + i, k), i += k;
         else bp_cli_buf_add(&b, "\xEF\xBF\xBD", 3), i++;
     }
