@@ -2,7 +2,8 @@
  * Included at the end of backplane.h.
  *
  * The shape follows llama.h: a model (the weights, read-only, shareable) and a context over it
- * (the KV cache and activations of one sequence). The tokenizer and the sampler are separate
+ * (the KV caches of its sequences and the activations; one sequence unless n_seq_max says
+ * more). The tokenizer and the sampler are separate
  * objects (backplane_tokenizer.h). Weights stay in the file's mapping (zero-copy); the KV cache
  * and the activations are the only large allocations.
  *
@@ -87,6 +88,10 @@ typedef struct bp_context_params {
     /* Largest number of tokens one internal forward step takes (a longer eval is split);
      * prefill runs the GEMM path over up to this many tokens. 0: 512. */
     int64_t n_batch;
+    /* Sequences the context holds, ids 0 .. n_seq_max - 1, each with its own KV cache of n_ctx
+     * positions (made on its first use). 0: 1. Sequence 0 is the one bp_context_eval and the
+     * other single-sequence calls use. */
+    int32_t n_seq_max;
 } bp_context_params;
 
 bp_context_params bp_context_default_params(void);
@@ -146,6 +151,59 @@ bp_status bp_context_truncate(bp_context *c, int64_t n);
 size_t bp_context_kv_bytes(const bp_context *c);
 size_t bp_context_buffer_bytes(const bp_context *c);
 
+/* ---- several sequences ------------------------------------------------------------------ */
+
+/* A batch: n tokens, each of a sequence (seq[i], in 0 .. n_seq_max - 1; NULL: all 0) at a
+ * position (pos[i]; NULL: each token continues its sequence), and whether its logits are wanted
+ * (logits[i] != 0; NULL: only the last token's). A sequence's tokens must continue it without
+ * gaps or rewrites: the first at its length, the next at +1, ... (remove positions first with
+ * bp_context_seq_rm to rewrite them). Tokens of different sequences may interleave. */
+typedef struct bp_batch {
+    int64_t n;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *seq;
+    const int8_t *logits;
+} bp_batch;
+
+/* One eval over the batch: each weight's matmul runs once over every token of every sequence
+ * (split into steps of n_batch tokens), each token attending over its own sequence only. Every
+ * check (ids, sequences, positions, room, embedding rows) comes before any work; on any failure
+ * nothing is appended to any sequence. A batch whose tokens are all of sequence 0 with the
+ * wanted logits a suffix is bp_context_eval (which may run on a device); any other batch runs
+ * on the CPU, and bp_context_step_report says so (a device step holds one sequence). */
+bp_status bp_context_decode(bp_context *c, const bp_batch *b);
+/* Logits (n_vocab floats) of token i of the last bp_context_decode; NULL when it did not ask
+ * for them or i is out of range. Valid until the next eval or decode. */
+const float *bp_context_batch_logits(const bp_context *c, int64_t i);
+int32_t bp_context_n_seq_max(const bp_context *c);
+/* Positions sequence seq holds (its next token's position); -1 for an unknown seq. */
+int64_t bp_context_seq_pos(const bp_context *c, int32_t seq);
+/* Remove positions [p0, p1) of seq (p1 < 0: to the end). Positions are contiguous, so only a
+ * tail can go: p1 must be the end (or < 0); anything else is BP_E_UNSUPPORTED. */
+bp_status bp_context_seq_rm(bp_context *c, int32_t seq, int64_t p0, int64_t p1);
+/* dst's cache becomes the first n positions of src's (n < 0: all of src), copied, not
+ * recomputed (a shared system prompt). dst's earlier positions are dropped. */
+bp_status bp_context_seq_cp(bp_context *c, int32_t src, int32_t dst, int64_t n);
+/* Every sequence but seq is cleared. */
+bp_status bp_context_seq_keep(bp_context *c, int32_t seq);
+/* The token ids seq holds: *n gets bp_context_seq_pos; the pointer is valid until the next
+ * change to seq. NULL for an unknown seq. */
+const int32_t *bp_context_seq_tokens(const bp_context *c, int32_t seq, int64_t *n);
+
+/* A sequence's state (its token ids and K/V, after a header naming the model, the KV kind and
+ * the lengths) in memory or in a file, to restore later into any sequence of a context over
+ * the same model and KV kind with room for it (prompt caching). Restoring checks the header
+ * first: another model, another KV kind, more positions than the context holds, or a short or
+ * damaged buffer is BP_E_FORMAT/BP_E_INVAL saying which, and the target sequence is left as it
+ * was. No logits come back: eval the next token. bp_context_seq_state_size: the bytes
+ * bp_context_seq_state_get writes (buf may be NULL with cap 0 to ask). */
+size_t bp_context_seq_state_size(const bp_context *c, int32_t seq);
+bp_status bp_context_seq_state_get(const bp_context *c, int32_t seq, void *buf, size_t cap, size_t *len);
+bp_status bp_context_seq_state_set(bp_context *c, int32_t seq, const void *buf, size_t len);
+bp_status bp_context_seq_state_save(const bp_context *c, int32_t seq, const char *path);
+bp_status bp_context_seq_state_load(bp_context *c, int32_t seq, const char *path);
+
 /* ---- chat ----------------------------------------------------------------------------- */
 
 /* The prompt wrapped as one user turn in the model family's built-in chat format, ending where
@@ -156,6 +214,12 @@ size_t bp_context_buffer_bytes(const bp_context *c);
 typedef struct bp_tokenizer bp_tokenizer;
 bp_status bp_model_chat_format(const bp_model *m, const bp_tokenizer *t, const char *prompt, char *buf, size_t cap,
                                size_t *len, const char **name);
+
+/* A conversation: turns of roles[i] ("system", "developer", "user", "assistant") with texts[i],
+ * in the same format, ending where the assistant's reply begins (a server's chat request). */
+bp_status bp_model_chat_format_turns(const bp_model *m, const bp_tokenizer *t, const char *const *roles,
+                                     const char *const *texts, size_t n, char *buf, size_t cap, size_t *len,
+                                     const char **name);
 
 /* ---- perplexity ------------------------------------------------------------------------ */
 

@@ -177,8 +177,53 @@ bp_status bp_sampler_sample(bp_sampler *s, const float *logits, bp_token *out);
 bp_status bp_sampler_probs(bp_sampler *s, const float *logits, double *probs);
 /* Record a token for the penalties (BP_E_INVAL when outside the vocabulary). */
 bp_status bp_sampler_accept(bp_sampler *s, bp_token tok);
-/* Forget the accepted tokens and restart the RNG from the seed. */
+/* Forget the accepted tokens and restart the RNG from the seed (the logit bias stays). */
 void bp_sampler_reset(bp_sampler *s);
+/* One sampler per sequence keeps each sequence's RNG and penalty window apart (a server makes
+ * one per request).
+ *
+ * Logit bias: bias[i] is added to the logit of ids[i] before step 1 (repeated ids add up;
+ * -INFINITY bans the token). Replaces the sampler's earlier bias; n = 0 clears it. */
+bp_status bp_sampler_set_logit_bias(bp_sampler *s, const bp_token *ids, const float *bias, int32_t n);
+/* Log-probabilities, in double, of the model's distribution as OpenAI's `logprobs` reports it:
+ * log-softmax of the biased logits at temperature 1, before penalties and filters. *tok_logprob
+ * gets tok's; top[0..top_n) the top_n most likely ids (ties: lower id first), best first. */
+typedef struct bp_logprob {
+    bp_token id;
+    double logprob;
+} bp_logprob;
+bp_status bp_sampler_logprobs(bp_sampler *s, const float *logits, bp_token tok, int32_t top_n, double *tok_logprob,
+                              bp_logprob *top);
+
+/* ---- stopping a generation -------------------------------------------------------------- */
+/* A generation ends at an end-of-generation token, at one of the stop strings (found in the
+ * generated text across token boundaries; the stop string and what follows are not part of
+ * the reply), or after max_tokens tokens. bp_stopper_push takes each generated token's text
+ * and gives back the text that is now safe to show: text that could still be the start of a
+ * stop string, and an incomplete UTF-8 sequence at the end, are held back until the next token
+ * decides. */
+typedef enum bp_stop_reason {
+    BP_STOP_NONE = 0, /* go on */
+    BP_STOP_EOG,      /* an end-of-generation token ("stop" in OpenAI's finish_reason) */
+    BP_STOP_STRING,   /* a stop string ("stop") */
+    BP_STOP_LENGTH,   /* max_tokens, or the context is full ("length") */
+} bp_stop_reason;
+
+typedef struct bp_stopper bp_stopper;
+/* stops[0..n_stops): non-empty strings (copied); max_tokens <= 0: no limit. */
+bp_status bp_stopper_create(const char *const *stops, int32_t n_stops, int64_t max_tokens, bp_stopper **out);
+void bp_stopper_free(bp_stopper *s); /* NULL is fine */
+/* One generated token: its text (n bytes; eog: an end-of-generation token, whose text is not
+ * shown). *emit and *emit_len: the text to show now (valid until the next call). Returns why the
+ * generation ends, or BP_STOP_NONE; once it has ended, every later push returns the same
+ * reason and shows nothing. At EOG or LENGTH the held-back text is shown; at a stop string,
+ * the text before it. */
+bp_stop_reason bp_stopper_push(bp_stopper *s, const char *piece, size_t n, bool eog, const char **emit,
+                               size_t *emit_len);
+/* Tokens pushed so far. The reason name as OpenAI's finish_reason spells it ("stop", "length",
+ * or NULL for BP_STOP_NONE). */
+int64_t bp_stopper_count(const bp_stopper *s);
+const char *bp_stop_reason_name(bp_stop_reason r);
 
 #pragma GCC visibility pop
 

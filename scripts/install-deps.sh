@@ -8,7 +8,8 @@ set -euo pipefail
 pkgs=(cmake make gcc python3 python3-pip pkg-config
       mesa-vulkan-drivers libvulkan-dev glslc glslang-tools
       pocl-opencl-icd ocl-icd-opencl-dev
-      valgrind)  # `make valgrind` (the reliability campaign); TSan comes with gcc
+      valgrind   # `make valgrind` (the reliability campaign); TSan comes with gcc
+      libmicrohttpd-dev libcjson-dev)  # `backplane serve`: HTTP and JSON
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,8 +32,9 @@ fi
 # pytest runs the Python binding's tests (python/tests); setuptools + wheel let them
 # `pip install ./python` without fetching a build backend. A failed install stops here: the
 # tests that need these must run, and a warning nobody reads once let one skip in a green CI.
-pymods=(gguf numpy pytest setuptools wheel)
-pypkgs=(gguf==0.19.0 numpy pytest setuptools wheel)
+# openai: the real client the serve test (tests/serve/test_serve.py) talks to the server with.
+pymods=(gguf numpy pytest setuptools wheel openai)
+pypkgs=(gguf==0.19.0 numpy pytest setuptools wheel openai)
 if ! python3 -c "import $(IFS=,; echo "${pymods[*]}")" 2>/dev/null; then
   echo "install-deps: pip install ${pypkgs[*]}"
   python3 -m pip install -q --disable-pip-version-check "${pypkgs[@]}" \

@@ -124,6 +124,14 @@ typedef struct bp_step_io {
     bp_step_kv_host kv_host;
     bp_step_state **state;     /* [BP_STEP_STATES]: per-backend state, owned by the caller */
     bp_step_traffic traffic;
+    /* Several sequences in one step (bp_context_decode): row i's keys go to, and its query
+     * attends over, the cache seq_kv[row_seq[i]] at positions[i]; append_order lists the rows in
+     * the order their keys enter the caches (each sequence's positions ascending). NULL
+     * row_seq: one sequence, every row in kv at pos0 + i. Only the CPU runs such a step (a
+     * device step holds one sequence): the model layer sends it to the CPU by name. */
+    void *const *seq_kv;
+    const int32_t *row_seq;
+    const int32_t *append_order;
     /* The backend that ran the step whole writes, per weight kind it ran (indexed by the
      * GGUF id, < kind_rec_n), the record of its matmul kernel there; the CPU leaves it alone
      * (each of its matmuls is recorded in its weight). */

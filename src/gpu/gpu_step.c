@@ -525,6 +525,9 @@ static bp_status hand_back(bp_step_state *self, const bp_step_kv_host *kv, int64
 bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_call *c, char *label, size_t len) {
     const bp_step_prog *p = c->u.step.prog;
     bp_step_io *io = c->u.step.io;
+    /* a device holds one sequence: a step over several is the CPU's (the model sends it there) */
+    if (io->row_seq)
+        return bp_fail(BP_E_UNSUPPORTED, "%s step: a step over several sequences runs on the CPU", b->display);
     bp_status st = check(b, p);
     if (st) return st;
     gpu_state *s = (gpu_state *)io->state[b->id];

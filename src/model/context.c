@@ -18,6 +18,7 @@ void bp_context_free(bp_context *c) {
         if (c->step_state[i]) c->step_state[i]->free(c->step_state[i]);
     bp_free(c->prog[0].nodes);
     bp_free(c->prog[1].nodes);
+    bp_seqs_free(c);
     bp_kv_cache_free(c->kv);
     bp_free(c->positions);
     float *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->tmp, c->gate, c->up, c->logits};
@@ -49,12 +50,15 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
     if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_batch == 0) p.n_batch = 512;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    if (p.n_seq_max < 0 || p.n_seq_max > 256)
+        return bp_fail(BP_E_INVAL, "bp_context_create: n_seq_max %d is outside 0..256", (int)p.n_seq_max);
+    if (p.n_seq_max == 0) p.n_seq_max = 1;
     if (!bp_kv_kind_supported(p.kv_kind)) {
         const bp_kind_info *ki = bp_kind_lookup((uint32_t)p.kv_kind);
         return bp_fail(BP_E_KIND, "bp_context_create: the KV cache cannot store kind %s", ki ? ki->name : "?");
     }
     /* before any allocation: a request larger than the memory there is, refused by number */
-    bp_status s = bp_context_check_memory(m, p.n_ctx, p.n_batch, p.kv_kind, "bp_context_create");
+    bp_status s = bp_context_check_memory(m, p.n_ctx * p.n_seq_max, p.n_batch, p.kv_kind, "bp_context_create");
     if (s) return s;
     bp_context *c = bp_calloc(1, sizeof *c);
     if (!c) return bp_fail(BP_E_NOMEM, "bp_context_create: no memory");
@@ -73,6 +77,10 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
         snprintf(msg, sizeof msg, "%s", bp_last_error());
         bp_context_free(c);
         return bp_fail(s, "bp_context_create: %s", msg);
+    }
+    if ((s = bp_seqs_create(c, p.n_seq_max))) {
+        bp_context_free(c);
+        return s;
     }
     c->positions = bp_malloc((size_t)B * sizeof *c->positions);
     c->x = buf(c, B, E);
@@ -94,7 +102,7 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
 }
 
 /* The logits buffer grows to the largest n_out asked for. */
-static bp_status reserve_logits(bp_context *c, int64_t n_out) {
+bp_status bp_context_reserve_logits(bp_context *c, int64_t n_out) {
     if (n_out <= c->logits_cap) return BP_OK;
     size_t bytes = (size_t)n_out * (size_t)c->m->hp.n_vocab * sizeof(float);
     float *l = bp_aligned_alloc(64, bytes);
@@ -123,7 +131,7 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
                            (long long)i, tokens[i], (long long)c->m->hp.n_vocab - 1);
     bp_status s = bp_context_check_rows(c, tokens, n, c->pos); /* before any work, like the ids */
     if (s) return s;
-    s = reserve_logits(c, n_out);
+    s = bp_context_reserve_logits(c, n_out);
     if (s) return s;
     int64_t pos0 = c->pos;
     c->n_out = 0;
@@ -155,6 +163,8 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
         c->n_out = 0;
         return s;
     }
+    if (n) memcpy(c->seqs[0].toks + pos0, tokens, (size_t)n * sizeof *tokens);
+    c->batch_n = 0; /* no bp_context_batch_logits rows: this was not a bp_context_decode */
     bp_model_memory_after_eval(c->m, n > 1, n_out > 1);
     return BP_OK;
 }

@@ -1,4 +1,5 @@
-/* A context: one sequence's KV cache and the activation buffers of a forward step. */
+/* A context: the KV caches of its sequences (seq 0 is the single-sequence API's) and the
+ * activation buffers of a forward step. */
 #ifndef BP_MODEL_CONTEXT_INTERNAL_H
 #define BP_MODEL_CONTEXT_INTERNAL_H
 
@@ -7,6 +8,15 @@
 #include "backend/step.h"
 
 enum { BP_MODEL_MAX_KIND = 64 };
+
+/* One sequence: its own KV cache of n_ctx positions (seq 0's is c->kv, its length c->pos; the
+ * others' caches are made on first use) and the token ids it holds, for prompt-cache matching
+ * and state files. */
+typedef struct bp_seq {
+    bp_kv_cache *kv;
+    int64_t len;
+    int32_t *toks;
+} bp_seq;
 
 struct bp_context {
     bp_model *m;
@@ -28,11 +38,39 @@ struct bp_context {
     bp_run_record step_rec[2];
     bp_step_state *step_state[BP_STEP_STATES];
     bp_step_traffic last_traffic[2];
+    /* sequences (seq.c, batch.c): n_seq_max of them; per row of the last bp_context_decode its
+     * output index or -1; per row of a step, its sequence and the append order */
+    int32_t n_seq_max;
+    bp_seq *seqs;
+    int32_t *batch_out;
+    int64_t batch_n, batch_cap;
+    int32_t *row_seq, *row_order, *row_tok, *row_pos;
+    bp_kv_cache **seq_kv;
 };
+
+/* The rows of a step over several sequences (bp_step_io's seq_kv, row_seq, append_order). */
+typedef struct bp_forward_rows {
+    const int32_t *positions;
+    void *const *seq_kv;
+    const int32_t *row_seq, *append_order;
+} bp_forward_rows;
+
+/* Room in c->logits for n_out rows (context.c). */
+bp_status bp_context_reserve_logits(bp_context *c, int64_t n_out);
+
+/* seq.c: a sequence's length and cache (seq 0: c->pos, c->kv); its cache made when missing. */
+int64_t *bp_seq_len(bp_context *c, int32_t seq);
+bp_status bp_seq_cache(bp_context *c, int32_t seq, bp_kv_cache **out);
+/* seq.c: the per-sequence arrays of a new context, and their release. */
+bp_status bp_seqs_create(bp_context *c, int32_t n_seq_max);
+void bp_seqs_free(bp_context *c);
 
 /* One forward step over tokens[0..t) at positions c->pos..; writes the logits of the last n_out
  * of them to c->logits. The caller checked ids and room. */
 bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out);
+
+/* The same over several sequences: rows->positions per token; only the CPU runs it. */
+bp_status bp_forward_seqs(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out, const bp_forward_rows *rows);
 
 /* Every backend's hold on the sequence cut to its first n positions (truncate, a failed eval). */
 void bp_context_cut_states(bp_context *c, int64_t n);

@@ -149,21 +149,31 @@ static bp_status program(bp_context *c, bp_step_prog *p, int64_t t, int64_t n_ou
 
 /* ---- the step ------------------------------------------------------------------------------- */
 
-bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out) {
+/* One step over tokens[0..t) at positions[0..t); rows NULL: one sequence (seq 0, positions
+ * c->pos..) through the seam's walk, which may give the step whole to a device; else several
+ * sequences, which only the CPU runs: the step is sent to it by name and its record says so. */
+static bp_status run(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out, const bp_forward_rows *rows) {
     const int64_t V = c->m->hp.n_vocab;
     /* [0] decode (t = 1), [1] the last other shape: a decode step reuses its program as is */
     bp_step_prog *p = &c->prog[t > 1];
     bp_status s;
     if ((p->t != t || p->n_out != n_out || !p->n_nodes) && (s = program(c, p, t, n_out))) return s;
-    for (int64_t i = 0; i < t; i++) c->positions[i] = (int32_t)(c->pos + i);
-    bp_step_io io = {.tokens = tokens, .positions = c->positions, .pos0 = c->pos, .kv = c->kv,
-                     .state = c->step_state, .kind_rec = c->kind_rec[t > 1], .kind_rec_n = BP_MODEL_MAX_KIND};
+    if (!rows)
+        for (int64_t i = 0; i < t; i++) c->positions[i] = (int32_t)(c->pos + i);
+    bp_step_io io = {.tokens = tokens, .positions = rows ? rows->positions : c->positions, .pos0 = c->pos,
+                     .kv = c->kv, .state = c->step_state, .kind_rec = c->kind_rec[t > 1],
+                     .kind_rec_n = BP_MODEL_MAX_KIND};
+    if (rows) io.seq_kv = rows->seq_kv, io.row_seq = rows->row_seq, io.append_order = rows->append_order;
     io.logits = c->logits + (size_t)c->n_out * (size_t)V;
     float *host[BP_SB_COUNT] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->tmp, c->gate, c->up, io.logits};
     memcpy(io.host, host, sizeof host);
-    if ((s = bp_step_run(p, &io))) return s;
+    if (rows) {
+        if ((s = bp_step_run_on(p, &io, "cpu", &c->step_rec[t > 1]))) return s;
+    } else {
+        if ((s = bp_step_run(p, &io))) return s;
+        bp_op_last_record("step", &c->step_rec[t > 1]);
+    }
     c->last_traffic[t > 1] = io.traffic;
-    bp_op_last_record("step", &c->step_rec[t > 1]);
     /* per weight kind, the record of what ran its last job: the device's, or (a step run op by op)
      * the one the seam wrote into the weight */
     const bool whole = strcmp(c->step_rec[t > 1].backend, "cpu") != 0;
@@ -174,4 +184,12 @@ bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
         }
     c->n_out += n_out;
     return BP_OK;
+}
+
+bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out) {
+    return run(c, tokens, t, n_out, NULL);
+}
+
+bp_status bp_forward_seqs(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out, const bp_forward_rows *rows) {
+    return run(c, tokens, t, n_out, rows);
 }

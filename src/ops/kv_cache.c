@@ -204,3 +204,83 @@ bp_status bp_kv_cache_read(const bp_kv_cache *c, int layer, bool values, int64_t
                         out + ((size_t)j * (size_t)v.n_kv_heads + (size_t)h) * (size_t)v.head_dim, nb);
     return BP_OK;
 }
+
+/* ---- whole-sequence moves: copy a prefix, serialize (the model's seq_cp and state files) ---- */
+
+static bool same_layout(const bp_kv_cache *a, const bp_kv_cache *b) {
+    const bp_kv_cache_desc *x = &a->desc, *y = &b->desc;
+    if (x->n_layers != y->n_layers || x->n_kv_heads != y->n_kv_heads || x->head_dim_k != y->head_dim_k ||
+        x->head_dim_v != y->head_dim_v || x->kind_k != y->kind_k || x->kind_v != y->kind_v)
+        return false;
+    for (int l = 0; l < x->n_layers; l++)
+        if (a->layers[l].cap != b->layers[l].cap) return false;
+    return true;
+}
+
+/* Positions [0, n) of every layer: n must be held by every layer of src. */
+static bp_status check_prefix(const bp_kv_cache *c, int64_t n, bool need_len, const char *what) {
+    for (int l = 0; l < c->desc.n_layers; l++) {
+        int64_t have = need_len ? c->layers[l].len : c->layers[l].cap;
+        if (n < 0 || n > have)
+            return bp_fail(BP_E_SHAPE, "%s: layer %d %s %lld tokens, %lld asked", what, l,
+                           need_len ? "holds" : "has room for", (long long)have, (long long)n);
+    }
+    return BP_OK;
+}
+
+bp_status bp_kv_cache_copy_prefix(bp_kv_cache *dst, const bp_kv_cache *src, int64_t n) {
+    if (!dst || !src) return bp_fail(BP_E_INVAL, "kv_cache_copy: cache is NULL");
+    if (!same_layout(dst, src)) return bp_fail(BP_E_SHAPE, "kv_cache_copy: the two caches differ in layout or kind");
+    bp_status s = check_prefix(src, n, true, "kv_cache_copy");
+    if (s) return s;
+    for (int l = 0; l < src->desc.n_layers; l++) {
+        const bp_kv_layer *S = &src->layers[l];
+        bp_kv_layer *D = &dst->layers[l];
+        for (int32_t h = 0; h < src->desc.n_kv_heads; h++) {
+            memcpy(D->k + (size_t)h * (size_t)D->cap * src->row_k, S->k + (size_t)h * (size_t)S->cap * src->row_k,
+                   (size_t)n * src->row_k);
+            memcpy(D->v + (size_t)h * (size_t)D->cap * src->row_v, S->v + (size_t)h * (size_t)S->cap * src->row_v,
+                   (size_t)n * src->row_v);
+        }
+        D->len = n;
+    }
+    return BP_OK;
+}
+
+size_t bp_kv_cache_state_bytes(const bp_kv_cache *c, int64_t n) {
+    if (!c || n <= 0) return 0;
+    return (size_t)c->desc.n_layers * (size_t)c->desc.n_kv_heads * (size_t)n * (c->row_k + c->row_v);
+}
+
+/* Layout: per layer, per head, K rows [0, n) then V rows [0, n), in the cache's kinds. */
+bp_status bp_kv_cache_state_write(const bp_kv_cache *c, int64_t n, uint8_t *dst) {
+    if (!c || (!dst && n > 0)) return bp_fail(BP_E_INVAL, "kv_cache_state: NULL argument");
+    bp_status s = check_prefix(c, n, true, "kv_cache_state");
+    if (s) return s;
+    for (int l = 0; l < c->desc.n_layers; l++)
+        for (int32_t h = 0; h < c->desc.n_kv_heads; h++) {
+            const bp_kv_layer *L = &c->layers[l];
+            memcpy(dst, L->k + (size_t)h * (size_t)L->cap * c->row_k, (size_t)n * c->row_k);
+            dst += (size_t)n * c->row_k;
+            memcpy(dst, L->v + (size_t)h * (size_t)L->cap * c->row_v, (size_t)n * c->row_v);
+            dst += (size_t)n * c->row_v;
+        }
+    return BP_OK;
+}
+
+bp_status bp_kv_cache_state_read(bp_kv_cache *c, int64_t n, const uint8_t *src) {
+    if (!c || (!src && n > 0)) return bp_fail(BP_E_INVAL, "kv_cache_state: NULL argument");
+    bp_status s = check_prefix(c, n, false, "kv_cache_state");
+    if (s) return s;
+    for (int l = 0; l < c->desc.n_layers; l++) {
+        bp_kv_layer *L = &c->layers[l];
+        for (int32_t h = 0; h < c->desc.n_kv_heads; h++) {
+            memcpy(L->k + (size_t)h * (size_t)L->cap * c->row_k, src, (size_t)n * c->row_k);
+            src += (size_t)n * c->row_k;
+            memcpy(L->v + (size_t)h * (size_t)L->cap * c->row_v, src, (size_t)n * c->row_v);
+            src += (size_t)n * c->row_v;
+        }
+        L->len = n;
+    }
+    return BP_OK;
+}

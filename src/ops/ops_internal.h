@@ -53,6 +53,15 @@ struct bp_kv_cache {
     size_t bytes;
 };
 
+/* Whole sequences (the model's seq_cp and sequence state): dst's positions [0, n) become src's
+ * (same layout and kinds; dst's length becomes n); the serialized size of positions [0, n),
+ * and the serialization itself (per layer, per head: K rows then V rows, raw in the cache's
+ * kinds). state_read makes positions [0, n) the cache's contents. */
+bp_status bp_kv_cache_copy_prefix(bp_kv_cache *dst, const bp_kv_cache *src, int64_t n);
+size_t bp_kv_cache_state_bytes(const bp_kv_cache *c, int64_t n);
+bp_status bp_kv_cache_state_write(const bp_kv_cache *c, int64_t n, uint8_t *dst);
+bp_status bp_kv_cache_state_read(bp_kv_cache *c, int64_t n, const uint8_t *src);
+
 /* Keys [j0, j1) a query at position p may see in a layer holding len tokens under d. */
 void bp_attn_key_range(const bp_attn_desc *d, int64_t p, int64_t len, int64_t *j0, int64_t *j1);
 

@@ -50,6 +50,39 @@ static int64_t kv_length(void *cache) { return bp_kv_cache_length(cache, 0); }
 
 /* ---- the CPU: node by node ---------------------------------------------------------------- */
 
+/* A step over several sequences: the keys of each run of rows that go to one cache at
+ * consecutive positions are appended in one call, in append_order. */
+static bp_status append_seqs(const bp_step_prog *p, const bp_step_node *nd, bp_step_io *io) {
+    const int64_t wk = p->width[BP_SB_K], wv = p->width[BP_SB_V];
+    for (int64_t a = 0; a < nd->rows;) {
+        const int32_t r = io->append_order[a];
+        int64_t n = 1;
+        while (a + n < nd->rows && io->append_order[a + n] == r + n && io->row_seq[r + n] == io->row_seq[r] &&
+               io->positions[r + n] == io->positions[r] + n)
+            n++;
+        bp_status s = bp_kv_cache_append(io->seq_kv[io->row_seq[r]], nd->layer, io->host[BP_SB_K] + r * wk,
+                                         io->host[BP_SB_V] + r * wv, n, io->positions[r]);
+        if (s) return s;
+        a += n;
+    }
+    return BP_OK;
+}
+
+/* Attention of rows [r0, r0 + rows), each over its own sequence's cache (the causal mask and
+ * the window come from the rows' positions): one call per run of rows of one sequence. */
+static bp_status attend_seqs(const bp_step_prog *p, const bp_step_node *nd, bp_step_io *io, float *dst) {
+    const int64_t wq = p->width[BP_SB_Q];
+    for (int64_t r = nd->r0; r < nd->r0 + nd->rows;) {
+        int64_t n = 1;
+        while (r + n < nd->r0 + nd->rows && io->row_seq[r + n] == io->row_seq[r]) n++;
+        bp_status s = bp_attention(&nd->attn, io->host[BP_SB_Q] + r * wq, n, io->positions + r,
+                                   io->seq_kv[io->row_seq[r]], nd->layer, dst + (r - nd->r0) * nd->n);
+        if (s) return s;
+        r += n;
+    }
+    return BP_OK;
+}
+
 static bp_status node_cpu(const bp_step_prog *p, const bp_step_node *nd, bp_step_io *io) {
     const int64_t n = nd->n;
     float *dst = io->host[nd->dst] + nd->r0 * n, *src = io->host[nd->src] + nd->r0 * n;
@@ -87,9 +120,11 @@ static bp_status node_cpu(const bp_step_prog *p, const bp_step_node *nd, bp_step
         return bp_rope(&nd->rope, dst, nd->rows, pos);
     }
     case BP_STEP_KV_APPEND:
+        if (io->row_seq) return append_seqs(p, nd, io);
         return bp_kv_cache_append(io->kv, nd->layer, io->host[BP_SB_K] + nd->r0 * p->width[BP_SB_K],
                                   io->host[BP_SB_V] + nd->r0 * p->width[BP_SB_V], nd->rows, io->pos0 + nd->r0);
     case BP_STEP_ATTENTION:
+        if (io->row_seq) return attend_seqs(p, nd, io, dst);
         return bp_attention(&nd->attn, io->host[BP_SB_Q] + nd->r0 * p->width[BP_SB_Q], nd->rows,
                             io->positions + nd->r0, io->kv, nd->layer, dst);
     case BP_STEP_GLU: return bp_glu(nd->act, dst, io->host[BP_SB_UP] + nd->r0 * n, nd->rows * n, dst);

@@ -24,6 +24,7 @@ struct bp_sampler {
     int32_t *count; /* occurrences of each id in the ring */
     cand *c;        /* n_vocab scratch: candidates */
     double *w;      /* n_vocab scratch: their weights */
+    float *bias;    /* n_vocab logit biases (bp_sampler_set_logit_bias), or NULL */
 };
 
 bp_sampler_params bp_sampler_default_params(void) {
@@ -74,6 +75,7 @@ void bp_sampler_free(bp_sampler *s) {
     bp_free(s->count);
     bp_free(s->c);
     bp_free(s->w);
+    bp_free(s->bias);
     bp_free(s);
 }
 
@@ -189,6 +191,7 @@ static bp_status filter(bp_sampler *s, const float *logits, size_t *n_out, doubl
     bool any_pos_inf = false;
     for (int32_t i = 0; i < s->n_vocab; i++) {
         double l = isnan(logits[i]) ? -INFINITY : (double)logits[i];
+        if (s->bias) l += s->bias[i];
         if (s->count[i] > 0) { /* the penalties see what the window holds */
             l = l <= 0 ? l * p->repeat_penalty : l / p->repeat_penalty;
             l -= s->count[i] * (double)p->frequency_penalty + (double)p->presence_penalty;
@@ -302,5 +305,59 @@ bp_status bp_sampler_sample(bp_sampler *s, const float *logits, bp_token *out) {
         }
     }
     *out = pick;
+    return BP_OK;
+}
+
+/* ---- what a server needs: logit bias, log-probabilities -------------------------------------- */
+
+bp_status bp_sampler_set_logit_bias(bp_sampler *s, const bp_token *ids, const float *bias, int32_t n) {
+    if (!s || (n > 0 && (!ids || !bias))) return bp_fail(BP_E_INVAL, "bp_sampler_set_logit_bias: NULL argument");
+    if (n < 0) return bp_fail(BP_E_INVAL, "bp_sampler_set_logit_bias: %d entries", (int)n);
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            return bp_fail(BP_E_INVAL, "bp_sampler_set_logit_bias: entry %d is id %d, outside the vocabulary of %d",
+                           (int)i, (int)ids[i], (int)s->n_vocab);
+        if (isnan(bias[i]) || bias[i] == INFINITY)
+            return bp_fail(BP_E_INVAL, "bp_sampler_set_logit_bias: entry %d (id %d) is %g (finite or -inf)", (int)i,
+                           (int)ids[i], (double)bias[i]);
+    }
+    if (n == 0) {
+        bp_free(s->bias);
+        s->bias = NULL;
+        return BP_OK;
+    }
+    float *b = s->bias ? s->bias : bp_malloc((size_t)s->n_vocab * sizeof *b);
+    if (!b) return bp_fail(BP_E_NOMEM, "bp_sampler_set_logit_bias: %d floats", (int)s->n_vocab);
+    memset(b, 0, (size_t)s->n_vocab * sizeof *b);
+    for (int32_t i = 0; i < n; i++) b[ids[i]] += bias[i];
+    s->bias = b;
+    return BP_OK;
+}
+
+bp_status bp_sampler_logprobs(bp_sampler *s, const float *logits, bp_token tok, int32_t top_n, double *tok_logprob,
+                              bp_logprob *top) {
+    if (!s || !logits || !tok_logprob || (top_n > 0 && !top))
+        return bp_fail(BP_E_INVAL, "bp_sampler_logprobs: NULL argument");
+    if (tok < 0 || tok >= s->n_vocab || top_n < 0 || top_n > s->n_vocab)
+        return bp_fail(BP_E_INVAL, "bp_sampler_logprobs: token %d, top_n %d (vocabulary of %d)", (int)tok, (int)top_n,
+                       (int)s->n_vocab);
+    cand *c = s->c;
+    double mx = -INFINITY;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        double l = isnan(logits[i]) ? -INFINITY : (double)logits[i];
+        if (s->bias) l += s->bias[i];
+        c[i] = (cand){l, i};
+        mx = l > mx ? l : mx;
+    }
+    if (mx == -INFINITY || mx == INFINITY)
+        return bp_fail(BP_E_INVAL, "bp_sampler_logprobs: the largest logit is %g", mx);
+    double sum = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) sum += exp(c[i].l - mx);
+    const double lse = mx + log(sum);
+    *tok_logprob = c[tok].l - lse;
+    if (top_n > 0) {
+        top_k(c, (size_t)s->n_vocab, (size_t)top_n);
+        for (int32_t i = 0; i < top_n; i++) top[i] = (bp_logprob){c[i].id, c[i].l - lse};
+    }
     return BP_OK;
 }
