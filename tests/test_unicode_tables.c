@@ -1,6 +1,6 @@
 /* The generated Unicode flags (src/text/unicode_data.c) on characters whose categories are
  * known from the Unicode standard, the table's shape, the lowercase and NFD tables
- * (unicode_norm_data.c) on known characters, and UTF-8 decoding with llama.cpp's
+ * (unicode_lower_data.c, unicode_nfd_data.c) on known characters, and UTF-8 decoding with llama.cpp's
  * leniency (what the BPE pre-tokenizers see). The table itself is checked against its
  * generator by cli_tok_unicode_tables. */
 #include "harness.h"

@@ -1,7 +1,7 @@
 /* Unicode facts for the tokenizers: UTF-8 decoding as llama.cpp does it (the token ids we must
  * reproduce depend on its exact leniency), the category flags of a code point, its simple
- * lowercase and the first code point of its NFD, from the generated tables in unicode_data.c
- * and unicode_norm_data.c (src/text/unicode_gen.py, Unicode 15.1). */
+ * lowercase and the first code point of its NFD, from the generated tables in unicode_data.c,
+ * unicode_lower_data.c and unicode_nfd_data.c (src/text/unicode_gen.py, Unicode 15.1). */
 #ifndef BP_MODEL_UNICODE_H
 #define BP_MODEL_UNICODE_H
 
