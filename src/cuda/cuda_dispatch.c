@@ -316,15 +316,8 @@ static bool cu_has_step_weight(bp_kind k) {
     return bp_cu_kernel_find(a) && bp_cu_kernel_find(b) && bp_cu_kernel_find(e);
 }
 
-static bool cu_has_step(bp_kind kv) {
-    if (!bp_gpu_step_kv_kind(kv)) return false;
-    const char *kn = bp_kind_traits_of(kv)->info.name;
-    char a[48], b[48];
-    snprintf(a, sizeof a, "step_attention_%s", kn);
-    snprintf(b, sizeof b, "step_kv_append_%s", kn);
-    return bp_cu_kernel_find(a) && bp_cu_kernel_find(b) && bp_cu_kernel_find("step_rms_norm") &&
-           bp_cu_kernel_find("step_rope") && bp_cu_kernel_find("step_glu") && bp_cu_kernel_find("step_eltwise");
-}
+static bool cu_has_named(const char *name) { return bp_cu_kernel_find(name) != NULL; }
+static bool cu_has_step(bp_kind kv) { return bp_gpu_step_has_kernels(kv, "step_", cu_has_named); }
 
 /* The whole step (src/gpu/gpu_step.c) on the device's stream: recorded once per shape by stream
  * capture into a CUDA graph, replayed per step (one cudaGraphLaunch). Under cu_lock. */

@@ -433,6 +433,17 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
     return bp_fail(BP_E_INVAL, "%s step: node kind %d unknown", B->b->display, (int)nd->kind);
 }
 
+bool bp_gpu_step_has_kernels(bp_kind kv, const char *prefix, bool (*has)(const char *name)) {
+    if (!bp_gpu_step_kv_kind(kv)) return false;
+    static const char *const fixed[] = {"kv_append_", "attention_", "rms_norm", "rope", "glu", "eltwise"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s%s", prefix ? prefix : "", fixed[i], i < 2 ? kind_name(kv) : "");
+        if (!has(name)) return false;
+    }
+    return true;
+}
+
 bp_status bp_gpu_step_check_weights(const bp_gpu_backend *b, const bp_step_prog *p, bool (*has)(bp_kind)) {
     bp_kind wk[32];
     const int nw = bp_step_weight_kinds(p, wk, 32);

@@ -46,6 +46,10 @@ typedef struct bp_gpu_backend {
  * quantizer searches scales). */
 bool bp_gpu_step_kv_kind(bp_kind k);
 
+/* Whether a backend has the step's kernels for a KV kind: kv_append_<KV>, attention_<KV> and the
+ * kind-free ones, each name (after prefix, NULL none) asked of has(name). Device-free. */
+bool bp_gpu_step_has_kernels(bp_kind kv, const char *prefix, bool (*has)(const char *name));
+
 /* Whether every weight kind of p has the backend's embedding and matmul kernels (has(kind));
  * BP_E_UNSUPPORTED naming the first kind without them. */
 bp_status bp_gpu_step_check_weights(const bp_gpu_backend *b, const bp_step_prog *p, bool (*has)(bp_kind));

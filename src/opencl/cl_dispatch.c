@@ -89,15 +89,7 @@ static bool cl_has_matmul(bp_op op, bp_kind k) {
 }
 
 /* The whole step (src/gpu/gpu_step.c): the step kernels for the KV kind and the shared ones. */
-static bool cl_has_step(bp_kind kv) {
-    if (!bp_gpu_step_kv_kind(kv)) return false;
-    char a[48], b[48];
-    const char *kn = bp_kind_traits_of(kv)->info.name;
-    snprintf(a, sizeof a, "attention_%s", kn);
-    snprintf(b, sizeof b, "kv_append_%s", kn);
-    return program_has(a) && program_has(b) && program_has("rms_norm") && program_has("rope") && program_has("glu") &&
-           program_has("eltwise");
-}
+static bool cl_has_step(bp_kind kv) { return bp_gpu_step_has_kernels(kv, NULL, program_has); }
 
 /* A weight kind's embedding and matmul kernels, for the step. */
 static bool cl_has_step_weight(bp_kind k) {

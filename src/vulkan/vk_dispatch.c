@@ -306,15 +306,7 @@ static bool vk_has_named(const char *name) {
     return false;
 }
 
-static bool vk_has_step(bp_kind kv) {
-    if (!bp_gpu_step_kv_kind(kv)) return false;
-    char a[48], b[48];
-    const char *kn = bp_kind_traits_of(kv)->info.name;
-    snprintf(a, sizeof a, "attention_%s", kn);
-    snprintf(b, sizeof b, "kv_append_%s", kn);
-    return vk_has_named(a) && vk_has_named(b) && vk_has_named("rms_norm") && vk_has_named("rope") &&
-           vk_has_named("glu") && vk_has_named("eltwise");
-}
+static bool vk_has_step(bp_kind kv) { return bp_gpu_step_has_kernels(kv, NULL, vk_has_named); }
 
 static bool vk_has_launch(bp_op op, bp_kind k) {
     if (op == BP_OP_STEP) return vk_has_step(k);
