@@ -12,8 +12,9 @@
  *    alone (prefix, then the rest) bit for bit;
  * 3. a sequence's state saved to memory and to a file and restored into another sequence and
  *    another context continues with the same logits, bit for bit;
- * 4. bad input (unknown sequence, a position gap, no room, a bad id, a truncated, damaged or
- *    foreign state file, a middle range removed) is a clear error that changes nothing;
+ * 4. bad input (unknown sequence, a position gap, no room, a bad id, n_seq_max over 256, a
+ *    truncated, damaged or foreign state file, a middle range removed) is a clear error that
+ *    changes nothing;
  * 5. a decode step over three sequences makes as many matmul calls as a step over one. */
 #include <math.h>
 #include <stdlib.h>
@@ -249,6 +250,11 @@ static void run_errors(bp_model *m, const model_ref_logits *r, int64_t V) {
     free(many);
     free(mseq);
     CHECK(bp_context_seq_pos(c, 0) == 3 && bp_context_seq_pos(c, 1) == 0, "bad batches changed the sequences");
+    bp_context_params many_seqs = bp_context_default_params();
+    many_seqs.n_ctx = 16, many_seqs.n_seq_max = 257;
+    bp_context *none = NULL;
+    CHECK(bp_context_create(m, &many_seqs, &none) == BP_E_INVAL && !none && strstr(bp_last_error(), "n_seq_max"),
+          "n_seq_max 257: %s", bp_last_error());
     CHECK(bp_context_seq_rm(c, 0, 0, 1) == BP_E_UNSUPPORTED, "seq_rm of a middle range: %s", bp_last_error());
     CHECK(bp_context_seq_cp(c, 0, 5, -1) == BP_E_INVAL, "seq_cp to sequence 5 accepted");
     CHECK(bp_context_seq_cp(c, 0, 1, 9) == BP_E_INVAL, "seq_cp of 9 positions of 3 accepted");
