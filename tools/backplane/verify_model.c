@@ -97,11 +97,12 @@ static bp_status eval_piece(bp_context *c, const char *backend, bool reference, 
     return s;
 }
 
-static void compare_rows(cand *k, const bp_context *ref, int64_t V, const int32_t *tok, int64_t p0, int64_t n,
-                         int64_t n_tok) {
+/* zr[j]: the reference row's log-sum-exp, made once per piece for every backend. */
+static void compare_rows(cand *k, const bp_context *ref, const double *zr_, int64_t V, const int32_t *tok, int64_t p0,
+                         int64_t n, int64_t n_tok) {
     for (int64_t j = 0; j < n; j++) {
         const float *lr = bp_context_logits(ref, j), *lc = bp_context_logits(k->c, j);
-        const double zr = lse(lr, V), zc = lse(lc, V);
+        const double zr = zr_[j], zc = lse(lc, V);
         const int64_t pos = p0 + j;
         if (!isfinite(zc)) {
             k->nonfinite++;
@@ -243,11 +244,18 @@ int bp_cmd_verify_model(int argc, char **argv) {
     if (!json)
         fprintf(stderr, "verify: %lld tokens of %s against the CPU reference path (scalar kernels, exact mode, F32 KV)\n",
                 (long long)n, file ? file : "the built-in text");
+    double ref_nll = 0, zr[PIECE];
+    int64_t ref_scored = 0;
     for (int64_t p0 = 0; p0 < n; p0 += PIECE) {
         const int64_t m = n - p0 < PIECE ? n - p0 : PIECE;
         if ((s = eval_piece(ref, "cpu", true, ids + p0, m))) {
             rc = bp_cli_error("reference", s);
             goto out;
+        }
+        for (int64_t j = 0; j < m; j++) {
+            const float *lr = bp_context_logits(ref, j);
+            zr[j] = lse(lr, V);
+            if (p0 + j + 1 < n) ref_nll += zr[j] - (double)lr[ids[p0 + j + 1]], ref_scored++;
         }
         for (int b = 0; b < nb; b++) {
             if ((s = eval_piece(k[b].c, names[b], false, ids + p0, m))) {
@@ -256,30 +264,11 @@ int bp_cmd_verify_model(int argc, char **argv) {
                 goto out;
             }
             if (p0 == 0) what_ran(&k[b], ses.model);
-            compare_rows(&k[b], ref, V, (const int32_t *)ids, p0, m, n);
+            compare_rows(&k[b], ref, zr, V, (const int32_t *)ids, p0, m, n);
         }
         if (progress) fprintf(stderr, "\rverify: %lld / %lld tokens", (long long)(p0 + m), (long long)n);
     }
     if (progress) fprintf(stderr, "\n");
-    /* The reference's own perplexity: its logits are gone piece by piece, so recompute once. */
-    double ref_nll = 0;
-    int64_t ref_scored = 0;
-    if ((s = bp_context_truncate(ref, 0))) {
-        rc = bp_cli_error("reference", s);
-        goto out;
-    }
-    for (int64_t p0 = 0; p0 < n && !rc; p0 += PIECE) {
-        const int64_t m = n - p0 < PIECE ? n - p0 : PIECE;
-        if ((s = eval_piece(ref, "cpu", true, ids + p0, m))) {
-            rc = bp_cli_error("reference", s);
-            break;
-        }
-        for (int64_t j = 0; j < m && p0 + j + 1 < n; j++) {
-            const float *lr = bp_context_logits(ref, j);
-            ref_nll += lse(lr, V) - (double)lr[ids[p0 + j + 1]], ref_scored++;
-        }
-    }
-    if (rc) goto out;
     const double ref_ppl = exp(ref_nll / (double)ref_scored);
     if (json) {
         printf("{\"model\": ");
