@@ -180,6 +180,14 @@ void bp_fallback_report(FILE *out);
  * ledger): live bytes and live allocations; either pointer may be NULL. Freeing everything a
  * program made brings both back to where they were, which is how a leak shows. */
 void bp_device_memory(uint64_t *live_bytes, uint64_t *live_allocations);
+/* The most device bytes live at once since the process started or the last reset (reset true:
+ * returns the peak, then starts again from what is live now): what `run --plan-check` holds a
+ * plan's device bytes to. */
+uint64_t bp_device_memory_peak(bool reset);
+/* The library's host allocations (every one goes through one door, src/core/alloc.h): usable
+ * bytes live now and the most since the process started or the last reset (reset true: then
+ * starts again from what is live now). Either pointer may be NULL. */
+void bp_host_memory(uint64_t *live_bytes, uint64_t *peak_bytes, bool reset);
 
 /* ---- backends: what is here, where an op will run, preference, strict mode -------------- */
 /* Backends in dispatch order (src/backend/backends.def), the CPU last. Asking may run a backend's

@@ -240,6 +240,75 @@ typedef void (*bp_perplexity_fn)(int64_t chunk, double ppl_so_far, void *user);
 bp_status bp_context_perplexity(bp_context *c, const int32_t *tokens, int64_t n, int64_t chunk, int64_t max_chunks,
                                 int32_t bos, bp_perplexity_fn on_chunk, void *user, bp_perplexity_result *out);
 
+/* ---- plan: placement and memory before loading ------------------------------------------ */
+
+/* What a run of the model would use, from the file's metadata alone: no tensor data is read (a
+ * plan of a multi-GiB file takes milliseconds), every tensor is checked as bp_model_load checks
+ * it, and the placement is the one the run takes in this process (the backend preference,
+ * BACKPLANE_* switches and strict mode as they are now). `run --plan-check` holds the run to it. */
+typedef struct bp_plan_params {
+    int64_t n_ctx;          /* as bp_context_params: 0 the training context, capped at 4096 */
+    bp_kind kv_kind;        /* default F16 */
+    int64_t n_batch;        /* 0: 512 */
+    int32_t n_parallel;     /* sequences, each with its own cache of n_ctx (0: 1) */
+    uint64_t device_budget; /* bytes a device may hold; 0: no limit */
+} bp_plan_params;
+
+bp_plan_params bp_plan_default_params(void);
+
+/* Bytes on one device ("host", or a backend's name). The host's weights are the mapped file
+ * (read whole at load); each item is what the run allocates for it. */
+typedef struct bp_plan_memory {
+    char name[24];
+    bool known;           /* false: the backend cannot size its placement (no step_bytes) */
+    uint64_t weights;     /* host: the mapped file; a device: the weight arenas */
+    uint64_t copies;      /* the CPU's repacked copies (made at the first decode) */
+    uint64_t kv;          /* K and V of every layer (every sequence) */
+    uint64_t activations; /* the step's buffers */
+    uint64_t logits;      /* host: one position's; a device: its logits buffers */
+    uint64_t scratch;     /* CPU: thread scratch and the activation buffer; a device: gains,
+                             biases, RoPE tables, the step input, its own tables */
+    uint64_t other;       /* host: the file's index, the model's tables and F32 vectors, the
+                             step programs, the sequences' token ids */
+    uint64_t total;
+} bp_plan_memory;
+
+typedef struct bp_plan_tensor {
+    char name[96];
+    int32_t layer;         /* -1: not a layer's (token_embd, output) */
+    bp_kind kind;
+    int64_t rows, cols;
+    uint64_t bytes;        /* in the file */
+    char backend[24];      /* what runs its matmuls: "cpu", "vulkan" */
+    char kernel[128];      /* the kernel at batch 1 (decode) */
+    char kernel_batch[128]; /* at n_batch (prefill) */
+    uint64_t copy_bytes;   /* the CPU's repacked copy of it (0: its kernel reads the file) */
+} bp_plan_tensor;
+
+typedef struct bp_plan {
+    char arch[32], name[128];
+    bp_context_params ctx;   /* the context, its defaults filled in */
+    uint64_t file_bytes;
+    char step_backend[24];   /* what takes the step whole; "cpu": op by op on the CPU */
+    char why[1024];          /* for "cpu": each backend's answer */
+    bp_plan_memory mem[2];   /* [0] the host, [1] the device when one takes the step */
+    int n_mem;
+    uint64_t heap;           /* of mem[0]: the host allocations (all but the mapped file) */
+    uint64_t released;       /* of mem[0].weights: the originals' pages dropped after each eval
+                                (bp_model_params.release_originals) */
+    int32_t n_layers, n_layers_device;
+    char budget_note[256];   /* how device_budget decided, or "" */
+    bp_plan_tensor *tensors; /* every matrix of the model */
+    int64_t n_tensors;
+    double seconds;          /* the plan's own time */
+} bp_plan;
+
+/* The plan of the model in the file at path (or in memory: buf, len, as bp_gguf_open_memory);
+ * *out NULL on failure, the error naming the file, key or tensor as bp_model_load would. */
+bp_status bp_plan_file(const char *path, const bp_plan_params *p, bp_plan **out);
+bp_status bp_plan_buffer(const void *buf, size_t len, const bp_plan_params *p, bp_plan **out);
+void bp_plan_free(bp_plan *p); /* NULL is fine */
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

@@ -168,6 +168,9 @@ bp_status bp_kv_cache_truncate(bp_kv_cache *c, int layer, int64_t n_tokens);
 void bp_kv_cache_clear(bp_kv_cache *c); /* every layer's length becomes 0 */
 /* Bytes of K and V storage over all layers. */
 size_t bp_kv_cache_bytes(const bp_kv_cache *c);
+/* The bytes bp_kv_cache_create(d) would hold (the same as bp_kv_cache_bytes of it), with its
+ * checks of d, allocating nothing. */
+bp_status bp_kv_cache_plan_bytes(const bp_kv_cache_desc *d, size_t *bytes);
 
 /* A read view of one layer's K (or V): head h, token j is row_bytes bytes at
  * data + (h * head_stride + j * row_bytes); valid until the cache is freed. */

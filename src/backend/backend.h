@@ -125,8 +125,15 @@ typedef struct bp_backend_dispatch {
      * then not enabled unless the env forces it), or at the first shape question when the env
      * forced the backend on. */
     bool (*describe)(bp_device_desc *out);
+    /* Members above are valid for version 1 of the interface. */
+
+    /* Optional (NULL: the plan cannot say; `backplane plan` prints "unknown" for the device).
+     * The device memory taking the step of program p would place (src/backend/step.h), from the
+     * same arithmetic the placement runs, so a plan and the ledger after the run agree. May open
+     * the device to read its limits; must not allocate on it or read weight data. */
+    bp_status (*step_bytes)(const struct bp_step_prog *p, struct bp_step_bytes *out);
 } bp_backend_dispatch;
-/* Members above are valid for version 1 of the interface (this file's only version so far). */
+/* Members above are valid for version 2 of the interface. */
 
 /* The kernel name a claim of (op, k) must carry: the kind's name for matvec/gemm, "<op> <KIND>"
  * otherwise. Writes buf, returns it. */

@@ -109,6 +109,19 @@ typedef struct bp_step_traffic {
     bool recorded;             /* this step recorded its submission (else it replayed one) */
 } bp_step_traffic;
 
+/* The device memory a backend places for a program (its step_bytes member, `backplane plan`):
+ * what it allocates when it takes the step, computed without a device call. */
+typedef struct bp_step_bytes {
+    size_t weights;      /* the arenas, n_arenas of them */
+    size_t params;       /* norm gains, biases, RoPE frequencies */
+    size_t kv;           /* K and V of every layer */
+    size_t activations;  /* the step's buffers but the logits */
+    size_t logits;       /* host-visible where the device has it */
+    size_t io;           /* the step's input */
+    size_t extra;        /* the backend's own tables (Vulkan's IQ grids) */
+    int n_arenas;
+} bp_step_bytes;
+
 /* Per-backend state slots: one per backends.def row, and one for a backend outside the table
  * (the test mock, whose id is BP_BACKEND_COUNT). */
 enum { BP_STEP_STATES = BP_BACKEND_COUNT + 1 };

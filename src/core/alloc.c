@@ -1,5 +1,6 @@
 #include "core/alloc.h"
 
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,10 +12,22 @@ static atomic_bool fail_sticky;  /* and every one after it */
 static atomic_llong n_injected;
 static _Atomic(const void *) last_site; /* return address of the last injected failure */
 static atomic_llong n_live;              /* blocks handed out and not yet given to bp_free */
+static atomic_llong n_bytes, n_peak;     /* their usable bytes, and the most there ever were */
+
+static void add_bytes(long long b) {
+    long long now = atomic_fetch_add_explicit(&n_bytes, b, memory_order_relaxed) + b;
+    long long pk = atomic_load_explicit(&n_peak, memory_order_relaxed);
+    while (now > pk && !atomic_compare_exchange_weak_explicit(&n_peak, &pk, now, memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+    }
+}
 
 /* Count a block handed out (p non-NULL); returns p. */
 static void *live(void *p) {
-    if (p) atomic_fetch_add_explicit(&n_live, 1, memory_order_relaxed);
+    if (p) {
+        atomic_fetch_add_explicit(&n_live, 1, memory_order_relaxed);
+        add_bytes((long long)malloc_usable_size(p));
+    }
     return p;
 }
 
@@ -44,8 +57,11 @@ void *bp_calloc(size_t count, size_t size) {
 
 void *bp_realloc(void *p, size_t n) {
     if (injected()) return NULL;
+    const long long old = p ? (long long)malloc_usable_size(p) : 0;
     void *q = realloc(p, n ? n : 1);
-    return p ? q : live(q); /* a grown block is the same block */
+    if (!p) return live(q);
+    if (q) add_bytes((long long)malloc_usable_size(q) - old); /* a grown block is the same block */
+    return q;
 }
 
 void *bp_aligned_alloc(size_t align, size_t n) {
@@ -66,11 +82,17 @@ char *bp_strdup(const char *s) {
 }
 
 void bp_free(void *p) {
-    if (p) atomic_fetch_sub_explicit(&n_live, 1, memory_order_relaxed);
+    if (p) {
+        atomic_fetch_sub_explicit(&n_live, 1, memory_order_relaxed);
+        add_bytes(-(long long)malloc_usable_size(p));
+    }
     free(p);
 }
 
 long long bp_alloc_live(void) { return atomic_load(&n_live); }
+long long bp_alloc_live_bytes(void) { return atomic_load(&n_bytes); }
+long long bp_alloc_peak_bytes(void) { return atomic_load(&n_peak); }
+void bp_alloc_peak_reset(void) { atomic_store(&n_peak, atomic_load(&n_bytes)); }
 
 void bp_alloc_fail_after(long long n, bool persistent) {
     atomic_store(&fail_sticky, persistent);

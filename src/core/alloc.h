@@ -7,7 +7,8 @@
  * never fail, so a NULL check behind it is never proven.
  *
  * The wrappers record nothing per allocation (that is the device ledger's job); they count
- * calls and live blocks and consult the injection switch: two relaxed atomic adds when disarmed.
+ * calls, live blocks and their bytes, and consult the injection switch: a few relaxed atomics
+ * when disarmed.
  * Memory from bp_malloc / bp_calloc / bp_realloc / bp_aligned_alloc is released with bp_free
  * (plain free() works too: they are the C library's allocations underneath, but then
  * bp_alloc_live() keeps counting the block).
@@ -44,6 +45,12 @@ const void *bp_alloc_last_injected_site(void);
  * heap (a block released with plain free() stays counted: release the library's blocks with
  * bp_free in code that checks this). */
 long long bp_alloc_live(void);
+/* The usable bytes (malloc_usable_size) of those blocks now, the most there were since start or
+ * since bp_alloc_peak_reset (which sets it to now): what `run --plan-check` holds the plan's host
+ * heap to. Blocks released with plain free() stay counted here too. */
+long long bp_alloc_live_bytes(void);
+long long bp_alloc_peak_bytes(void);
+void bp_alloc_peak_reset(void);
 /* The device layer's allocations (device memory, pinned host memory, arenas: src/device)
  * count as allocations too and ask the same switch: true when this one is to fail. site: the
  * caller's address (__builtin_return_address(0)). */

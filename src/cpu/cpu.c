@@ -354,6 +354,12 @@ static const bp_cpu_vec_kernel *decode_kernel(const bp_cpu_ops *ops, bp_kind k) 
     return pick == 2 ? &ops->vec_alt[k] : main;
 }
 
+/* Bytes bp_cpu_packed_alloc asks for: copies of 2 MiB and more in whole huge pages. */
+static size_t packed_bytes(size_t n) {
+    const size_t huge = (size_t)2 << 20;
+    return n < huge ? (n ? n : 1) : (n + huge - 1) / huge * huge;
+}
+
 /* What a call of kind k at batch t runs on this path: the one place that decides it, so the
  * run, the batched jobs (bp_cpu_job_setup) and the name every report prints cannot disagree.
  * copy: whether the kernel may read a repacked copy (false where none can be made); a kernel
@@ -436,6 +442,31 @@ const char *bp_cpu_kernel_name(bp_kind k, int64_t t) {
     return p.vk || p.gemm ? p.name : "CPU (no kernel)";
 }
 
+void bp_cpu_call_memory(bp_kind k, int64_t rows, int64_t cols, size_t row_bytes, int64_t t, size_t *copy, size_t *act) {
+    pthread_once(&g_once, init_once);
+    *copy = *act = 0;
+    if (!bp_kind_traits_of(k) || rows < 1 || cols < 1 || t < 1) return;
+    plan p;
+    plan_call(&g_ops[g_isa], k, t, cols, g_repack, &p);
+    *act = p.abuf ? (p.abuf + 4095) & ~(size_t)4095 : 0;
+    if (!p.vk || !p.vk->pack) return;
+    /* The pack function over zero rows sets the copy's row stride and reads nothing. */
+    static const uint8_t none[1];
+    bp_cpu_packed pk = {0};
+    /* A copy of 2 MiB or more is 2 MiB-aligned: the C library may hand back up to that much more
+     * than asked (an aligned block mapped on its own keeps the alignment's slack), which the
+     * heap's count sees; counted here as the most it can be. */
+    if (p.vk->pack(none, 0, cols, row_bytes, &pk)) {
+        const size_t n = packed_bytes((size_t)rows * pk.row_stride);
+        *copy = n + (n >= ((size_t)2 << 20) ? ((size_t)2 << 20) : 0) + sizeof pk;
+    }
+    bp_free(pk.data);
+}
+
+size_t bp_cpu_pool_scratch_bytes(void) {
+    return (size_t)bp_pool_size() * (((size_t)BP_CPU_SCRATCH_FLOATS * sizeof(float) + 63) & ~(size_t)63);
+}
+
 /* The weight's kind, shape and bytes were checked once, by bp_weight_init; a call checks its
  * own arguments. */
 static bp_status check_weight(const bp_weight *w, const void *x, const void *y, int64_t t,
@@ -497,7 +528,7 @@ uint8_t *bp_cpu_packed_alloc(int64_t rows, size_t stride) {
     if (rows < 0 || (stride && (size_t)rows > SIZE_MAX / stride)) return NULL;
     size_t n = (size_t)rows * stride;
     if (n < huge) return bp_calloc(n ? n : 1, 1);
-    n = (n + huge - 1) / huge * huge;
+    n = packed_bytes(n);
     uint8_t *p = bp_aligned_alloc(huge, n);
     if (!p) return NULL;
 #ifdef MADV_HUGEPAGE

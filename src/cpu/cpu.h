@@ -11,6 +11,15 @@ bp_status bp_cpu_matvec(bp_weight *w, const float *x, float *y);
 bp_status bp_cpu_gemm(bp_weight *w, const float *x, int64_t t, float *y);
 /* Name of the CPU kernel that runs kind k at batch t, e.g. "CPU avx2 Q4_K" (for reports). */
 const char *bp_cpu_kernel_name(bp_kind k, int64_t t);
+/* What a call of a rows x cols weight of kind k (row_bytes a row) at batch t holds on this path,
+ * from the same choice the run makes (`backplane plan`): *copy the repacked copy its kernel
+ * reads (0: the file's bytes; made at first use, kept with the weight), *act the activation
+ * buffer of the call (the pool keeps the largest, rounded to 4 KiB). Reads no weight data. */
+void bp_cpu_call_memory(bp_kind k, int64_t rows, int64_t cols, size_t row_bytes, int64_t t, size_t *copy, size_t *act);
+/* The table one bp_cpu_jobs call allocates for its duration. */
+size_t bp_cpu_jobs_call_bytes(void);
+/* The pool's per-thread scratch over its threads (made when the pool starts). */
+size_t bp_cpu_pool_scratch_bytes(void);
 /* For a kind with two batch-1 kernels on the current path (an AVX-512 one and the AVX2 one it
  * replaced): how the one bp_cpu_kernel_name(k, 1) names was chosen (the kind's fixed default,
  * timed at first use under BACKPLANE_CPU_DECODE=time with the other's relative time, or pinned

@@ -30,6 +30,8 @@ typedef struct plan {
     float **scratch;
 } plan;
 
+size_t bp_cpu_jobs_call_bytes(void) { return sizeof(plan); }
+
 static void worker(void *ctx, int ith, int nth) {
     (void)nth;
     plan *p = ctx;

@@ -321,12 +321,21 @@ static bool cu_has_step(bp_kind kv) { return bp_gpu_step_has_kernels(kv, "step_"
 
 /* The whole step (src/gpu/gpu_step.c) on the device's stream: recorded once per shape by stream
  * capture into a CUDA graph, replayed per step (one cudaGraphLaunch). Under cu_lock. */
+/* the kernels index buffers with 32-bit element offsets: bindings of at most 2 GiB */
+static bp_gpu_backend cu_step_backend(void) {
+    return (bp_gpu_backend){.id = BP_BACKEND_CUDA, .name = "cuda", .display = "CUDA", .max_binding = (size_t)1 << 31,
+                            .mm_tile = 16, .mv_rows = 2, .kprefix = "step_", .stream = cu_stream};
+}
+
+static bp_status cu_step_bytes(const bp_step_prog *p, bp_step_bytes *out) {
+    const bp_gpu_backend b = cu_step_backend();
+    return bp_gpu_step_bytes(&b, p, out);
+}
+
 static bp_status run_step_locked(const bp_op_call *c) {
     bp_status s = open_locked();
     if (s) return s;
-    /* the kernels index buffers with 32-bit element offsets: bindings of at most 2 GiB */
-    const bp_gpu_backend b = {.id = BP_BACKEND_CUDA, .name = "cuda", .display = "CUDA", .max_binding = (size_t)1 << 31,
-                              .mm_tile = 16, .mv_rows = 2, .kprefix = "step_", .stream = cu_stream};
+    const bp_gpu_backend b = cu_step_backend();
     char label[160]; /* the walk's record names the claim; the label is not kept */
     s = bp_gpu_step_check_weights(&b, c->u.step.prog, cu_has_step_weight);
     return s ? s : bp_gpu_step_run(&b, cu_dev, c, label, sizeof label);
@@ -401,4 +410,5 @@ const bp_backend_dispatch bp_dispatch_cuda = {
     .wants = NULL,
     .launch = cu_launch,
     .describe = cu_describe,
+    .step_bytes = cu_step_bytes,
 };

@@ -39,6 +39,9 @@ void bp_ledger_mark_arena(bp_device *dev, void *buf);
 bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, bool *arena, const char **file,
                       int *line);
 /* The recorded size of a live buffer; false when unknown. */
+/* The most bytes live at once over every device since the last reset (reset: start again from
+ * what is live now). */
+uint64_t bp_ledger_peak_bytes(bool reset);
 bool bp_ledger_size_of(const bp_device *dev, const void *buf, size_t *bytes, const char **file, int *line);
 /* Check one guard band; returns the first damaged offset into the band, or -1 when intact
  * (or on a read error, which is reported to `out`). */

@@ -24,6 +24,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static entry *g_entries;
 static size_t g_n, g_cap;
 static uint64_t g_seq;
+static uint64_t g_live, g_peak; /* bytes over every device now, and the most since the last reset */
 
 static long find_locked(const bp_device *dev, const void *buf) {
     for (size_t i = 0; i < g_n; i++)
@@ -52,6 +53,8 @@ bp_status bp_ledger_add(bp_device *dev, void *buf, size_t bytes, size_t rz, cons
     en->e.seq = ++g_seq;
     en->rz = rz;
     en->arena = false;
+    g_live += bytes;
+    if (g_live > g_peak) g_peak = g_live;
     pthread_mutex_unlock(&g_lock);
     return BP_OK;
 }
@@ -77,6 +80,7 @@ bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, bool
     *file = g_entries[i].e.file;
     *line = g_entries[i].e.line;
     /* Keep allocation order (list and sweep report oldest first). */
+    g_live -= g_entries[i].e.bytes;
     memmove(&g_entries[i], &g_entries[i + 1], (g_n - (size_t)i - 1) * sizeof *g_entries);
     g_n--;
     pthread_mutex_unlock(&g_lock);
@@ -102,6 +106,14 @@ size_t bp_ledger_live_bytes(const bp_device *dev) {
         if (!dev || g_entries[i].e.dev == dev) sum += g_entries[i].e.bytes;
     pthread_mutex_unlock(&g_lock);
     return sum;
+}
+
+uint64_t bp_ledger_peak_bytes(bool reset) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t pk = g_peak;
+    if (reset) g_peak = g_live;
+    pthread_mutex_unlock(&g_lock);
+    return pk;
 }
 
 size_t bp_ledger_live_count(const bp_device *dev) {

@@ -62,6 +62,8 @@ typedef struct gpu_state {
     int64_t cap;
     bp_kind kv_kind;
     size_t kv_row;            /* bytes of one token of one head */
+    size_t kv_bytes;          /* one layer's K (or V) cache */
+    size_t params_floats;     /* the vectors' table */
     void *io;
     int64_t n_batch;
     size_t io_bytes;
@@ -141,10 +143,13 @@ static bp_status alloc_zero(bp_device *dev, size_t bytes, bool host, void **out)
     return st;
 }
 
-/* The weights, vectors, KV cache and buffers of p on the device. */
-static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p) {
-    bp_device *dev = s->dev;
+/* Where p's weights, vectors, KV cache and buffers go, host-side only (no device call): the
+ * pieces of every weight in arenas of at most max_binding bytes, *fill per arena (bp_calloc'd,
+ * the caller frees it), the vector table, the cache and logits geometry. place() allocates
+ * exactly this; bp_gpu_step_bytes sums it, so the plan and the placement cannot differ. */
+static bp_status layout(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p, size_t **fill_out) {
     bp_status st = BP_OK;
+    *fill_out = NULL;
     /* weights: each node's, once; arenas filled front to back */
     const bp_weight *ws[1024];
     int nws = 0, it = 0;
@@ -161,8 +166,9 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
         bp_free(fill);
         return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
     }
+    *fill_out = fill;
     const size_t range = b->max_binding;
-    /* plan: arena i gets pieces until the next would pass range */
+    /* arena i gets pieces until the next would pass range */
     int cur = -1;
     for (int i = 0; i < nws && !st; i++) {
         const bp_weight *w = ws[i];
@@ -184,20 +190,6 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
             fill[cur] = (fill[cur] + bytes + 4 + 255) & ~(size_t)255;
         }
     }
-    for (int a = 0; a < s->n_arenas && !st; a++) {
-        st = bp_dev_alloc(dev, fill[a], &s->arenas[a]);
-        s->placed_bytes += fill[a];
-    }
-    bp_free(fill);
-    for (int i = 0; i < s->n_w && !st; i++) {
-        const placed *pw = &s->w[i];
-        for (int j = 0; j < pw->n && !st; j++) {
-            const piece *pc = &pw->p[j];
-            size_t bytes = (size_t)pc->rows * pw->w->row_bytes;
-            st = bp_dev_h2d(dev, s->arenas[pc->arena], pc->off, pw->w->data + (size_t)pc->row0 * pw->w->row_bytes, bytes);
-            if (!st) st = bp_dev_memset(dev, s->arenas[pc->arena], pc->off + bytes, 0, 4);
-        }
-    }
     if (st) return st;
     /* vectors: gains, biases, RoPE frequencies */
     int vcap = 0;
@@ -216,6 +208,76 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
     }
     size_t total = 0;
     for (int v = 0; v < s->n_vecs; v++) s->vecs[v].off = (uint32_t)total, total += (size_t)s->vecs[v].n;
+    s->params_floats = total;
+    /* KV cache */
+    const bp_kind_traits *kt = bp_kind_traits_of(p->kv_kind);
+    s->n_layers = p->n_layers, s->kv_heads = p->n_kv_heads, s->head_dim = p->head_dim, s->cap = p->ctx;
+    s->kv_kind = p->kv_kind;
+    s->kv_row = (size_t)p->head_dim / kt->info.block_elems * kt->info.block_bytes;
+    s->kv_bytes = s->kv_row * (size_t)p->n_kv_heads * (size_t)p->ctx;
+    if (s->kv_bytes + 4 > range)
+        return bp_fail(BP_E_SHAPE, "%s step: one layer's K cache (%zu bytes) exceeds a binding's %zu bytes", b->display,
+                       s->kv_bytes, range);
+    /* activations, input, logits (logits and input host-visible where the device has it) */
+    s->n_batch = p->n_batch;
+    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
+    s->lg_rows = (int64_t)((range - 4) / lrow) < p->n_batch ? (int64_t)((range - 4) / lrow) : p->n_batch;
+    if (b->logits_rows > 0 && b->logits_rows < s->lg_rows) s->lg_rows = b->logits_rows;
+    if (s->lg_rows < 1) return bp_fail(BP_E_SHAPE, "%s step: one row of logits exceeds a binding", b->display);
+    s->n_lg = (int)((p->n_batch + s->lg_rows - 1) / s->lg_rows);
+    s->io_bytes = (size_t)(2 + 2 * p->n_batch) * sizeof(int32_t);
+    return BP_OK;
+}
+
+/* Bytes of activation buffer i (not the logits) and of one logits buffer. */
+static size_t act_bytes(const bp_step_prog *p, int i) { return (size_t)p->n_batch * (size_t)p->width[i] * sizeof(float) + 4; }
+static size_t lg_bytes(const gpu_state *s, const bp_step_prog *p) {
+    return (size_t)s->lg_rows * (size_t)p->width[BP_SB_LOGITS] * sizeof(float) + 4;
+}
+
+bp_status bp_gpu_step_bytes(const bp_gpu_backend *b, const bp_step_prog *p, bp_step_bytes *out) {
+    memset(out, 0, sizeof *out);
+    gpu_state tmp = {0};
+    size_t *fill = NULL;
+    bp_status st = layout(b, &tmp, p, &fill);
+    if (!st) {
+        for (int a = 0; a < tmp.n_arenas; a++) out->weights += fill[a];
+        out->params = (tmp.params_floats ? tmp.params_floats : 1) * sizeof(float);
+        out->kv = 2 * (size_t)p->n_layers * (tmp.kv_bytes + 4);
+        for (int i = 0; i < BP_SB_COUNT; i++)
+            if (i != BP_SB_LOGITS) out->activations += act_bytes(p, i);
+        out->logits = (size_t)tmp.n_lg * lg_bytes(&tmp, p);
+        out->io = tmp.io_bytes;
+        out->n_arenas = tmp.n_arenas;
+    }
+    bp_free(fill);
+    bp_free(tmp.w);
+    bp_free(tmp.arenas);
+    bp_free(tmp.vecs);
+    return st;
+}
+
+/* The weights, vectors, KV cache and buffers of p on the device, as layout() says. */
+static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p) {
+    bp_device *dev = s->dev;
+    size_t *fill = NULL;
+    bp_status st = layout(b, s, p, &fill);
+    for (int a = 0; a < s->n_arenas && !st; a++) {
+        st = bp_dev_alloc(dev, fill[a], &s->arenas[a]);
+        if (!st) s->placed_bytes += fill[a];
+    }
+    bp_free(fill);
+    for (int i = 0; i < s->n_w && !st; i++) {
+        const placed *pw = &s->w[i];
+        for (int j = 0; j < pw->n && !st; j++) {
+            const piece *pc = &pw->p[j];
+            size_t bytes = (size_t)pc->rows * pw->w->row_bytes;
+            st = bp_dev_h2d(dev, s->arenas[pc->arena], pc->off, pw->w->data + (size_t)pc->row0 * pw->w->row_bytes, bytes);
+            if (!st) st = bp_dev_memset(dev, s->arenas[pc->arena], pc->off + bytes, 0, 4);
+        }
+    }
+    if (st) return st;
+    const size_t total = s->params_floats;
     float *host = bp_malloc((total ? total : 1) * sizeof(float));
     if (!host) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
     for (int v = 0; v < s->n_vecs; v++) {
@@ -226,34 +288,15 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
     if (!st) st = bp_dev_h2d(dev, s->params, 0, host, total * sizeof(float));
     bp_free(host);
     if (st) return st;
-    /* KV cache */
-    const bp_kind_traits *kt = bp_kind_traits_of(p->kv_kind);
-    s->n_layers = p->n_layers, s->kv_heads = p->n_kv_heads, s->head_dim = p->head_dim, s->cap = p->ctx;
-    s->kv_kind = p->kv_kind;
-    s->kv_row = (size_t)p->head_dim / kt->info.block_elems * kt->info.block_bytes;
-    const size_t kvb = s->kv_row * (size_t)p->n_kv_heads * (size_t)p->ctx;
-    if (kvb + 4 > range)
-        return bp_fail(BP_E_SHAPE, "%s step: one layer's K cache (%zu bytes) exceeds a binding's %zu bytes", b->display,
-                       kvb, range);
     s->kv = bp_calloc((size_t)p->n_layers * 2, sizeof *s->kv);
     if (!s->kv) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
-    for (int i = 0; i < 2 * p->n_layers && !st; i++) st = alloc_zero(dev, kvb + 4, false, &s->kv[i]);
-    s->placed_bytes += 2 * (size_t)p->n_layers * kvb;
-    /* activations, input, logits (logits and input host-visible where the device has it) */
-    s->n_batch = p->n_batch;
+    for (int i = 0; i < 2 * p->n_layers && !st; i++) st = alloc_zero(dev, s->kv_bytes + 4, false, &s->kv[i]);
+    s->placed_bytes += 2 * (size_t)p->n_layers * s->kv_bytes;
     for (int i = 0; i < BP_SB_COUNT && !st; i++)
-        if (i != BP_SB_LOGITS)
-            st = alloc_zero(dev, (size_t)p->n_batch * (size_t)p->width[i] * sizeof(float) + 4, false, &s->act[i]);
-    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
-    s->lg_rows = (int64_t)((range - 4) / lrow) < p->n_batch ? (int64_t)((range - 4) / lrow) : p->n_batch;
-    if (b->logits_rows > 0 && b->logits_rows < s->lg_rows) s->lg_rows = b->logits_rows;
-    if (!st && s->lg_rows < 1) st = bp_fail(BP_E_SHAPE, "%s step: one row of logits exceeds a binding", b->display);
-    if (!st) {
-        s->n_lg = (int)((p->n_batch + s->lg_rows - 1) / s->lg_rows);
-        if (!(s->lg = bp_calloc((size_t)s->n_lg, sizeof *s->lg))) st = bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
-    }
-    for (int i = 0; i < s->n_lg && !st; i++) st = alloc_zero(dev, (size_t)s->lg_rows * lrow + 4, true, &s->lg[i]);
-    s->io_bytes = (size_t)(2 + 2 * p->n_batch) * sizeof(int32_t);
+        if (i != BP_SB_LOGITS) st = alloc_zero(dev, act_bytes(p, i), false, &s->act[i]);
+    if (!st && !(s->lg = bp_calloc((size_t)s->n_lg, sizeof *s->lg)))
+        st = bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+    for (int i = 0; i < s->n_lg && !st; i++) st = alloc_zero(dev, lg_bytes(s, p), true, &s->lg[i]);
     if (!st) st = alloc_zero(dev, s->io_bytes, true, &s->io);
     return st;
 }

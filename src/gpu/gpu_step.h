@@ -54,6 +54,11 @@ bool bp_gpu_step_has_kernels(bp_kind kv, const char *prefix, bool (*has)(const c
  * BP_E_UNSUPPORTED naming the first kind without them. */
 bp_status bp_gpu_step_check_weights(const bp_gpu_backend *b, const bp_step_prog *p, bool (*has)(bp_kind));
 
+/* What bp_gpu_step_run places for p on b's device (its first step), from the same layout
+ * (extra left 0 for the backend to add). Device-free; BP_E_SHAPE where the placement would fail
+ * (a row or a layer's cache larger than a binding). */
+bp_status bp_gpu_step_bytes(const bp_gpu_backend *b, const bp_step_prog *p, bp_step_bytes *out);
+
 /* Run the step of call c (op `step`) on dev: place the model on first use (the state lives in
  * io->state[b->id]), record or replay, read the logits back. The label names what ran. On an
  * error nothing is reported as done; the KV positions the device held before the step stay

@@ -203,6 +203,14 @@ static bp_status run_op(const bp_op_call *c, char *err, size_t err_len) {
     return s;
 }
 
+/* The device step code over the mock device and its C step kernels. */
+static bp_gpu_backend mock_step_backend(void) {
+    bp_gpu_backend b = {.id = BP_BACKEND_COUNT, .name = "mock", .display = "Mock", .max_binding = (size_t)1 << 30,
+                        .extra = NULL, .mm_tile = 32, .logits_rows = cfg.step_logits_rows};
+    if (cfg.step_cuda_shape) b.mm_tile = 16, b.mv_rows = 2, b.kprefix = "step_", b.stream = step_stream;
+    return b;
+}
+
 static bp_launch mock_launch(const bp_op_call *c, char *err, size_t err_len) {
     atomic_fetch_add(&attempts, 1);
     if (!dev) {
@@ -224,11 +232,7 @@ static bp_launch mock_launch(const bp_op_call *c, char *err, size_t err_len) {
     } else if (c->op == BP_OP_JOBS)
         s = run_jobs(c->u.jobs.jobs, c->u.jobs.n_jobs, c->u.jobs.x, c->u.jobs.t, err, err_len);
     else if (c->op == BP_OP_STEP) {
-        /* the device step code over the mock device and its C step kernels */
-        bp_gpu_backend b = {.id = BP_BACKEND_COUNT, .name = "mock", .display = "Mock",
-                            .max_binding = (size_t)1 << 30, .extra = NULL, .mm_tile = 32,
-                            .logits_rows = cfg.step_logits_rows};
-        if (cfg.step_cuda_shape) b.mm_tile = 16, b.mv_rows = 2, b.kprefix = "step_", b.stream = step_stream;
+        const bp_gpu_backend b = mock_step_backend();
         s = bp_gpu_step_run(&b, dev, c, err, err_len);
         if (s) snprintf(err, err_len, "%s", bp_last_error());
     } else
@@ -238,12 +242,18 @@ static bp_launch mock_launch(const bp_op_call *c, char *err, size_t err_len) {
     return BP_LAUNCH_OK;
 }
 
+static bp_status mock_step_bytes(const bp_step_prog *p, bp_step_bytes *out) {
+    const bp_gpu_backend b = mock_step_backend();
+    return bp_gpu_step_bytes(&b, p, out);
+}
+
 static const bp_backend_dispatch mock_dispatch = {
     .probe = mock_probe,
     .has_launch = mock_has_launch,
     .wants = mock_wants,
     .launch = mock_launch,
     .describe = mock_describe,
+    .step_bytes = mock_step_bytes,
 };
 
 static const bp_backend_dispatch mock_dispatch_no_entry = {
@@ -251,6 +261,7 @@ static const bp_backend_dispatch mock_dispatch_no_entry = {
     .has_launch = mock_has_launch,
     .wants = mock_wants,
     .describe = mock_describe,
+    .step_bytes = mock_step_bytes,
 };
 
 /* ---- configuration and install --------------------------------------------------------------- */

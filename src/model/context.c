@@ -37,28 +37,61 @@ static float *buf(bp_context *c, int64_t n, int64_t width) {
     return bp_aligned_alloc(64, bytes ? bytes : 64);
 }
 
+bp_status bp_context_params_resolve(const bp_model *m, bp_context_params *p) {
+    const bp_hparams *hp = &m->hp;
+    if (p->n_ctx < 0 || p->n_ctx > (1 << 24))
+        return bp_fail(BP_E_INVAL, "bp_context_create: n_ctx %lld is outside 0..%d", (long long)p->n_ctx, 1 << 24);
+    if (p->n_batch < 0 || p->n_batch > 65536)
+        return bp_fail(BP_E_INVAL, "bp_context_create: n_batch %lld is outside 0..65536", (long long)p->n_batch);
+    if (p->n_ctx == 0) p->n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (p->n_batch == 0) p->n_batch = 512;
+    if (p->n_batch > p->n_ctx) p->n_batch = p->n_ctx;
+    if (p->n_seq_max < 0 || p->n_seq_max > 256)
+        return bp_fail(BP_E_INVAL, "bp_context_create: n_seq_max %d is outside 0..256", (int)p->n_seq_max);
+    if (p->n_seq_max == 0) p->n_seq_max = 1;
+    if (!bp_kv_kind_supported(p->kv_kind)) {
+        const bp_kind_info *ki = bp_kind_lookup((uint32_t)p->kv_kind);
+        return bp_fail(BP_E_KIND, "bp_context_create: the KV cache cannot store kind %s", ki ? ki->name : "?");
+    }
+    return BP_OK;
+}
+
+/* The widths of the activation buffers create makes, n_batch rows each, in its order. */
+static void buf_widths(const bp_hparams *hp, int64_t w[BP_CTX_BUFS]) {
+    const int64_t E = hp->n_embd, QD = hp->n_head * hp->head_dim_k, KVD = hp->n_head_kv * hp->head_dim_k,
+                  F = hp->n_ff;
+    const int64_t v[BP_CTX_BUFS] = {E, E, QD, KVD, KVD, QD, E, F, F};
+    memcpy(w, v, sizeof v);
+}
+
+static bp_kv_cache_desc kv_desc(const bp_hparams *hp, const bp_context_params *p) {
+    return (bp_kv_cache_desc){.n_layers = (int32_t)hp->n_layer, .n_kv_heads = (int32_t)hp->n_head_kv,
+                              .head_dim_k = (int32_t)hp->head_dim_k, .head_dim_v = (int32_t)hp->head_dim_v,
+                              .capacity = p->n_ctx, .layer_capacity = NULL, .kind_k = p->kv_kind,
+                              .kind_v = p->kv_kind};
+}
+
+bp_status bp_context_plan_bytes(const bp_model *m, const bp_context_params *p, size_t *kv, size_t *bufs) {
+    const bp_kv_cache_desc kd = kv_desc(&m->hp, p);
+    bp_status s = bp_kv_cache_plan_bytes(&kd, kv);
+    if (s) return s;
+    int64_t w[BP_CTX_BUFS];
+    buf_widths(&m->hp, w);
+    *bufs = (size_t)p->n_batch * sizeof(int32_t); /* positions */
+    for (int i = 0; i < BP_CTX_BUFS; i++) *bufs += (size_t)p->n_batch * (size_t)w[i] * sizeof(float);
+    return BP_OK;
+}
+
 bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_context **out) {
     if (!out) return bp_fail(BP_E_INVAL, "bp_context_create: out is NULL");
     *out = NULL;
     if (!m) return bp_fail(BP_E_INVAL, "bp_context_create: model is NULL");
     bp_context_params p = params ? *params : bp_context_default_params();
     const bp_hparams *hp = &m->hp;
-    if (p.n_ctx < 0 || p.n_ctx > (1 << 24))
-        return bp_fail(BP_E_INVAL, "bp_context_create: n_ctx %lld is outside 0..%d", (long long)p.n_ctx, 1 << 24);
-    if (p.n_batch < 0 || p.n_batch > 65536)
-        return bp_fail(BP_E_INVAL, "bp_context_create: n_batch %lld is outside 0..65536", (long long)p.n_batch);
-    if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
-    if (p.n_batch == 0) p.n_batch = 512;
-    if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
-    if (p.n_seq_max < 0 || p.n_seq_max > 256)
-        return bp_fail(BP_E_INVAL, "bp_context_create: n_seq_max %d is outside 0..256", (int)p.n_seq_max);
-    if (p.n_seq_max == 0) p.n_seq_max = 1;
-    if (!bp_kv_kind_supported(p.kv_kind)) {
-        const bp_kind_info *ki = bp_kind_lookup((uint32_t)p.kv_kind);
-        return bp_fail(BP_E_KIND, "bp_context_create: the KV cache cannot store kind %s", ki ? ki->name : "?");
-    }
+    bp_status s = bp_context_params_resolve(m, &p);
+    if (s) return s;
     /* before any allocation: a request larger than the memory there is, refused by number */
-    bp_status s = bp_context_check_memory(m, p.n_ctx * p.n_seq_max, p.n_batch, p.kv_kind, "bp_context_create");
+    s = bp_context_check_memory(m, p.n_ctx * p.n_seq_max, p.n_batch, p.kv_kind, "bp_context_create");
     if (s) return s;
     bp_context *c = bp_calloc(1, sizeof *c);
     if (!c) return bp_fail(BP_E_NOMEM, "bp_context_create: no memory");
@@ -66,11 +99,10 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
     c->kv_kind = p.kv_kind;
-    const int64_t B = p.n_batch, E = hp->n_embd, QD = hp->n_head * hp->head_dim_k,
-                  KVD = hp->n_head_kv * hp->head_dim_k, F = hp->n_ff;
-    bp_kv_cache_desc kd = {.n_layers = (int32_t)hp->n_layer, .n_kv_heads = (int32_t)hp->n_head_kv,
-                           .head_dim_k = (int32_t)hp->head_dim_k, .head_dim_v = (int32_t)hp->head_dim_v,
-                           .capacity = p.n_ctx, .layer_capacity = NULL, .kind_k = p.kv_kind, .kind_v = p.kv_kind};
+    const int64_t B = p.n_batch;
+    int64_t w[BP_CTX_BUFS];
+    buf_widths(hp, w);
+    const bp_kv_cache_desc kd = kv_desc(hp, &p);
     s = bp_kv_cache_create(&kd, &c->kv);
     if (s) {
         char msg[400];
@@ -83,15 +115,8 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
         return s;
     }
     c->positions = bp_malloc((size_t)B * sizeof *c->positions);
-    c->x = buf(c, B, E);
-    c->xn = buf(c, B, E);
-    c->q = buf(c, B, QD);
-    c->kc = buf(c, B, KVD);
-    c->vc = buf(c, B, KVD);
-    c->att = buf(c, B, QD);
-    c->tmp = buf(c, B, E);
-    c->gate = buf(c, B, F);
-    c->up = buf(c, B, F);
+    float **bufs[BP_CTX_BUFS] = {&c->x, &c->xn, &c->q, &c->kc, &c->vc, &c->att, &c->tmp, &c->gate, &c->up};
+    for (int i = 0; i < BP_CTX_BUFS; i++) *bufs[i] = buf(c, B, w[i]);
     if (!c->positions || !c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->tmp || !c->gate || !c->up) {
         bp_context_free(c);
         return bp_fail(BP_E_NOMEM, "bp_context_create: no memory for a %lld-token cache and %lld-token buffers",

@@ -7,7 +7,7 @@
 #include "backend/backend_id.h"
 #include "backend/step.h"
 
-enum { BP_MODEL_MAX_KIND = 64 };
+enum { BP_MODEL_MAX_KIND = 64, BP_CTX_BUFS = 9 /* x xn q kc vc att tmp gate up */ };
 
 /* One sequence: its own KV cache of n_ctx positions (seq 0's is c->kv, its length c->pos; the
  * others' caches are made on first use) and the token ids it holds, for prompt-cache matching
@@ -55,6 +55,12 @@ typedef struct bp_forward_rows {
     const int32_t *row_seq, *append_order;
 } bp_forward_rows;
 
+/* context.c: p's defaults filled in and its values checked, as bp_context_create does; and the
+ * host bytes such a context holds once made: its KV cache (seq 0's; every sequence has one of
+ * these once used) and its buffers (positions and activations, not the logits). */
+bp_status bp_context_params_resolve(const bp_model *m, bp_context_params *p);
+bp_status bp_context_plan_bytes(const bp_model *m, const bp_context_params *p, size_t *kv, size_t *bufs);
+
 /* Room in c->logits for n_out rows (context.c). */
 bp_status bp_context_reserve_logits(bp_context *c, int64_t n_out);
 
@@ -64,6 +70,11 @@ bp_status bp_seq_cache(bp_context *c, int32_t seq, bp_kv_cache **out);
 /* seq.c: the per-sequence arrays of a new context, and their release. */
 bp_status bp_seqs_create(bp_context *c, int32_t n_seq_max);
 void bp_seqs_free(bp_context *c);
+
+/* forward.c: the step program for (t, n_out) of a context of n_batch rows, n_ctx positions and
+ * a kv cache, into p (p->nodes grown as needed; free with bp_free). */
+bp_status bp_forward_program(const bp_model *m, int64_t n_batch, int64_t n_ctx, bp_kind kv, bp_step_prog *p, int64_t t,
+                             int64_t n_out);
 
 /* One forward step over tokens[0..t) at positions c->pos..; writes the logits of the last n_out
  * of them to c->logits. The caller checked ids and room. */

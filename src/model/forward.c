@@ -118,9 +118,10 @@ static void layer(bp_step_prog *p, const bp_model *m, int il, int64_t t, int64_t
  * add), plus embedding, final norm, output, cap. */
 enum { NODES_PER_LAYER = 26, NODES_FIXED = 4 };
 
-/* The program for (t, n_out), written into p (its node array kept between shapes). */
-static bp_status program(bp_context *c, bp_step_prog *p, int64_t t, int64_t n_out) {
-    const bp_model *m = c->m;
+/* The program for (t, n_out) over a context of n_batch rows, n_ctx positions and a kv cache,
+ * written into p (its node array kept between shapes). */
+bp_status bp_forward_program(const bp_model *m, int64_t n_batch, int64_t n_ctx, bp_kind kv, bp_step_prog *p, int64_t t,
+                             int64_t n_out) {
     const bp_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, V = hp->n_vocab;
     const int need = NODES_FIXED + NODES_PER_LAYER * (int)hp->n_layer;
@@ -129,9 +130,9 @@ static bp_status program(bp_context *c, bp_step_prog *p, int64_t t, int64_t n_ou
         if (!nodes) return bp_fail(BP_E_NOMEM, "forward: no memory for a %d-node step", need);
         p->nodes = nodes, p->cap = need;
     }
-    p->n_nodes = 0, p->t = t, p->n_out = n_out, p->n_batch = c->n_batch;
+    p->n_nodes = 0, p->t = t, p->n_out = n_out, p->n_batch = n_batch;
     p->n_layers = (int)hp->n_layer, p->n_kv_heads = (int32_t)hp->n_head_kv, p->head_dim = (int32_t)hp->head_dim_k;
-    p->ctx = c->n_ctx, p->kv_kind = c->kv_kind, p->embed = m->tok_embd;
+    p->ctx = n_ctx, p->kv_kind = kv, p->embed = m->tok_embd;
     const int64_t QD = hp->n_head * hp->head_dim_k, KVD = hp->n_head_kv * hp->head_dim_k;
     const int64_t width[BP_SB_COUNT] = {E, E, QD, KVD, KVD, QD, E, hp->n_ff, hp->n_ff, V};
     memcpy(p->width, width, sizeof width);
@@ -157,7 +158,9 @@ static bp_status run(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
     /* [0] decode (t = 1), [1] the last other shape: a decode step reuses its program as is */
     bp_step_prog *p = &c->prog[t > 1];
     bp_status s;
-    if ((p->t != t || p->n_out != n_out || !p->n_nodes) && (s = program(c, p, t, n_out))) return s;
+    if ((p->t != t || p->n_out != n_out || !p->n_nodes) &&
+        (s = bp_forward_program(c->m, c->n_batch, c->n_ctx, c->kv_kind, p, t, n_out)))
+        return s;
     if (!rows)
         for (int64_t i = 0; i < t; i++) c->positions[i] = (int32_t)(c->pos + i);
     bp_step_io io = {.tokens = tokens, .positions = rows ? rows->positions : c->positions, .pos0 = c->pos,

@@ -75,7 +75,9 @@ struct bp_model {
     int64_t n_weights;
     int64_t n_params;
     uint64_t weight_bytes;
+    uint64_t vector_bytes;    /* the F32 copies of the norm weights and biases */
     bool release_originals;   /* bp_model_params.release_originals (memory.c) */
+    bool shell;               /* bp_model_open_shell: metadata only, never run */
     unsigned char *released;  /* per weight: its original's pages are dropped */
 };
 
@@ -87,6 +89,11 @@ void bp_model_memory_after_eval(bp_model *m, bool prefill, bool output_gemm);
 /* Re-fail with "prefix: <the current message>" (copied first: bp_fail formats into the buffer
  * bp_last_error returns). */
 bp_status bp_model_fail_prefixed(bp_status s, const char *prefix);
+
+/* A model bound from f's metadata alone (f is taken over, closed with the model): every tensor
+ * checked as bp_model_load checks it, no tensor data read; its vectors point at a placeholder,
+ * so it is planned (plan.c), never evaluated. */
+bp_status bp_model_open_shell(bp_gguf *f, const char *path, bp_model **out);
 
 bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *arch, bp_hparams *hp);
 

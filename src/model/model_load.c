@@ -76,6 +76,15 @@ static bp_status add_vector(binder *b, const bp_gguf_tensor *t, float **out) {
     if (t->kind != BP_KIND_F32 && t->kind != BP_KIND_F16 && t->kind != BP_KIND_BF16)
         return bp_fail(BP_E_KIND, "%s: tensor %s is %s; norm weights and biases must be F32, F16 or BF16", b->path,
                        t->name, t->kind_info->name);
+    if (b->m->shell) {
+        /* the tensor's bytes in the file, never read (a shell is planned, not run): a distinct
+         * address per vector, as a loaded model's copies have, for whoever keys on them */
+        *out = (float *)(uintptr_t)t->data;
+        b->m->n_params += t->n_elems;
+        b->m->weight_bytes += t->bytes;
+        b->m->vector_bytes += (uint64_t)t->ne[0] * sizeof(float);
+        return BP_OK;
+    }
     *out = bp_malloc((size_t)t->ne[0] * sizeof(float));
     if (!*out) return bp_fail(BP_E_NOMEM, "%s: no memory for tensor %s", b->path, t->name);
     bp_status s = bp_dequantize(t->kind, t->data, t->bytes, *out, t->ne[0]);
@@ -85,6 +94,7 @@ static bp_status add_vector(binder *b, const bp_gguf_tensor *t, float **out) {
             return bp_fail(BP_E_FORMAT, "%s: tensor %s[%lld] is not finite", b->path, t->name, (long long)i);
     b->m->n_params += t->n_elems;
     b->m->weight_bytes += t->bytes;
+    b->m->vector_bytes += (uint64_t)t->ne[0] * sizeof(float);
     return BP_OK;
 }
 
@@ -119,7 +129,7 @@ static void free_layers(bp_model *m) {
         bp_layer *L = &m->layers[il];
 #define BP_LAYER_TENSOR(field, tname, matrix, rows, cols, need) BP_LT_FREE_##matrix(L->field);
 #define BP_LT_FREE_1(x) (void)0 /* matrices are freed from m->weights */
-#define BP_LT_FREE_0(x) bp_free(x)
+#define BP_LT_FREE_0(x) bp_free(m->shell ? NULL : x)
 #include "model/tensors.def"
 #undef BP_LAYER_TENSOR
     }
@@ -132,8 +142,7 @@ void bp_model_free(bp_model *m) {
     bp_free(m->weights);
     bp_free(m->released);
     free_layers(m);
-    bp_free(m->output_norm);
-    bp_free(m->rope_freqs);
+    if (!m->shell) bp_free(m->output_norm), bp_free(m->rope_freqs);
     bp_free(m->hp.is_swa);
     bp_gguf_close(m->file);
     bp_free(m);
@@ -161,9 +170,11 @@ static bp_status prefetch(bp_model *m, const char *path, const bp_model_params *
     return BP_OK;
 }
 
+/* Everything of loading but opening the file: m->file is open. A shell (m->shell) binds and
+ * checks every tensor by its metadata and reads no tensor data: vectors are not copied, pages
+ * not prefetched. */
 static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
-    bp_status s = bp_gguf_open(path, &m->file);
-    if (s) return s; /* the reader's message names the file and the offset */
+    bp_status s;
     const char *an;
     size_t alen;
     if (bp_gguf_get_str(m->file, "general.architecture", &an, &alen))
@@ -243,13 +254,13 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     if (t && (s = add_vector(&b, t, &m->rope_freqs))) return s;
     /* theta / factor: a factor <= 0 turns or flips every angle (0: an infinite one, NaN
      * logits); add_vector refused the non-finite ones */
-    for (int64_t i = 0; m->rope_freqs && i < hp->n_rot / 2; i++)
+    for (int64_t i = 0; !m->shell && m->rope_freqs && i < hp->n_rot / 2; i++)
         if (!(m->rope_freqs[i] > 0))
             return bp_fail(BP_E_FORMAT, "%s: tensor rope_freqs.weight[%lld] = %g; RoPE frequency factors must be > 0",
                            path, (long long)i, (double)m->rope_freqs[i]);
     for (int64_t il = 0; il < hp->n_layer; il++)
         if ((s = bind_layer(&b, il))) return s;
-    return prefetch(m, path, p);
+    return m->shell ? BP_OK : prefetch(m, path, p);
 }
 
 bp_status bp_model_fail_prefixed(bp_status s, const char *prefix) {
@@ -265,9 +276,32 @@ bp_status bp_model_load(const char *path, const bp_model_params *params, bp_mode
     bp_model_params p = params ? *params : bp_model_default_params();
     bp_model *m = bp_calloc(1, sizeof *m);
     if (!m) return bp_fail(BP_E_NOMEM, "bp_model_load: no memory");
-    bp_status s = load(m, path, &p);
+    bp_status s = bp_gguf_open(path, &m->file); /* its message names the file and the offset */
+    if (!s) s = load(m, path, &p);
     if (s) {
         /* the message names the failure; freeing must not replace it */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", bp_last_error());
+        bp_model_free(m);
+        return bp_fail(s, "%s", msg);
+    }
+    *out = m;
+    return BP_OK;
+}
+
+bp_status bp_model_open_shell(bp_gguf *f, const char *path, bp_model **out) {
+    *out = NULL;
+    bp_model *m = bp_calloc(1, sizeof *m);
+    if (!m) {
+        bp_gguf_close(f);
+        return bp_fail(BP_E_NOMEM, "%s: no memory", path);
+    }
+    m->file = f;
+    m->shell = true;
+    bp_model_params p = bp_model_default_params();
+    p.prefetch = false;
+    bp_status s = load(m, path, &p);
+    if (s) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", bp_last_error());
         bp_model_free(m);

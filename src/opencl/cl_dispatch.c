@@ -204,17 +204,29 @@ static bp_status run_jobs_locked(const bp_matmul_job *jobs, int n, const float *
 
 /* The step on the OpenCL device, every weight kind's embedding and matmul kernels too. Under
  * cl_run_lock (the kernels' arguments are shared with the matmul path). */
+/* What the step tells the common code: the kernels index buffers with 32-bit offsets, so a
+ * binding spans at most 2 GiB. */
+static bp_gpu_backend cl_step_backend(void) {
+    size_t range = cl_ctx.max_alloc ? cl_ctx.max_alloc : (size_t)128 << 20;
+    if (range > ((size_t)1 << 31)) range = (size_t)1 << 31;
+    return (bp_gpu_backend){.id = BP_BACKEND_OPENCL, .name = "opencl", .display = "OpenCL", .max_binding = range,
+                            .mm_tile = CL_TILE, .mv_rows = CL_MV_ROWS};
+}
+
 static bp_status run_step_locked(const bp_op_call *c, char *label, size_t len) {
     char why[256];
     bp_device *dev = bp_cl_device(why, sizeof why);
     if (!dev) return bp_fail(BP_E_UNSUPPORTED, "%s", why);
-    /* the kernels index buffers with 32-bit offsets: a binding of at most 2 GiB */
-    size_t range = cl_ctx.max_alloc ? cl_ctx.max_alloc : (size_t)128 << 20;
-    if (range > ((size_t)1 << 31)) range = (size_t)1 << 31;
-    const bp_gpu_backend b = {.id = BP_BACKEND_OPENCL, .name = "opencl", .display = "OpenCL", .max_binding = range,
-                              .mm_tile = CL_TILE, .mv_rows = CL_MV_ROWS};
+    const bp_gpu_backend b = cl_step_backend();
     bp_status st = bp_gpu_step_check_weights(&b, c->u.step.prog, cl_has_step_weight);
     return st ? st : bp_gpu_step_run(&b, dev, c, label, len);
+}
+
+static bp_status cl_step_bytes(const bp_step_prog *p, bp_step_bytes *out) {
+    char why[256];
+    if (!bp_cl_device(why, sizeof why)) return bp_fail(BP_E_UNSUPPORTED, "%s", why);
+    const bp_gpu_backend b = cl_step_backend();
+    return bp_gpu_step_bytes(&b, p, out);
 }
 
 static bp_launch cl_launch(const bp_op_call *c, char *err, size_t err_len) {
@@ -252,4 +264,5 @@ const bp_backend_dispatch bp_dispatch_opencl = {
     .wants = NULL,
     .launch = cl_launch,
     .describe = cl_describe,
+    .step_bytes = cl_step_bytes,
 };

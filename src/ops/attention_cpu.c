@@ -217,12 +217,55 @@ static uint8_t *scratch_get(bool held, size_t bytes, bool *own) {
     *own = !held;
     if (!held) return bp_aligned_alloc(64, bytes);
     if (bytes > g_scratch_bytes) {
+        /* the old buffer goes first: nothing in it is kept, and holding both would make the
+         * peak the two together (more than `backplane plan` counts) */
+        bp_free(g_scratch);
+        g_scratch = NULL, g_scratch_bytes = 0;
         uint8_t *n = bp_aligned_alloc(64, bytes);
         if (!n) return NULL;
-        bp_free(g_scratch);
         g_scratch = n, g_scratch_bytes = bytes;
     }
     return g_scratch;
+}
+
+/* The call's split: query rows per item, key tiles, key chunks, for t rows over len keys. */
+static void geometry(plan *p, int n_heads, int n_kv_heads, int dk, int dv, int64_t len) {
+    p->len = len;
+    p->dk = dk, p->dv = dv;
+    p->group = n_heads / n_kv_heads;
+    /* About 16 rows per item: each K/V tile is dequantized once for 16 dot products per key. */
+    p->qb = p->group >= 16 ? 1 : 16 / p->group;
+    if (p->qb > p->t) p->qb = (int)p->t;
+    p->rmax = p->qb * p->group;
+    p->n_qb = (p->t + p->qb - 1) / p->qb;
+    /* Tiles of K and V together about 32 KiB of f32 (L1-sized on the machines measured). */
+    p->kt = TILE_FLOATS / (p->dk + p->dv);
+    if (p->kt < 4) p->kt = 4;
+    if (p->kt > 128) p->kt = 128;
+    int64_t base = (int64_t)n_kv_heads * p->n_qb;
+    p->n_kc = 1;
+    if (base < TARGET_ITEMS && p->len >= 2 * MIN_CHUNK_KEYS) {
+        p->n_kc = (TARGET_ITEMS + base - 1) / base;
+        if (p->n_kc > p->len / MIN_CHUNK_KEYS) p->n_kc = p->len / MIN_CHUNK_KEYS;
+    }
+    p->n_items = base * p->n_kc;
+}
+
+static size_t partial_bytes(const plan *p) {
+    return p->n_kc > 1 ? sizeof(float) * (size_t)p->n_items * (size_t)p->rmax * (size_t)(p->dv + 2) : 0;
+}
+
+/* The scratch one call over nth threads asks for. */
+static size_t call_bytes(const plan *p, int nth) {
+    const size_t sb = (scratch_bytes(p) + 63) & ~(size_t)63;
+    return sb * (size_t)nth + partial_bytes(p) + sizeof(void *) * (size_t)nth;
+}
+
+size_t bp_attention_cpu_scratch_bytes(int n_heads, int n_kv_heads, int dk, int dv, int64_t t, int64_t len, int nth) {
+    plan p = {.t = t};
+    if (n_kv_heads < 1 || n_heads < n_kv_heads || t < 1) return 0;
+    geometry(&p, n_heads, n_kv_heads, dk, dv, len);
+    return call_bytes(&p, nth);
 }
 
 bool bp_attention_cpu_fast_ok(const bp_op_call *c) {
@@ -235,25 +278,7 @@ bp_status bp_attention_cpu(const bp_op_call *c, char *label, size_t label_len) {
     plan p = {.d = c->u.attn.d, .q = c->u.attn.q, .pos = c->u.attn.positions, .cache = c->u.attn.cache,
               .out = c->u.attn.out, .t = c->u.attn.t, .kn = bp_op_kern_current(), .exact = bp_exact_mode()};
     p.L = &p.cache->layers[c->u.attn.layer];
-    p.len = p.L->len;
-    p.dk = p.cache->desc.head_dim_k, p.dv = p.cache->desc.head_dim_v;
-    p.group = p.d->n_heads / p.d->n_kv_heads;
-    /* About 16 rows per item: each K/V tile is dequantized once for 16 dot products per key. */
-    p.qb = p.group >= 16 ? 1 : 16 / p.group;
-    if (p.qb > p.t) p.qb = (int)p.t;
-    p.rmax = p.qb * p.group;
-    p.n_qb = (p.t + p.qb - 1) / p.qb;
-    /* Tiles of K and V together about 32 KiB of f32 (L1-sized on the machines measured). */
-    p.kt = TILE_FLOATS / (p.dk + p.dv);
-    if (p.kt < 4) p.kt = 4;
-    if (p.kt > 128) p.kt = 128;
-    int64_t base = (int64_t)p.d->n_kv_heads * p.n_qb;
-    p.n_kc = 1;
-    if (base < TARGET_ITEMS && p.len >= 2 * MIN_CHUNK_KEYS) {
-        p.n_kc = (TARGET_ITEMS + base - 1) / base;
-        if (p.n_kc > p.len / MIN_CHUNK_KEYS) p.n_kc = p.len / MIN_CHUNK_KEYS;
-    }
-    p.n_items = base * p.n_kc;
+    geometry(&p, p.d->n_heads, p.d->n_kv_heads, p.cache->desc.head_dim_k, p.cache->desc.head_dim_v, p.L->len);
     atomic_init(&p.next, 0);
 
     bool held = bp_pool_acquire();
@@ -262,9 +287,9 @@ bp_status bp_attention_cpu(const bp_op_call *c, char *label, size_t label_len) {
     if (nth > p.n_items) nth = (int)p.n_items;
     bp_status s = BP_OK;
     size_t sb = (scratch_bytes(&p) + 63) & ~(size_t)63;
-    size_t pb = p.n_kc > 1 ? sizeof(float) * (size_t)p.n_items * (size_t)p.rmax * (size_t)(p.dv + 2) : 0;
+    size_t pb = partial_bytes(&p);
     bool own;
-    uint8_t *mem = scratch_get(held, sb * (size_t)nth + pb + sizeof(void *) * (size_t)nth, &own);
+    uint8_t *mem = scratch_get(held, call_bytes(&p, nth), &own);
     if (mem && pb) p.partial = (float *)(mem + sb * (size_t)nth);
     if (!mem) {
         s = bp_fail(BP_E_NOMEM, "attention: no memory for %d threads' tiles", nth);

@@ -25,9 +25,8 @@ static bp_status row_bytes_for(bp_kind k, int32_t head_dim, const char *which, s
     return BP_OK;
 }
 
-bp_status bp_kv_cache_create(const bp_kv_cache_desc *d, bp_kv_cache **out) {
-    if (!out) return bp_fail(BP_E_INVAL, "bp_kv_cache_create: out is NULL");
-    *out = NULL;
+bp_status bp_kv_cache_plan_bytes(const bp_kv_cache_desc *d, size_t *bytes) {
+    *bytes = 0;
     if (!d) return bp_fail(BP_E_INVAL, "bp_kv_cache_create: desc is NULL");
     if (d->n_layers <= 0 || d->n_kv_heads <= 0 || d->head_dim_k <= 0 || d->head_dim_v <= 0 || d->capacity <= 0)
         return bp_fail(BP_E_SHAPE,
@@ -42,6 +41,25 @@ bp_status bp_kv_cache_create(const bp_kv_cache_desc *d, bp_kv_cache **out) {
         if (d->layer_capacity[l] <= 0 || d->layer_capacity[l] > d->capacity)
             return bp_fail(BP_E_SHAPE, "kv_cache: layer %d capacity %lld must be in [1, %lld]", l,
                            (long long)d->layer_capacity[l], (long long)d->capacity);
+    for (int l = 0; l < d->n_layers; l++) {
+        const int64_t cap = d->layer_capacity ? d->layer_capacity[l] : d->capacity;
+        size_t kb, vb;
+        if (!bp_mul_size(rk * (size_t)d->n_kv_heads, (size_t)cap, &kb) ||
+            !bp_mul_size(rv * (size_t)d->n_kv_heads, (size_t)cap, &vb) || !bp_add_size(*bytes, kb, bytes) ||
+            !bp_add_size(*bytes, vb, bytes))
+            return bp_fail(BP_E_SHAPE, "kv_cache: layer %d of %lld tokens overflows size_t", l, (long long)cap);
+    }
+    return BP_OK;
+}
+
+bp_status bp_kv_cache_create(const bp_kv_cache_desc *d, bp_kv_cache **out) {
+    if (!out) return bp_fail(BP_E_INVAL, "bp_kv_cache_create: out is NULL");
+    *out = NULL;
+    size_t total, rk, rv;
+    bp_status s = bp_kv_cache_plan_bytes(d, &total); /* every check of d, and the layers' sizes fit */
+    if (!s) s = row_bytes_for(d->kind_k, d->head_dim_k, "K", &rk);
+    if (!s) s = row_bytes_for(d->kind_v, d->head_dim_v, "V", &rv);
+    if (s) return s;
     bp_kv_cache *c = bp_calloc(1, sizeof *c);
     if (!c) return bp_fail(BP_E_NOMEM, "kv_cache: no memory");
     c->desc = *d;

@@ -30,6 +30,10 @@ bp_status bp_ref_attention(const bp_attn_desc *d, const float *q, int64_t t, con
 /* The activation of one value, as the reference computes it (double). */
 double bp_ref_act1(bp_activation a, double x);
 
+/* The scratch the CPU's attention keeps for t query rows over len keys on nth threads (the
+ * pool keeps the largest a call asked for; `backplane plan` counts it). */
+size_t bp_attention_cpu_scratch_bytes(int n_heads, int n_kv_heads, int dk, int dv, int64_t t, int64_t len, int nth);
+
 /* RoPE with frequency divisors per pair (rope.c; Llama 3.1+ rope_freqs.weight). */
 bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, float *x, int64_t t,
                                const int32_t *positions);
@@ -38,6 +42,10 @@ bp_status bp_step_run(const bp_step_prog *p, bp_step_io *io);
 /* On one backend only ("cpu": node by node), its record in *rec (verify). */
 bp_status bp_step_run_on(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec);
 bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len);
+/* The seam slot the walk would give program p whole to (bp_seam_takes over bp_seam_order, the
+ * question bp_step_run's walk asks first); -1: none, the CPU runs it node by node, and why
+ * lists each slot's answer. Launches nothing. */
+int bp_step_route(const bp_step_prog *p, char *why, size_t why_len);
 
 /* ---- KV cache layout (src/ops/kv_cache.c) -------------------------------------------------- */
 typedef struct bp_kv_layer {

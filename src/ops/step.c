@@ -160,13 +160,8 @@ bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len) {
     return BP_OK;
 }
 
-/* The call for p, io prepared; backend NULL: the walk, else that backend only (verify). */
-static bp_status step_call(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec) {
-    if (!p || !io || p->t <= 0 || p->n_out < 0 || p->n_out > p->t)
-        return bp_fail(BP_E_INVAL, "step: bad program or io (t %lld, n_out %lld)", p ? (long long)p->t : 0LL,
-                       p ? (long long)p->n_out : 0LL);
-    io->kv_host = (bp_step_kv_host){io->kv, kv_read_raw, kv_write_raw, kv_length};
-    memset(&io->traffic, 0, sizeof io->traffic);
+/* The op call of program p (io may be NULL: a question about it, not a run). */
+static bp_op_call step_op_call(const bp_step_prog *p, bp_step_io *io) {
     bp_op_call c = {.op = BP_OP_STEP, .kind = p->kv_kind, .kind2 = p->kv_kind};
     c.u.step.prog = p, c.u.step.io = io;
     /* The work the cost model sees: every weight read once per step, t tokens. */
@@ -175,6 +170,35 @@ static bp_status step_call(const bp_step_prog *p, bp_step_io *io, const char *ba
         for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++)
             wbytes += p->nodes[i].job[j].w->rows * (int64_t)p->nodes[i].job[j].w->row_bytes;
     c.shape = (bp_op_shape){1, wbytes / 2 > 0 ? wbytes / 2 : 1, p->t};
+    return c;
+}
+
+int bp_step_route(const bp_step_prog *p, char *why, size_t why_len) {
+    const bp_op_call c = step_op_call(p, NULL);
+    int order[BP_BACKEND_COUNT + 1];
+    const int n = bp_seam_order(order, BP_BACKEND_COUNT + 1);
+    size_t used = 0;
+    if (why && why_len) why[0] = '\0';
+    for (int j = 0; j < n; j++) {
+        char one[300];
+        if (bp_seam_takes(order[j], &c, one, sizeof one) == BP_TAKE_YES) return order[j];
+        if (why && used + 1 < why_len) {
+            int m = snprintf(why + used, why_len - used, "%s%s: %s", used ? "; " : "", bp_seam_slot_at(order[j])->caps->name,
+                             one);
+            used = m < 0 ? used : used + (size_t)m < why_len ? used + (size_t)m : why_len - 1;
+        }
+    }
+    return -1;
+}
+
+/* The call for p, io prepared; backend NULL: the walk, else that backend only (verify). */
+static bp_status step_call(const bp_step_prog *p, bp_step_io *io, const char *backend, bp_run_record *rec) {
+    if (!p || !io || p->t <= 0 || p->n_out < 0 || p->n_out > p->t)
+        return bp_fail(BP_E_INVAL, "step: bad program or io (t %lld, n_out %lld)", p ? (long long)p->t : 0LL,
+                       p ? (long long)p->n_out : 0LL);
+    io->kv_host = (bp_step_kv_host){io->kv, kv_read_raw, kv_write_raw, kv_length};
+    memset(&io->traffic, 0, sizeof io->traffic);
+    bp_op_call c = step_op_call(p, io);
     return backend ? bp_seam_run_on(&c, backend, bp_op_cpu, rec) : bp_op_run(&c);
 }
 

@@ -334,6 +334,17 @@ static bp_status run_step(const bp_op_call *c, char *label, size_t len) {
     return bp_gpu_step_run(&b, dev, c, label, len);
 }
 
+/* What run_step places for p: the step's layout, and the IQ grids. */
+static bp_status vk_step_bytes(const bp_step_prog *p, bp_step_bytes *out) {
+    char why[256];
+    if (!bp_vk_device(why, sizeof why)) return bp_fail(BP_E_UNSUPPORTED, "Vulkan unavailable: %s", why);
+    const bp_gpu_backend b = {.id = BP_BACKEND_VULKAN, .name = "vulkan", .display = "Vulkan",
+                              .max_binding = bp_vk_max_range(), .mm_tile = VK_GEMM_TM};
+    bp_status st = bp_gpu_step_bytes(&b, p, out);
+    if (!st) out->extra = bp_vk_iq_nwords * 4; /* made once per process, at the first step */
+    return st;
+}
+
 static bp_launch vk_launch(const bp_op_call *c, char *err, size_t err_len) {
     bp_kind kinds[16];
     const int nk = bp_op_call_kinds(c, kinds, 16);
@@ -376,4 +387,5 @@ const bp_backend_dispatch bp_dispatch_vulkan = {
     .wants = NULL,
     .launch = vk_launch,
     .describe = vk_describe,
+    .step_bytes = vk_step_bytes,
 };

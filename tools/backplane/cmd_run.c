@@ -11,13 +11,14 @@
 #include "cli_common.h"
 #include "cpu/cpu.h"
 #include "model_cli.h"
+#include "plan_check.h"
 
 typedef struct ropts {
     const char *model, *prompt;
     int n, threads;
     int64_t ctx;
     bp_kind kv_kind;
-    bool chat, json, quiet;
+    bool chat, json, quiet, plan_check;
     bp_sampler_params sp;
 } ropts;
 
@@ -40,6 +41,8 @@ static int usage(FILE *f, int rc) {
             "  --strict         a fallback is an error (BACKPLANE_STRICT=1)\n"
             "  --backend NAME   run there (vulkan, opencl, cuda, cpu; BACKPLANE_BACKEND prefers instead): on\n"
             "                   Vulkan the whole forward pass, the KV cache and the activations stay on the device\n"
+            "  --plan-check     at the end, the memory the run took (library heap, device ledger, resident)\n"
+            "                   against `backplane plan`'s figures; exit 1 when above them\n"
             "  --no-memory-check  allocate a KV cache larger than the memory available (BACKPLANE_MEMORY_CHECK=0)\n");
     return rc;
 }
@@ -53,6 +56,7 @@ static int parse(int argc, char **argv, ropts *o) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
         if (!strcmp(a, "--chat")) o->chat = true;
         else if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--plan-check")) o->plan_check = true;
         else if (!v && a[0] == '-') {
             fprintf(stderr, "backplane run: %s needs a value\n", a);
             return -1;
@@ -116,6 +120,8 @@ int bp_cmd_run(int argc, char **argv) {
     if (p) return usage(p > 0 ? stdout : stderr, p > 0 ? 0 : 2);
     if (o.threads && bp_cpu_set_threads(o.threads)) return bp_cli_error("--threads", BP_E_INVAL);
 
+    bp_plan_check pc = {0};
+    if (o.plan_check) bp_plan_check_begin(&pc);
     bp_cli_model_session ses;
     int rc = bp_cli_model_open(o.model, !o.json, &ses);
     if (rc) return rc;
@@ -238,6 +244,7 @@ int bp_cmd_run(int argc, char **argv) {
     if (!o.json) printf("\n");
     bp_cli_model_report(&ses, c, o.json ? stdout : stderr, o.json, (int64_t)n_ids, t_prompt, generated, t_gen,
                         eog ? "end of generation" : "token limit", out.p ? out.p : "", out.len);
+    if (pc.on) rc = bp_plan_check_end(&pc, o.model, ses.model, ctx, o.kv_kind, stderr, o.json);
 out:
     free(out.p);
     free(piece.p);
