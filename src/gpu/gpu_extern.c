@@ -76,11 +76,10 @@ static bp_status run_jobs(const ext *e, const bp_matmul_job *jobs, int n, const 
 
 static bp_launch ext_launch(int i, const bp_op_call *c, char *err, size_t err_len) {
     const ext *e = &exts[i];
-    bp_kind kinds[16];
-    const int nk = bp_op_call_kinds(c, kinds, 16);
     if (!e->dev || !claimed_op(c->op)) return BP_LAUNCH_NO_KERNEL;
-    for (int j = 0; j < nk; j++)
-        if (!proven(e, kinds[j])) return BP_LAUNCH_NO_KERNEL;
+    /* every part's kind, however many jobs: an unproven kernel never runs */
+    for (int j = 0; j < bp_op_call_parts(c); j++)
+        if (!proven(e, bp_op_call_kind(c, j))) return BP_LAUNCH_NO_KERNEL;
     bp_status s;
     if (c->op == BP_OP_JOBS) {
         s = run_jobs(e, c->u.jobs.jobs, c->u.jobs.n_jobs, c->u.jobs.x, c->u.jobs.t);
