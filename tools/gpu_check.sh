@@ -19,7 +19,8 @@
 #   3 bandwidth (40 s) [~25 s]  tools/cuda_bench.c at 4096 x 4096, t = 512: d2d copy GB/s
 #              (achievable HBM), decode GB/s per kind, GEMM TFLOP/s per kind
 #   5 1B model (60 s) [~40 s]  a Llama-shaped 1B-class Q4_K_M file with random weights written now
-#              (tools/gen_llama1b.py, 0.8 GB, ~25 s), then `bench MODEL -p 0 -n 64` on CUDA, strict
+#              (tools/gen_llama1b.py, 0.8 GB: 35 s on the loaded 2-vCPU dev VM, so ~20 s there),
+#              then `bench MODEL -p 0 -n 64` on CUDA, strict (the file has no vocabulary: bench only)
 #   4 sanitizer (60 s) [~40 s]  compute-sanitizer memcheck over test_cuda_kernels on 4 kinds and
 #              over one model's decode steps on CUDA (the step kernels and the graph)
 # Every bench line gives decode tokens/s, the weight bytes one token reads (bench --json's
