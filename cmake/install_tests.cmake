@@ -27,6 +27,11 @@ add_test(NAME install_version
 add_test(NAME install_prefix
   COMMAND bash tests/install/prefix.sh ${CMAKE_BINARY_DIR} "${BP_USER_CFLAGS}"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+# A backend outside the tree: a program built against the installed prefix only registers a toy
+# device (the public device interface) and the seam runs a model's matmuls on it.
+add_test(NAME install_device_backend
+  COMMAND bash tests/install/device_backend.sh ${CMAKE_BINARY_DIR} "${BP_USER_CFLAGS}"
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 add_test(NAME install_python
   COMMAND bash tests/install/python.sh ${CMAKE_BINARY_DIR} "${BP_PY_PRELOAD}"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -382,5 +382,7 @@ bp_status bp_gguf_writer_write_memory(bp_gguf_writer *w, void **buf, size_t *len
 #include "backplane_tokenizer.h" /* tokenizer and sampler */
 #include "backplane_ops_conv_moe.h" /* conv2d with a fused input norm, MoE routed experts */
 #include "backplane_model.h"     /* models: load, contexts with a KV cache, evaluate, logits */
+#include "backplane_device.h"    /* the device interface a GPU backend implements, and
+                                    registering one written outside the library */
 
 #endif /* BACKPLANE_H */

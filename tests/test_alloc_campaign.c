@@ -25,7 +25,7 @@
 
 #include "core/alloc.h"
 #include "cpu/cpu_internal.h"
-#include "device/device.h"
+#include "backplane_device.h"
 #include "harness.h"
 #include "seam/mock_install.h"
 #include "ops/ops_internal.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/device.h"
+#include "backplane_device.h"
 #include "harness.h"
 #include "mock/mock_device.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/device.h"
+#include "backplane_device.h"
 #include "harness.h"
 #include "seam/mock_install.h"
 #include "seam/seam_internal.h"

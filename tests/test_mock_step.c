@@ -11,6 +11,8 @@
  *   eval's error, naming the injected call;
  * - a device lost mid-sequence: the step falls back, and the CPU cannot take the cache back --
  *   a clean error, never wrong logits;
+ * - batches of other lengths in one context: a capture with the same kernels updates the slot's
+ *   graph in place (graph_update), another topology records a new one, the logits the reference's;
  * - the ledger holds nothing after the context is freed, and the guard bands are intact. */
 #include <math.h>
 #include <stdlib.h>
@@ -131,6 +133,30 @@ static void run_arch(const char *arch) {
         CHECK(worst <= 1e-10 && !strcmp(c->step_rec[1].backend, "mock"), "%s batch on the mock (%s): NMSE %.3e", arch,
               c->step_rec[1].backend, worst);
     }
+    bp_context_free(c);
+    /* batches of 10, 7 and 6 tokens in one context: the 7's capture has the 10's kernels (its
+     * logits in buffers of 5 rows and 2: GEMMs both) and updates that graph in place
+     * (graph_update); the 6's last logit buffer holds one row, a matvec, so its topology differs
+     * and it records a new graph. The logits are the reference's either way. */
+    c = NULL;
+    CHECK_OK(bp_context_create(m, &cp, &c));
+    const int len[3] = {10, 7, 6};
+    const bool want_update[3] = {false, true, false};
+    for (int b = 0, at = 0; c && b < 3; at += len[b], b++) {
+        if (bp_context_eval(c, r.tokens + at, len[b], len[b])) {
+            CHECK(false, "%s: batch %d: %s", arch, b, bp_last_error());
+            break;
+        }
+        double worst = 0;
+        for (int p = 0; p < len[b]; p++) {
+            double e = model_nmse(bp_context_logits(c, p), ref + (size_t)(at + p) * V, V);
+            if (!(e <= worst)) worst = e;
+        }
+        CHECK(worst <= 1e-10 && c->last_traffic[1].recorded && c->last_traffic[1].updated == want_update[b],
+              "%s: batch of %d after %d: NMSE %.3e, recorded %d, updated in place %d (want %d)", arch, len[b], at, worst,
+              c->last_traffic[1].recorded, c->last_traffic[1].updated, want_update[b]);
+    }
+    CHECK(c && bp_context_pos(c) == 23, "%s: three batches left %lld positions", arch, c ? (long long)bp_context_pos(c) : -1LL);
     bp_context_free(c);
     double e = decode(m, r.tokens, ref, V, -1, 0, false, &fell, &failed, msg, sizeof msg);
     CHECK(failed == BP_OK && e <= 1e-10, "%s on the mock: worst NMSE %.3e (%s)", arch, e, failed ? msg : "");

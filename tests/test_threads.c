@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "testing/tolerance.h"
-#include "device/device.h"
+#include "backplane_device.h"
 #include "harness.h"
 #include "seam/mock_install.h"
 #include "seam/seam_internal.h"

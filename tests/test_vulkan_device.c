@@ -1,4 +1,4 @@
-/* The device interface (src/device/device.h) over Vulkan, through the bp_dev_* wrappers:
+/* The device interface (include/backplane_device.h) over Vulkan, through the bp_dev_* wrappers:
  * allocations in the ledger, copies both ways and device to device, memset, redzones, kernels
  * from the op cache, typed launches on the default stream and on a created stream, events,
  * refused arguments, a failed allocation with its cause. Runs with BACKPLANE_VULKAN_STAGING=1,
@@ -13,7 +13,7 @@
 #include "harness.h"
 
 #if BP_HAVE_VULKAN
-#include "device/device.h"
+#include "backplane_device.h"
 #include "vulkan/vk_internal.h"
 
 static void check_copies(bp_device *dev) {

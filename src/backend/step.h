@@ -107,6 +107,8 @@ struct bp_step_kv_host {
 typedef struct bp_step_traffic {
     uint64_t h2d, d2h, submits, launches, h2d_bytes, d2h_bytes;
     bool recorded;             /* this step recorded its submission (else it replayed one) */
+    bool updated;              /* that recording updated the earlier graph of its slot in place
+                                  (same topology, another shape: no re-instantiation) */
 } bp_step_traffic;
 
 /* The device memory a backend places for a program (its step_bytes member, `backplane plan`):

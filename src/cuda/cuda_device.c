@@ -1,4 +1,4 @@
-/* The device interface (src/device/device.h) over the CUDA runtime. UNRUN ON HARDWARE: compiled
+/* The device interface (include/backplane_device.h, version 3) over the CUDA runtime. UNRUN ON HARDWARE: compiled
  * and linked against static cudart on a machine without a GPU; the first run on a GPU is
  * tools/gpu_check.sh.
  *
@@ -308,6 +308,36 @@ static void cu_graph_destroy(bp_device *dev, bp_graph *gp) {
     bp_free(g);
 }
 
+/* A new capture of the same topology (a prefill of another length: the same kernels, other
+ * grids and arguments) updates the instantiated graph in place; cudaGraphExecUpdate refuses
+ * another topology, and then the capture is instantiated anew. UNRUN ON HARDWARE. */
+static bp_status cu_graph_update(bp_device *dev, bp_stream *s, bp_graph **gp, bool *updated) {
+    (void)dev;
+    cu_graph *g = (cu_graph *)(void *)*gp;
+    cudaGraph_t ng = NULL;
+    CU_TRY(cudaStreamEndCapture(CS(s), &ng), "cudaStreamEndCapture");
+    cudaGraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    if (cudaGraphExecUpdate(g->exec, ng, &info) == cudaSuccess) {
+        (void)cudaGraphDestroy(g->graph);
+        g->graph = ng;
+        *updated = true;
+        return BP_OK;
+    }
+    (void)cudaGetLastError(); /* not an error: the topology changed */
+    cudaGraphExec_t nx = NULL;
+    cudaError_t e = cudaGraphInstantiate(&nx, ng, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGraphDestroy(ng);
+        return bp_cu_status(e, "cudaGraphInstantiate (after a topology change)");
+    }
+    (void)cudaGraphExecDestroy(g->exec);
+    (void)cudaGraphDestroy(g->graph);
+    g->exec = nx, g->graph = ng;
+    *updated = false;
+    return BP_OK;
+}
+
 static bool cu_stream_is_capturing(bp_device *dev, bp_stream *s) {
     (void)dev;
     enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
@@ -355,6 +385,80 @@ static void cu_host_free_pinned(bp_device *dev, void *p) {
     if (p && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
 }
 
+/* ---- version 3: queries, thread binding, mapped host memory, metadata ----------------------- */
+
+static bp_status cu_event_query(bp_device *dev, bp_event *e, bool *done) {
+    (void)dev;
+    cudaError_t r = cudaEventQuery((cudaEvent_t)(void *)e); /* never blocks */
+    if (r == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        *done = false;
+        return BP_OK;
+    }
+    *done = r == cudaSuccess;
+    return bp_cu_status(r, "cudaEventQuery");
+}
+
+/* impl is the device's ordinal (cuda_dispatch.c keeps it). */
+static int cu_device_index(bp_device *dev) { return dev->impl ? *(const int *)dev->impl : 0; }
+
+static bp_status cu_bind_to_thread(bp_device *dev) {
+    CU_TRY(cudaSetDevice(cu_device_index(dev)), "cudaSetDevice(%d)", cu_device_index(dev));
+    return BP_OK;
+}
+
+/* Mapped, page-locked host memory: the kernels read it over the bus in place (zero-copy). With
+ * unified addressing the device pointer usually equals the host pointer; the release finds the
+ * host pointer from the handle either way. */
+static bp_status cu_host_ptr_to_device(bp_device *dev, void *host, size_t bytes, void **buf) {
+    (void)dev;
+    CU_TRY(cudaHostRegister(host, bytes, cudaHostRegisterMapped), "cudaHostRegister(%zu bytes)", bytes);
+    cudaError_t e = cudaHostGetDevicePointer(buf, host, 0);
+    if (e != cudaSuccess) {
+        (void)cudaHostUnregister(host);
+        return bp_cu_status(e, "cudaHostGetDevicePointer");
+    }
+    return BP_OK;
+}
+
+static void cu_host_ptr_release(bp_device *dev, void *buf) {
+    struct cudaPointerAttributes a;
+    void *host = buf;
+    if (cudaPointerGetAttributes(&a, buf) == cudaSuccess && a.hostPointer) host = a.hostPointer;
+    if (cudaHostUnregister(host) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fprintf(stderr, "backplane: %s: cudaHostUnregister(%p) failed\n", dev->name, host);
+    }
+}
+
+static bool cu_has_module(bp_device *dev, const char *name) {
+    (void)dev;
+    return bp_cu_kernel_find(name) != NULL;
+}
+
+/* Rows per block, from the launch rules of src/cuda/cuda_kernels.h. */
+static int cu_kernel_n_tile(bp_device *dev, bp_kernel *k) {
+    (void)dev;
+    const char *n = ((const bp_cu_kernel_entry *)(const void *)k)->name;
+    if (!strncmp(n, "matvec_", 7)) return BP_CU_MV_ROWS;
+    if (!strncmp(n, "gemm_", 5)) return BP_CU_GEMM_TILE;
+    return 1;
+}
+
+/* The weight kernels read rows with 16-byte loads (cuda_kernels.h). */
+static size_t cu_chunk_slack_bytes(bp_device *dev) {
+    (void)dev;
+    return 16;
+}
+
+static bp_status cu_copy_d2h_on_stream(bp_device *dev, bp_stream *s, void *dst, const void *src, size_t off, size_t n) {
+    (void)dev;
+    CU_TRY(cudaMemcpyAsync(dst, (const char *)src + off, n, cudaMemcpyDeviceToHost, CS(s)),
+           "cudaMemcpyAsync d2h on stream (%zu bytes)", n);
+    CU_TRY(cudaStreamSynchronize(CS(s)), "cudaStreamSynchronize after d2h");
+    return BP_OK;
+}
+
 /* Arenas are one cudaMalloc each (the common code records them in the ledger); weights inside
  * are suballocated by offset, 256-byte aligned by the caller. */
 static bp_status cu_arena_create(bp_device *dev, size_t bytes, void **buf) { return cu_alloc(dev, bytes, buf); }
@@ -400,4 +504,14 @@ const bp_device_methods bp_cu_device_methods = {
     .host_free_pinned = cu_host_free_pinned,
     .arena_create = cu_arena_create,
     .arena_destroy = cu_arena_destroy,
+    .event_query = cu_event_query,
+    .bind_to_thread = cu_bind_to_thread,
+    .device_index = cu_device_index,
+    .host_ptr_to_device = cu_host_ptr_to_device,
+    .host_ptr_release = cu_host_ptr_release,
+    .has_module = cu_has_module,
+    .kernel_n_tile = cu_kernel_n_tile,
+    .chunk_slack_bytes = cu_chunk_slack_bytes,
+    .copy_d2h_on_stream = cu_copy_d2h_on_stream,
+    .graph_update = cu_graph_update,
 };

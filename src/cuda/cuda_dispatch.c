@@ -103,6 +103,7 @@ bool bp_cu_error_is_sticky(int code) {
 static pthread_mutex_t cu_lock = PTHREAD_MUTEX_INITIALIZER;
 static bp_device *cu_dev;
 static bp_stream *cu_stream;
+static bp_stream *cu_upload; /* the step's weight uploads, overlapping the first step's setup */
 static int cu_ordinal;
 static bool cu_tried;
 static char cu_open_error[256];
@@ -129,8 +130,11 @@ static bp_status open_locked(void) {
     } else {
         cu_ordinal = device_index(why, sizeof why);
         snprintf(name, sizeof name, "cuda:%d", cu_ordinal);
-        if ((s = select_device()) == BP_OK && (s = bp_device_open(&bp_cu_device_methods, NULL, name, &cu_dev)) == BP_OK &&
-            (s = bp_dev_stream_create(cu_dev, &cu_stream)) != BP_OK) {
+        if ((s = select_device()) == BP_OK && (s = bp_device_open(&bp_cu_device_methods, &cu_ordinal, name, &cu_dev)) == BP_OK &&
+            ((s = bp_dev_stream_create(cu_dev, &cu_stream)) != BP_OK ||
+             (s = bp_dev_stream_create(cu_dev, &cu_upload)) != BP_OK)) {
+            bp_dev_stream_destroy(cu_dev, cu_stream);
+            cu_stream = NULL;
             bp_device_close(cu_dev);
             cu_dev = NULL;
         }
@@ -165,7 +169,7 @@ typedef struct cu_weight {
 static void cu_weight_free(void *p) {
     cu_weight *cw = p;
     pthread_mutex_lock(&cu_lock);
-    (void)select_device(); /* a weight may be freed on a thread that never ran an op */
+    (void)bp_dev_bind_to_thread(cw->dev); /* a weight may be freed on a thread that never ran an op */
     bp_dev_free(cw->dev, cw->buf);
     pthread_mutex_unlock(&cu_lock);
     bp_free(cw);
@@ -324,7 +328,7 @@ static bool cu_has_step(bp_kind kv) { return bp_gpu_step_has_kernels(kv, "step_"
 /* the kernels index buffers with 32-bit element offsets: bindings of at most 2 GiB */
 static bp_gpu_backend cu_step_backend(void) {
     return (bp_gpu_backend){.id = BP_BACKEND_CUDA, .name = "cuda", .display = "CUDA", .max_binding = (size_t)1 << 31,
-                            .mm_tile = 16, .mv_rows = 2, .kprefix = "step_", .stream = cu_stream};
+                            .mm_tile = 16, .mv_rows = 2, .kprefix = "step_", .stream = cu_stream, .upload = cu_upload};
 }
 
 static bp_status cu_step_bytes(const bp_step_prog *p, bp_step_bytes *out) {

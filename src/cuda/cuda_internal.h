@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/cuda_kernels.h"
-#include "device/device.h"
+#include "backplane_device.h"
 #include "backend/backend.h"
 
 /* The device interface over cudart (cuda_device.c). */

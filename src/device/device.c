@@ -1,6 +1,10 @@
-/* The common device code: open/close, the wrappers every backend calls (defaults for the
- * optional members, range checks against the ledger, capture checks), the op cache. */
+/* The common device code: open/close, the wrappers every backend calls for memory, copies and
+ * kernels (defaults for the optional members, range checks against the ledger, capture checks),
+ * the op cache, properties, pinned memory and arenas. Streams, events and graphs: queue.c. */
 #include <ctype.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,15 +17,47 @@ static bp_status need_dev(const bp_device *dev, const char *what) {
     return BP_OK;
 }
 
-bp_status bp_device_open(const bp_device_methods *m, void *impl, const char *name, bp_device **out) {
+#define DEV_CHECK(what) \
+    do { bp_status s_ = need_dev(dev, what); if (s_) return s_; } while (0)
+#define TRY(expr) \
+    do { bp_status s_ = (expr); if (s_) return s_; } while (0)
+/* Traffic counters: relaxed atomics, read as a whole by bp_dev_traffic_get. */
+#define COUNT(field, n) __atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+bp_status bp_device_fail(bp_status s, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt ? fmt : "", ap);
+    va_end(ap);
+    return bp_fail(s, "%s", msg);
+}
+
+/* The bytes of a table each version fills: members up to the version's marker. */
+static size_t table_bytes(int version) {
+    return version == 1 ? offsetof(bp_device_methods, submits)
+         : version == 2 ? offsetof(bp_device_methods, event_query) : sizeof(bp_device_methods);
+}
+
+bp_status bp_device_open(const bp_device_methods *table, void *impl, const char *name, bp_device **out) {
     if (!out) return bp_fail(BP_E_INVAL, "bp_device_open: out is NULL");
     *out = NULL;
-    if (!m) return bp_fail(BP_E_INVAL, "bp_device_open: method table is NULL");
+    if (!table) return bp_fail(BP_E_INVAL, "bp_device_open: method table is NULL");
+    if (table->version > BP_DEVICE_METHODS_VERSION)
+        return bp_fail(BP_E_UNSUPPORTED, "bp_device_open: method table '%s' is version %d; this library knows %d",
+                       table->name ? table->name : "?", table->version, BP_DEVICE_METHODS_VERSION);
+    /* Only the members of the table's version are read; the rest stay NULL (defaulted). */
+    bp_device_methods mt;
+    memset(&mt, 0, sizeof mt);
+    if (table->version >= 1) memcpy(&mt, table, table_bytes(table->version));
+    const bp_device_methods *m = &mt;
     const char *missing = m->version < 1 ? "version" : !m->name ? "name" : !m->alloc ? "alloc"
                         : !m->free ? "free" : !m->h2d ? "h2d" : !m->d2h ? "d2h" : NULL;
     if (!missing && m->graph_begin && (!m->graph_end || !m->graph_replay || !m->graph_destroy))
         missing = "graph_end/graph_replay/graph_destroy (required with graph_begin)";
     if (!missing && !m->arena_create != !m->arena_destroy) missing = "arena_create/arena_destroy (both or neither)";
+    if (!missing && !m->host_ptr_to_device != !m->host_ptr_release)
+        missing = "host_ptr_to_device/host_ptr_release (both or neither)";
     if (missing)
         return bp_fail(BP_E_INVAL, "bp_device_open: method table '%s' lacks the required member %s",
                        m->name ? m->name : "?", missing);
@@ -33,7 +69,8 @@ bp_status bp_device_open(const bp_device_methods *m, void *impl, const char *nam
         return bp_fail(BP_E_NOMEM, "bp_device_open: no memory");
     }
     pthread_mutex_init(&c->lock, NULL);
-    dev->m = m;
+    c->methods = mt;
+    dev->m = &c->methods;
     dev->impl = impl;
     dev->common = c;
     snprintf(dev->name, sizeof dev->name, "%s", name ? name : m->name);
@@ -67,48 +104,6 @@ void bp_device_close(bp_device *dev) {
     bp_free(dev);
 }
 
-/* ---- capture bookkeeping ------------------------------------------------------------------ */
-
-static bool any_capturing(bp_device *dev) {
-    struct bp_device_common *c = dev->common;
-    pthread_mutex_lock(&c->lock);
-    bool yes = c->capturing_default;
-    for (int i = 0; i < BP_DEV_CAPTURE && !yes; i++) yes = c->capturing[i] != NULL;
-    pthread_mutex_unlock(&c->lock);
-    return yes;
-}
-
-static void set_capturing(bp_device *dev, bp_stream *s, bool on) {
-    struct bp_device_common *c = dev->common;
-    pthread_mutex_lock(&c->lock);
-    if (!s) c->capturing_default = on;
-    else {
-        int slot = -1;
-        for (int i = 0; i < BP_DEV_CAPTURE; i++) {
-            if (c->capturing[i] == s) { slot = i; break; }
-            if (slot < 0 && !c->capturing[i] && on) slot = i;
-        }
-        if (slot >= 0) c->capturing[slot] = on ? s : NULL;
-    }
-    pthread_mutex_unlock(&c->lock);
-}
-
-static bool flag_capturing(bp_device *dev, bp_stream *s) {
-    struct bp_device_common *c = dev->common;
-    pthread_mutex_lock(&c->lock);
-    bool yes = !s ? c->capturing_default : false;
-    for (int i = 0; s && i < BP_DEV_CAPTURE; i++) yes = yes || c->capturing[i] == s;
-    pthread_mutex_unlock(&c->lock);
-    return yes;
-}
-
-/* A blocking call while a stream captures would invalidate the capture (CUDA) or deadlock
- * waiting for work that is only being recorded: refuse it with a message that says so. */
-static bp_status blocking_ok(bp_device *dev, const char *what) {
-    if (any_capturing(dev))
-        return bp_fail(BP_E_INVAL, "%s on %s: a blocking call while a graph capture is active", what, dev->name);
-    return BP_OK;
-}
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
@@ -137,18 +132,17 @@ static bp_status alloc_common(bp_device *dev, size_t bytes, void **buf, bool man
     bp_status s = need_dev(dev, "bp_dev_alloc");
     if (s) return s;
     if (!bytes) return bp_fail(BP_E_INVAL, "bp_dev_alloc at %s:%d: zero bytes", file, line);
-    if (managed && !dev->m->alloc_managed)
-        return bp_fail(BP_E_UNSUPPORTED, "%s has no managed memory (bp_dev_alloc_managed at %s:%d)", dev->name,
-                       file, line);
     pthread_mutex_lock(&dev->common->lock);
     size_t rz = dev->common->redzone;
     bool poison = dev->common->poison;
     pthread_mutex_unlock(&dev->common->lock);
+    /* The slack kernels may read past the end: inside the guard band when that is longer. */
+    const size_t slack = bp_dev_chunk_slack_bytes(dev);
     size_t total;
-    if (!bp_add_size(bytes, rz, &total))
+    if (!bp_add_size(bytes, rz > slack ? rz : slack, &total))
         return bp_fail(BP_E_NOMEM, "bp_dev_alloc at %s:%d: %zu bytes overflow", file, line, bytes);
     void *b = NULL;
-    s = managed ? dev->m->alloc_managed(dev, total, &b) : dev->m->alloc(dev, total, &b);
+    s = managed && dev->m->alloc_managed ? dev->m->alloc_managed(dev, total, &b) : dev->m->alloc(dev, total, &b);
     if (s || !b) {
         if (!s) s = bp_fail(BP_E_NOMEM, "%s: alloc of %zu bytes returned no buffer", dev->name, total);
         return s;
@@ -185,13 +179,38 @@ bp_status bp_dev_alloc_managed_at(bp_device *dev, size_t bytes, void **buf, cons
     return alloc_common(dev, bytes, buf, true, file, line);
 }
 
+bool bp_dev_has_managed(bp_device *dev) { return dev && dev->m->alloc_managed; }
+
+bp_status bp_dev_host_ptr_to_device_at(bp_device *dev, void *host, size_t bytes, void **buf, const char *file,
+                                       int line) {
+    if (!buf) return bp_fail(BP_E_INVAL, "bp_dev_host_ptr_to_device at %s:%d: buf is NULL", file, line);
+    *buf = NULL;
+    DEV_CHECK("bp_dev_host_ptr_to_device");
+    if (!host || !bytes)
+        return bp_fail(BP_E_INVAL, "bp_dev_host_ptr_to_device at %s:%d: no host memory given", file, line);
+    if (!dev->m->host_ptr_to_device)
+        return bp_fail(BP_E_UNSUPPORTED, "%s cannot map host memory (bp_dev_host_ptr_to_device at %s:%d)", dev->name,
+                       file, line);
+    void *b = NULL;
+    TRY(dev->m->host_ptr_to_device(dev, host, bytes, &b));
+    if (!b) return bp_fail(BP_E_DEVICE, "%s: host_ptr_to_device gave no handle", dev->name);
+    bp_status s = bp_ledger_add(dev, b, bytes, 0, file, line);
+    if (s) {
+        dev->m->host_ptr_release(dev, b);
+        return s;
+    }
+    bp_ledger_mark(dev, b, BP_LEDGER_MAPPED);
+    *buf = b;
+    return BP_OK;
+}
+
 void bp_dev_free(bp_device *dev, void *buf) {
     if (!dev || !buf) return;
     size_t bytes, rz;
-    bool arena;
+    int what;
     const char *file;
     int line;
-    if (!bp_ledger_remove(dev, buf, &bytes, &rz, &arena, &file, &line)) {
+    if (!bp_ledger_remove(dev, buf, &bytes, &rz, &what, &file, &line)) {
         /* Passing it on would be a double free in the driver: report and drop it. */
         fprintf(stderr, "backplane: bp_dev_free on %s: %p is not a live allocation (double free?)\n",
                 dev->name, buf);
@@ -205,7 +224,8 @@ void bp_dev_free(bp_device *dev, void *buf) {
         fprintf(stderr, "backplane: redzone damaged %ld bytes past the end of %zu bytes on %s allocated at %s:%d\n",
                 bad, bytes, dev->name, file, line);
     }
-    if (arena && dev->m->arena_destroy) dev->m->arena_destroy(dev, buf);
+    if (what == BP_LEDGER_ARENA && dev->m->arena_destroy) dev->m->arena_destroy(dev, buf);
+    else if (what == BP_LEDGER_MAPPED) dev->m->host_ptr_release(dev, buf);
     else dev->m->free(dev, buf);
 }
 
@@ -225,8 +245,6 @@ static bp_status check_range(bp_device *dev, const void *buf, size_t off, size_t
     return BP_OK;
 }
 
-/* Traffic counters: relaxed atomics, read as a whole by bp_dev_traffic_get. */
-#define COUNT(field, n) __atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED)
 
 void bp_dev_traffic_get(bp_device *dev, bp_dev_traffic *out) {
     memset(out, 0, sizeof *out);
@@ -237,19 +255,14 @@ void bp_dev_traffic_get(bp_device *dev, bp_dev_traffic *out) {
     out->h2d_bytes = __atomic_load_n(&t->h2d_bytes, __ATOMIC_RELAXED);
     out->d2h_bytes = __atomic_load_n(&t->d2h_bytes, __ATOMIC_RELAXED);
     out->launches = __atomic_load_n(&t->launches, __ATOMIC_RELAXED);
-    out->submits = dev->m->version >= 2 && dev->m->submits ? dev->m->submits(dev)
-                                                           : __atomic_load_n(&t->submits, __ATOMIC_RELAXED);
+    out->submits = dev->m->submits ? dev->m->submits(dev) : __atomic_load_n(&t->submits, __ATOMIC_RELAXED);
 }
 
-#define DEV_CHECK(what) \
-    do { bp_status s_ = need_dev(dev, what); if (s_) return s_; } while (0)
-#define TRY(expr) \
-    do { bp_status s_ = (expr); if (s_) return s_; } while (0)
 
 bp_status bp_dev_h2d(bp_device *dev, void *dst, size_t dst_off, const void *src, size_t bytes) {
     DEV_CHECK("bp_dev_h2d");
     TRY(check_range(dev, dst, dst_off, bytes, "h2d"));
-    TRY(blocking_ok(dev, "h2d"));
+    TRY(bp_dev_blocking_ok(dev, "h2d"));
     if (!src && bytes) return bp_fail(BP_E_INVAL, "h2d on %s: host source is NULL", dev->name);
     if (bytes) COUNT(h2d, 1), COUNT(h2d_bytes, bytes);
     return bytes ? dev->m->h2d(dev, dst, dst_off, src, bytes) : BP_OK;
@@ -258,7 +271,7 @@ bp_status bp_dev_h2d(bp_device *dev, void *dst, size_t dst_off, const void *src,
 bp_status bp_dev_d2h(bp_device *dev, void *dst, const void *src, size_t src_off, size_t bytes) {
     DEV_CHECK("bp_dev_d2h");
     TRY(check_range(dev, src, src_off, bytes, "d2h"));
-    TRY(blocking_ok(dev, "d2h"));
+    TRY(bp_dev_blocking_ok(dev, "d2h"));
     if (!dst && bytes) return bp_fail(BP_E_INVAL, "d2h on %s: host destination is NULL", dev->name);
     if (bytes) COUNT(d2h, 1), COUNT(d2h_bytes, bytes);
     return bytes ? dev->m->d2h(dev, dst, src, src_off, bytes) : BP_OK;
@@ -285,7 +298,7 @@ bp_status bp_dev_d2d(bp_device *dev, void *dst, size_t dst_off, const void *src,
     DEV_CHECK("bp_dev_d2d");
     TRY(check_range(dev, dst, dst_off, bytes, "d2d destination"));
     TRY(check_range(dev, src, src_off, bytes, "d2d source"));
-    TRY(blocking_ok(dev, "d2d"));
+    TRY(bp_dev_blocking_ok(dev, "d2d"));
     if (!bytes) return BP_OK;
     if (dev->m->d2d) return dev->m->d2d(dev, dst, dst_off, src, src_off, bytes);
     return bounce_d2d(dev, dst, dst_off, src, src_off, bytes);
@@ -385,7 +398,7 @@ bp_status bp_dev_copy_2d(bp_device *dev, bp_stream *s, int dir, void *dst, size_
 bp_status bp_dev_memset(bp_device *dev, void *dst, size_t dst_off, int value, size_t bytes) {
     DEV_CHECK("bp_dev_memset");
     TRY(check_range(dev, dst, dst_off, bytes, "memset"));
-    TRY(blocking_ok(dev, "memset"));
+    TRY(bp_dev_blocking_ok(dev, "memset"));
     return bytes ? bp_dev_raw_memset(dev, dst, dst_off, value, bytes) : BP_OK;
 }
 
@@ -396,6 +409,22 @@ bp_status bp_dev_memset_on(bp_device *dev, bp_stream *s, void *dst, size_t dst_o
     if (dev->m->memset_async) return dev->m->memset_async(dev, s, dst, dst_off, value, bytes);
     TRY(default_async_prologue(dev, s, "memset_async"));
     return bp_dev_raw_memset(dev, dst, dst_off, value, bytes);
+}
+
+bp_status bp_dev_copy_d2h_on_stream(bp_device *dev, bp_stream *s, void *dst, const void *src, size_t src_off,
+                                    size_t bytes) {
+    DEV_CHECK("bp_dev_copy_d2h_on_stream");
+    TRY(check_range(dev, src, src_off, bytes, "copy_d2h_on_stream"));
+    if (!dst && bytes) return bp_fail(BP_E_INVAL, "copy_d2h_on_stream on %s: host destination is NULL", dev->name);
+    if (bp_dev_stream_is_capturing(dev, s))
+        return bp_fail(BP_E_INVAL, "copy_d2h_on_stream on %s: a blocking copy on a capturing stream", dev->name);
+    if (!bytes) return BP_OK;
+    if (!dev->m->copy_d2h_on_stream) {
+        TRY(bp_dev_d2h_on(dev, s, dst, src, src_off, bytes));
+        return bp_dev_stream_sync(dev, s);
+    }
+    COUNT(d2h, 1), COUNT(d2h_bytes, bytes);
+    return dev->m->copy_d2h_on_stream(dev, s, dst, src, src_off, bytes);
 }
 
 /* ---- kernels and the op cache ------------------------------------------------------------ */
@@ -445,6 +474,41 @@ bp_status bp_dev_kernel(bp_device *dev, const char *name, bp_kernel **out) {
     pthread_mutex_unlock(&c->lock);
     *out = k;
     return BP_OK;
+}
+
+bool bp_dev_has_kernel(bp_device *dev, const char *name) {
+    if (!dev || !name) return false;
+    if (dev->m->has_module) return dev->m->has_module(dev, name);
+    /* The default asks the op cache; a "no" is an answer, not a failure to report. */
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", bp_last_error());
+    bp_kernel *k = NULL;
+    const bool yes = bp_dev_kernel(dev, name, &k) == BP_OK;
+    if (!yes) {
+        if (saved[0]) bp_fail(BP_E_INVAL, "%s", saved);
+        else bp_clear_error();
+    }
+    return yes;
+}
+
+int bp_dev_kernel_n_tile(bp_device *dev, bp_kernel *k) {
+    if (!dev || !k || !dev->m->kernel_n_tile) return 1;
+    int n = dev->m->kernel_n_tile(dev, k);
+    return n > 0 ? n : 1;
+}
+
+bool bp_dev_has_cast(bp_device *dev, bp_kind from, bp_kind to) {
+    if (!dev) return false;
+    if (dev->m->has_cast) return dev->m->has_cast(dev, from, to);
+    const bp_kind_info *a = bp_kind_lookup((uint32_t)from), *b = bp_kind_lookup((uint32_t)to);
+    if (!a || !b) return false;
+    char name[64];
+    snprintf(name, sizeof name, "cast_%s_%s", a->name, b->name);
+    return bp_dev_has_kernel(dev, name);
+}
+
+size_t bp_dev_chunk_slack_bytes(bp_device *dev) {
+    return dev && dev->m->chunk_slack_bytes ? dev->m->chunk_slack_bytes(dev) : 0;
 }
 
 bp_status bp_dev_scratch(bp_device *dev, int slot, size_t bytes, void **buf) {
@@ -511,115 +575,6 @@ bp_status bp_dev_launch(bp_device *dev, bp_stream *s, bp_kernel *k, const bp_lau
     return dev->m->launch_raw(dev, s, k, dims, params, nargs);
 }
 
-/* ---- streams, events, graphs ------------------------------------------------------------- */
-
-bp_status bp_dev_stream_create(bp_device *dev, bp_stream **out) {
-    DEV_CHECK("bp_dev_stream_create");
-    if (!out) return bp_fail(BP_E_INVAL, "bp_dev_stream_create: out is NULL");
-    *out = NULL;
-    return dev->m->stream_create ? dev->m->stream_create(dev, out) : BP_OK;
-}
-
-void bp_dev_stream_destroy(bp_device *dev, bp_stream *s) {
-    if (dev && s && dev->m->stream_destroy) dev->m->stream_destroy(dev, s);
-}
-
-bp_status bp_dev_sync(bp_device *dev) {
-    DEV_CHECK("bp_dev_sync");
-    TRY(blocking_ok(dev, "device sync"));
-    COUNT(submits, 1);
-    return dev->m->device_sync ? dev->m->device_sync(dev) : BP_OK;
-}
-
-bp_status bp_dev_stream_sync(bp_device *dev, bp_stream *s) {
-    DEV_CHECK("bp_dev_stream_sync");
-    if (bp_dev_stream_is_capturing(dev, s))
-        return bp_fail(BP_E_INVAL, "stream sync on %s: the stream is capturing a graph", dev->name);
-    COUNT(submits, 1);
-    if (dev->m->stream_sync) return dev->m->stream_sync(dev, s);
-    return dev->m->device_sync ? dev->m->device_sync(dev) : BP_OK;
-}
-
-static char dummy_event; /* the default event: record syncs, so there is nothing to hold */
-
-bp_status bp_dev_event_create(bp_device *dev, bp_event **out) {
-    DEV_CHECK("bp_dev_event_create");
-    if (!out) return bp_fail(BP_E_INVAL, "bp_dev_event_create: out is NULL");
-    if (dev->m->event_create) return dev->m->event_create(dev, out);
-    *out = (bp_event *)(void *)&dummy_event;
-    return BP_OK;
-}
-
-void bp_dev_event_destroy(bp_device *dev, bp_event *e) {
-    if (dev && e && e != (bp_event *)(void *)&dummy_event && dev->m->event_destroy) dev->m->event_destroy(dev, e);
-}
-
-bp_status bp_dev_event_record(bp_device *dev, bp_event *e, bp_stream *s) {
-    DEV_CHECK("bp_dev_event_record");
-    if (dev->m->event_record) return dev->m->event_record(dev, e, s);
-    return bp_dev_stream_sync(dev, s);
-}
-
-bp_status bp_dev_event_wait(bp_device *dev, bp_stream *s, bp_event *e) {
-    DEV_CHECK("bp_dev_event_wait");
-    return dev->m->event_wait ? dev->m->event_wait(dev, s, e) : BP_OK;
-}
-
-bp_status bp_dev_event_sync(bp_device *dev, bp_event *e) {
-    DEV_CHECK("bp_dev_event_sync");
-    return dev->m->event_sync ? dev->m->event_sync(dev, e) : BP_OK;
-}
-
-bp_status bp_dev_event_elapsed_ms(bp_device *dev, bp_event *start, bp_event *end, float *ms) {
-    DEV_CHECK("bp_dev_event_elapsed_ms");
-    if (!dev->m->event_elapsed_ms) return bp_fail(BP_E_UNSUPPORTED, "%s has no event timing", dev->name);
-    return dev->m->event_elapsed_ms(dev, start, end, ms);
-}
-
-bp_status bp_dev_graph_begin(bp_device *dev, bp_stream *s) {
-    DEV_CHECK("bp_dev_graph_begin");
-    if (!dev->m->graph_begin) return bp_fail(BP_E_UNSUPPORTED, "%s has no graph capture", dev->name);
-    if (bp_dev_stream_is_capturing(dev, s))
-        return bp_fail(BP_E_INVAL, "graph capture on %s: the stream is capturing already", dev->name);
-    TRY(dev->m->graph_begin(dev, s));
-    set_capturing(dev, s, true);
-    return BP_OK;
-}
-
-bp_status bp_dev_graph_end(bp_device *dev, bp_stream *s, bp_graph **out) {
-    DEV_CHECK("bp_dev_graph_end");
-    if (!dev->m->graph_end || !out) return bp_fail(BP_E_UNSUPPORTED, "%s has no graph capture", dev->name);
-    set_capturing(dev, s, false);
-    return dev->m->graph_end(dev, s, out);
-}
-
-bp_status bp_dev_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s) {
-    DEV_CHECK("bp_dev_graph_replay");
-    if (!dev->m->graph_replay) return bp_fail(BP_E_UNSUPPORTED, "%s has no graphs", dev->name);
-    COUNT(submits, 1);
-    return dev->m->graph_replay(dev, g, s);
-}
-
-void bp_dev_graph_destroy(bp_device *dev, bp_graph *g) {
-    if (dev && g && dev->m->graph_destroy) dev->m->graph_destroy(dev, g);
-}
-
-void bp_dev_graph_abort(bp_device *dev, bp_stream *s) {
-    if (!dev || !bp_dev_stream_is_capturing(dev, s)) return;
-    if (dev->m->graph_abort) dev->m->graph_abort(dev, s);
-    else if (dev->m->graph_end) {
-        bp_graph *g = NULL;
-        if (dev->m->graph_end(dev, s, &g) == BP_OK) bp_dev_graph_destroy(dev, g);
-    }
-    set_capturing(dev, s, false);
-}
-
-bool bp_dev_stream_is_capturing(bp_device *dev, bp_stream *s) {
-    if (!dev) return false;
-    if (dev->m->stream_is_capturing) return dev->m->stream_is_capturing(dev, s);
-    return flag_capturing(dev, s);
-}
-
 /* ---- properties, pinned memory, arenas ----------------------------------------------------- */
 
 bool bp_dev_name_contains(const char *hay, const char *needle) {
@@ -649,10 +604,17 @@ bp_status bp_dev_host_alloc_pinned(bp_device *dev, size_t bytes, void **out) {
     DEV_CHECK("bp_dev_host_alloc_pinned");
     if (!out) return bp_fail(BP_E_INVAL, "bp_dev_host_alloc_pinned: out is NULL");
     INJECT_DEVICE_FAILURE(dev, "pinned host alloc", bytes, out);
-    if (dev->m->host_alloc_pinned) return dev->m->host_alloc_pinned(dev, bytes, out);
-    size_t rounded = (bytes + 63) & ~(size_t)63;
-    *out = bp_aligned_alloc(64, rounded ? rounded : 64);
-    return *out ? BP_OK : bp_fail(BP_E_NOMEM, "no memory for %zu pinned host bytes", bytes);
+    *out = NULL;
+    if (dev->m->host_alloc_pinned) {
+        TRY(dev->m->host_alloc_pinned(dev, bytes, out));
+        if (!*out) return bp_fail(BP_E_NOMEM, "%s: pinned alloc of %zu bytes gave no memory", dev->name, bytes);
+    } else {
+        size_t rounded = (bytes + 63) & ~(size_t)63;
+        *out = bp_aligned_alloc(64, rounded ? rounded : 64);
+        if (!*out) return bp_fail(BP_E_NOMEM, "no memory for %zu pinned host bytes", bytes);
+    }
+    memset(*out, 0, bytes);
+    return BP_OK;
 }
 
 void bp_dev_host_free_pinned(bp_device *dev, void *p) {
@@ -674,7 +636,7 @@ bp_status bp_dev_arena_create_at(bp_device *dev, size_t bytes, void **buf, const
         dev->m->arena_destroy(dev, b);
         return s;
     }
-    bp_ledger_mark_arena(dev, b);
+    bp_ledger_mark(dev, b, BP_LEDGER_ARENA);
     *buf = b;
     return BP_OK;
 }

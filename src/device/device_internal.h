@@ -5,7 +5,7 @@
 
 #include <pthread.h>
 
-#include "device/device.h"
+#include "backplane_device.h"
 
 /* The op cache grows on demand (it held a fixed 64 kernels while CUDA's registry has 85: every
  * lookup from the 65th on failed with "op cache full"); BP_DEV_KCACHE is its first size. */
@@ -17,6 +17,7 @@ typedef struct bp_dev_kentry {
 } bp_dev_kentry;
 
 struct bp_device_common {
+    bp_device_methods methods; /* the table's members its version covers; the rest NULL */
     pthread_mutex_t lock;    /* op cache, scratch, capture flags */
     size_t redzone;          /* guard bytes after each new allocation (0: off) */
     bool poison;             /* fill new allocations with BP_POISON_BYTE */
@@ -33,10 +34,12 @@ struct bp_device_common {
 /* Ledger hooks used by device.c. */
 /* Record a live allocation (bytes requested, rz the guard band after it). */
 bp_status bp_ledger_add(bp_device *dev, void *buf, size_t bytes, size_t rz, const char *file, int line);
-/* Mark a recorded buffer as an arena from the backend's arena_create (freed with arena_destroy). */
-void bp_ledger_mark_arena(bp_device *dev, void *buf);
-/* Remove it; false when unknown. *bytes, *rz, *arena receive what was recorded. */
-bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, bool *arena, const char **file,
+/* What a ledger entry is, so bp_dev_free releases it the way it was made. */
+enum { BP_LEDGER_PLAIN = 0, BP_LEDGER_ARENA = 1 /* arena_create: arena_destroy */,
+       BP_LEDGER_MAPPED = 2 /* host_ptr_to_device: host_ptr_release; never poisoned */ };
+void bp_ledger_mark(bp_device *dev, void *buf, int what);
+/* Remove it; false when unknown. *bytes, *rz, *what receive what was recorded. */
+bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, int *what, const char **file,
                       int *line);
 /* The recorded size of a live buffer; false when unknown. */
 /* The most bytes live at once over every device since the last reset (reset: start again from
@@ -47,6 +50,8 @@ bool bp_ledger_size_of(const bp_device *dev, const void *buf, size_t *bytes, con
  * (or on a read error, which is reported to `out`). */
 long bp_ledger_check_band(bp_device *dev, void *buf, size_t bytes, size_t rz);
 
+/* BP_E_INVAL naming `what` while any stream of dev captures (queue.c). */
+bp_status bp_dev_blocking_ok(bp_device *dev, const char *what);
 /* Blocking member calls with defaults applied and no ledger checks (for the ledger itself). */
 bp_status bp_dev_raw_d2h(bp_device *dev, void *dst, const void *src, size_t off, size_t n);
 bp_status bp_dev_raw_memset(bp_device *dev, void *dst, size_t off, int v, size_t n);

@@ -17,7 +17,7 @@
 typedef struct entry {
     bp_ledger_entry e;
     size_t rz;
-    bool arena; /* from the backend's arena_create: release with arena_destroy */
+    int what; /* BP_LEDGER_PLAIN, _ARENA, _MAPPED: how bp_dev_free releases it */
 } entry;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -52,21 +52,21 @@ bp_status bp_ledger_add(bp_device *dev, void *buf, size_t bytes, size_t rz, cons
     en->e.line = line;
     en->e.seq = ++g_seq;
     en->rz = rz;
-    en->arena = false;
+    en->what = BP_LEDGER_PLAIN;
     g_live += bytes;
     if (g_live > g_peak) g_peak = g_live;
     pthread_mutex_unlock(&g_lock);
     return BP_OK;
 }
 
-void bp_ledger_mark_arena(bp_device *dev, void *buf) {
+void bp_ledger_mark(bp_device *dev, void *buf, int what) {
     pthread_mutex_lock(&g_lock);
     long i = find_locked(dev, buf);
-    if (i >= 0) g_entries[i].arena = true;
+    if (i >= 0) g_entries[i].what = what;
     pthread_mutex_unlock(&g_lock);
 }
 
-bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, bool *arena, const char **file,
+bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, int *what, const char **file,
                       int *line) {
     pthread_mutex_lock(&g_lock);
     long i = find_locked(dev, buf);
@@ -76,7 +76,7 @@ bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, bool
     }
     *bytes = g_entries[i].e.bytes;
     *rz = g_entries[i].rz;
-    *arena = g_entries[i].arena;
+    *what = g_entries[i].what;
     *file = g_entries[i].e.file;
     *line = g_entries[i].e.line;
     /* Keep allocation order (list and sweep report oldest first). */
@@ -239,7 +239,44 @@ bp_status bp_ledger_poison(bp_device *dev, void *buf) {
     size_t bytes;
     if (!dev || !bp_ledger_size_of(dev, buf, &bytes, NULL, NULL))
         return bp_fail(BP_E_INVAL, "ledger: poison of a buffer the ledger does not know (%p)", buf);
+    pthread_mutex_lock(&g_lock);
+    long i = find_locked(dev, buf);
+    const bool mapped = i >= 0 && g_entries[i].what == BP_LEDGER_MAPPED;
+    pthread_mutex_unlock(&g_lock);
+    if (mapped) return bp_fail(BP_E_INVAL, "ledger: %p is mapped host memory, the caller's data: not poisoned", buf);
     return bp_dev_raw_memset(dev, buf, 0, BP_POISON_BYTE, bytes);
+}
+
+bp_status bp_ledger_poison_redzones(bp_device *dev, size_t lo, size_t hi) {
+    if (!dev) return bp_fail(BP_E_INVAL, "bp_ledger_poison_redzones: device is NULL");
+    /* A snapshot of the range: the memsets are device calls, not made under the ledger's lock. */
+    pthread_mutex_lock(&g_lock);
+    size_t n = 0;
+    for (size_t i = 0; i < g_n; i++) n += g_entries[i].e.dev == dev;
+    if (lo > hi || hi > n) {
+        pthread_mutex_unlock(&g_lock);
+        return bp_fail(BP_E_INVAL, "bp_ledger_poison_redzones on %s: range %zu..%zu outside the %zu live allocations",
+                       dev->name, lo, hi, n);
+    }
+    entry *snap = hi > lo ? bp_malloc((hi - lo) * sizeof *snap) : NULL;
+    if (hi > lo && !snap) {
+        pthread_mutex_unlock(&g_lock);
+        return bp_fail(BP_E_NOMEM, "bp_ledger_poison_redzones: no memory");
+    }
+    for (size_t i = 0, k = 0; i < g_n && k < hi; i++) {
+        if (g_entries[i].e.dev != dev) continue;
+        if (k >= lo) snap[k - lo] = g_entries[i];
+        k++;
+    }
+    pthread_mutex_unlock(&g_lock);
+    bp_status s = BP_OK;
+    for (size_t j = 0; j < hi - lo && !s; j++) {
+        if (snap[j].what == BP_LEDGER_MAPPED) continue;
+        s = bp_dev_raw_memset(dev, snap[j].e.buf, 0, 0, snap[j].e.bytes);
+        if (!s && snap[j].rz) s = bp_dev_raw_memset(dev, snap[j].e.buf, snap[j].e.bytes, BP_REDZONE_BYTE, snap[j].rz);
+    }
+    bp_free(snap);
+    return s;
 }
 
 size_t bp_ledger_redzone_faults(const bp_device *dev) {

@@ -74,8 +74,12 @@ typedef struct gpu_state {
         launch *l;
         int n;
         bp_graph *graph;
+        bp_graph *old; /* the graph of the slot's previous program, for the next capture to
+                          update in place (a prefill of another length: same kernels) */
     } c[2];
     size_t placed_bytes;
+    bp_event *weights_up;     /* recorded on b->upload after the last weight copy; the step's
+                                 stream waits on it once, before its first launch */
 } gpu_state;
 
 static void state_free(bp_step_state *self) {
@@ -83,6 +87,7 @@ static void state_free(bp_step_state *self) {
     if (!s) return;
     for (int i = 0; i < 2; i++) {
         if (s->c[i].graph) bp_dev_graph_destroy(s->dev, s->c[i].graph);
+        if (s->c[i].old) bp_dev_graph_destroy(s->dev, s->c[i].old);
         bp_free(s->c[i].l);
     }
     for (int i = 0; i < s->n_arenas; i++) bp_dev_free(s->dev, s->arenas[i]);
@@ -92,6 +97,7 @@ static void state_free(bp_step_state *self) {
     for (int i = 0; s->kv && i < 2 * s->n_layers; i++) bp_dev_free(s->dev, s->kv[i]);
     bp_dev_free(s->dev, s->params);
     bp_dev_free(s->dev, s->io);
+    if (s->weights_up) bp_dev_event_destroy(s->dev, s->weights_up);
     bp_free(s->arenas);
     bp_free(s->w);
     bp_free(s->vecs);
@@ -138,7 +144,6 @@ static void rope_freqs(const bp_step_node *nd, float *out) {
 
 static bp_status alloc_zero(bp_device *dev, size_t bytes, bool host, void **out) {
     bp_status st = host ? bp_dev_alloc_managed(dev, bytes, out) : bp_dev_alloc(dev, bytes, out);
-    if (st == BP_E_UNSUPPORTED && host) st = bp_dev_alloc(dev, bytes, out);
     if (!st) st = bp_dev_memset(dev, *out, 0, 0, bytes);
     return st;
 }
@@ -267,15 +272,24 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
         if (!st) s->placed_bytes += fill[a];
     }
     bp_free(fill);
+    /* With an upload stream the copies are queued there (the sources are the model's mapping,
+     * alive as long as the model) and the host goes on placing the rest while they run; the
+     * step's stream waits for them on an event, not the host. */
+    bp_stream *up = b->upload;
     for (int i = 0; i < s->n_w && !st; i++) {
         const placed *pw = &s->w[i];
         for (int j = 0; j < pw->n && !st; j++) {
             const piece *pc = &pw->p[j];
             size_t bytes = (size_t)pc->rows * pw->w->row_bytes;
-            st = bp_dev_h2d(dev, s->arenas[pc->arena], pc->off, pw->w->data + (size_t)pc->row0 * pw->w->row_bytes, bytes);
-            if (!st) st = bp_dev_memset(dev, s->arenas[pc->arena], pc->off + bytes, 0, 4);
+            const uint8_t *src = pw->w->data + (size_t)pc->row0 * pw->w->row_bytes;
+            st = up ? bp_dev_h2d_on(dev, up, s->arenas[pc->arena], pc->off, src, bytes)
+                    : bp_dev_h2d(dev, s->arenas[pc->arena], pc->off, src, bytes);
+            if (!st) st = up ? bp_dev_memset_on(dev, up, s->arenas[pc->arena], pc->off + bytes, 0, 4)
+                             : bp_dev_memset(dev, s->arenas[pc->arena], pc->off + bytes, 0, 4);
         }
     }
+    if (!st && up) st = bp_dev_event_create(dev, &s->weights_up);
+    if (!st && up) st = bp_dev_event_record(dev, s->weights_up, up);
     if (st) return st;
     const size_t total = s->params_floats;
     float *host = bp_malloc((total ? total : 1) * sizeof(float));
@@ -513,9 +527,11 @@ static bp_status check(const bp_gpu_backend *b, const bp_step_prog *p) {
 }
 
 static bp_status compile(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p, int slot) {
-    if (s->c[slot].graph) bp_dev_graph_destroy(s->dev, s->c[slot].graph);
+    bp_graph *old = s->c[slot].graph ? s->c[slot].graph : s->c[slot].old;
+    if (s->c[slot].old && s->c[slot].graph) bp_dev_graph_destroy(s->dev, s->c[slot].old);
     bp_free(s->c[slot].l);
     memset(&s->c[slot], 0, sizeof s->c[slot]);
+    s->c[slot].old = old;
     builder B = {b, s, NULL, 0, 0};
     bp_status st = BP_OK;
     for (int i = 0; i < p->n_nodes && !st; i++) {
@@ -621,22 +637,35 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     st = bp_dev_h2d(dev, s->io, 0, in, in_bytes);
     bp_free(in);
     if (st) return st;
-    bool recorded = false;
+    bool recorded = false, ran = false, updated = false;
     bp_stream *q = b->stream;
     if (!s->c[slot].graph) {
-        bp_status g = bp_dev_graph_begin(dev, q);
-        if (g == BP_OK) {
-            st = launch_all(s, slot, q);
-            if (st) bp_dev_graph_abort(dev, q);
-            else st = bp_dev_graph_end(dev, q, &s->c[slot].graph);
-            if (st) return st;
-            recorded = true;
-        } else if (g != BP_E_UNSUPPORTED) {
-            return g;
+        /* A device without graphs runs the launches during the "capture" and gives no graph
+         * (include/backplane_device.h, graph_begin): then they ran, and run so every step. */
+        /* the first step waits for the weights' upload stream: queued before the capture, so
+         * the graph itself holds no cross-stream wait and every replay is ordered after it */
+        if (s->weights_up) {
+            if ((st = bp_dev_event_wait(dev, q, s->weights_up))) return st;
+            bp_dev_event_destroy(dev, s->weights_up);
+            s->weights_up = NULL;
         }
+        if ((st = bp_dev_graph_begin(dev, q))) return st;
+        if ((st = launch_all(s, slot, q))) {
+            bp_dev_graph_abort(dev, q);
+            return st;
+        }
+        /* the slot's previous graph is updated in place where the topology allows */
+        bp_graph *g = s->c[slot].old;
+        s->c[slot].old = NULL;
+        if ((st = bp_dev_graph_update(dev, q, &g, &updated))) {
+            bp_dev_graph_destroy(dev, g);
+            return st;
+        }
+        s->c[slot].graph = g;
+        recorded = g != NULL;
+        ran = !recorded;
     }
-    if (s->c[slot].graph) st = bp_dev_graph_replay(dev, s->c[slot].graph, q);
-    else st = launch_all(s, slot, q);
+    if (!ran) st = bp_dev_graph_replay(dev, s->c[slot].graph, q);
     /* the blocking read-back is ordered after the default stream only */
     if (!st && q) st = bp_dev_stream_sync(dev, q);
     if (st) return st;
@@ -655,6 +684,7 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     io->traffic.submits = t1.submits - t0.submits;
     io->traffic.launches = (uint64_t)s->c[slot].n; /* the kernels the step ran, replayed or launched */
     io->traffic.recorded = recorded;
+    io->traffic.updated = updated;
     /* what ran each weight kind: the kernel the launches named */
     for (int i = 0; io->kind_rec && i < s->n_w; i++) {
         const bp_kind k = s->w[i].w->kind;

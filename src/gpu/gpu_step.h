@@ -1,5 +1,5 @@
 /* The forward step on a device (src/backend/step.h): common code of the GPU backends, over the
- * device interface alone (src/device/device.h). A backend hands over its device and the few
+ * device interface alone (include/backplane_device.h). A backend hands over its device and the few
  * facts that differ; this code places the model (weights in arenas, once), keeps the KV cache
  * and the activations in device memory, turns the program into kernel launches, records them
  * once as a graph where the device has graphs and replays that graph per step.
@@ -23,7 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/step.h"
-#include "device/device.h"
+#include "backplane_device.h"
 #include "gpu/step_args.h" /* the kernels' argument blocks */
 
 /* What a backend tells the step code. */
@@ -40,6 +40,10 @@ typedef struct bp_gpu_backend {
                                      kernels of the plain matmul path take other arguments); NULL none */
     bp_stream *stream;            /* where the launches, the capture and the replay go (CUDA cannot
                                      capture the default stream); NULL the default one */
+    bp_stream *upload;            /* where the weights go up when the model is placed, overlapping
+                                     the rest of the placement and the host's work up to the first
+                                     step, which waits on an event for them (CUDA); NULL: blocking
+                                     copies */
 } bp_gpu_backend;
 
 /* The KV kinds the step kernels store: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 (not IQ4_NL, whose

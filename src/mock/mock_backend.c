@@ -12,6 +12,7 @@
 static bp_mock_backend_config cfg;
 static bp_device *dev;
 static bp_stream *step_stream; /* cfg.step_cuda_shape: the stream the step runs on */
+static bp_stream *upload_stream; /* cfg.step_cuda_shape: the weights' upload stream, as CUDA's */
 static atomic_int probe_calls, ops, attempts;
 static char names[BP_OP_COUNT][BP_MOCK_MAX_KIND][48];
 
@@ -207,7 +208,8 @@ static bp_status run_op(const bp_op_call *c, char *err, size_t err_len) {
 static bp_gpu_backend mock_step_backend(void) {
     bp_gpu_backend b = {.id = BP_BACKEND_COUNT, .name = "mock", .display = "Mock", .max_binding = (size_t)1 << 30,
                         .extra = NULL, .mm_tile = 32, .logits_rows = cfg.step_logits_rows};
-    if (cfg.step_cuda_shape) b.mm_tile = 16, b.mv_rows = 2, b.kprefix = "step_", b.stream = step_stream;
+    if (cfg.step_cuda_shape)
+        b.mm_tile = 16, b.mv_rows = 2, b.kprefix = "step_", b.stream = step_stream, b.upload = upload_stream;
     return b;
 }
 
@@ -314,14 +316,17 @@ bp_status bp_mock_open(const bp_mock_backend_config *c) {
     atomic_store(&ops, 0);
     atomic_store(&attempts, 0);
     bp_status st = bp_mock_device_open(&dev);
-    if (!st && cfg.step_cuda_shape && (st = bp_dev_stream_create(dev, &step_stream))) bp_mock_close();
+    if (!st && cfg.step_cuda_shape &&
+        ((st = bp_dev_stream_create(dev, &step_stream)) || (st = bp_dev_stream_create(dev, &upload_stream))))
+        bp_mock_close();
     return st;
 }
 
 void bp_mock_close(void) {
     if (!dev) return;
     if (step_stream) bp_dev_stream_destroy(dev, step_stream);
-    step_stream = NULL;
+    if (upload_stream) bp_dev_stream_destroy(dev, upload_stream);
+    step_stream = upload_stream = NULL;
     bp_device_close(dev);
     dev = NULL;
 }

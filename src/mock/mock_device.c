@@ -122,6 +122,14 @@ static const mock_kernel kernels[] = {
     {"nop_", 0, {0}, k_nop, 0, false, ""}, /* any name starting with "nop_" (see mock_device.h) */
 };
 
+static bool m_has_module(bp_device *dev, const char *name) {
+    (void)dev;
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (!strcmp(kernels[i].name, name) || (!strcmp(kernels[i].name, "nop_") && !strncmp(name, "nop_", 4))) return true;
+    mock_kernel k;
+    return bp_mock_step_kernel(name, &k);
+}
+
 static bp_status m_kernel_lookup(bp_device *dev, const char *name, bp_kernel **out) {
     mock *m = M(dev);
     pthread_mutex_lock(&m->lock);
@@ -293,6 +301,30 @@ static bp_status m_event_sync(bp_device *dev, bp_event *e) {
     return note(dev, BP_MOCK_SYNC, "sync", "event", 0);
 }
 
+static bp_status m_event_query(bp_device *dev, bp_event *e, bool *done) {
+    (void)dev;
+    (void)e;
+    *done = true; /* the mock runs synchronously: recorded work is finished, and an event never
+                     recorded counts as done (the interface's rule) */
+    return BP_OK;
+}
+
+static bp_status m_bind_to_thread(bp_device *dev) { return note(dev, BP_MOCK_SYNC, "bind", "thread", 0); }
+
+/* Host addresses are the mock's handles, so mapped host memory is its own handle. */
+static bp_status m_host_ptr_to_device(bp_device *dev, void *host, size_t bytes, void **buf) {
+    bp_status s = note(dev, BP_MOCK_ALLOC, "map", "host", bytes);
+    if (!s) *buf = host;
+    return s;
+}
+
+static void m_host_ptr_release(bp_device *dev, void *buf) { (void)dev, (void)buf; }
+
+static bp_status m_copy_d2h_on_stream(bp_device *dev, bp_stream *st, void *dst, const void *src, size_t off, size_t n) {
+    (void)st;
+    return m_d2h(dev, dst, src, off, n);
+}
+
 static bp_status m_graph_begin(bp_device *dev, bp_stream *s) {
     mock *m = M(dev);
     bp_status st = note(dev, BP_MOCK_GRAPH, "graph", "begin", 0);
@@ -347,6 +379,26 @@ static void m_graph_destroy(bp_device *dev, bp_graph *g) {
     bp_free(g);
 }
 
+/* As CUDA's cudaGraphExecUpdate: the same kernels in the same order take the new arguments in
+ * place; any other capture replaces the graph. */
+static bp_status m_graph_update(bp_device *dev, bp_stream *s, bp_graph **g, bool *updated) {
+    bp_graph *ng = NULL;
+    bp_status st = m_graph_end(dev, s, &ng);
+    if (st) return st;
+    bp_graph *old = *g;
+    bool same = old && old->n == ng->n;
+    for (int i = 0; same && i < ng->n; i++) same = old->c[i].k == ng->c[i].k;
+    if (same) {
+        memcpy(old->c, ng->c, (size_t)ng->n * sizeof *ng->c);
+        m_graph_destroy(dev, ng);
+    } else {
+        m_graph_destroy(dev, old);
+        *g = ng;
+    }
+    *updated = same;
+    return BP_OK;
+}
+
 static bp_status m_mem_info(bp_device *dev, size_t *total, size_t *free_bytes) {
     mock *m = M(dev);
     *total = (size_t)1 << 30;
@@ -370,8 +422,9 @@ static void m_close(bp_device *dev) {
 }
 
 /* Deliberately leaves d2d_async, copy_2d, memset_async, h2d_retained, launch (typed),
- * stream_is_capturing, graph_abort, pinned memory and arenas NULL, so the common defaults
- * for them run in the tests. */
+ * stream_is_capturing, graph_abort, pinned memory, arenas, kernel_n_tile, has_cast and
+ * chunk_slack_bytes NULL, so the common defaults for them run in the tests (the bare table below
+ * leaves every optional member NULL). */
 static const bp_device_methods mock_methods = {
     .version = BP_DEVICE_METHODS_VERSION,
     .name = "mock",
@@ -401,19 +454,45 @@ static const bp_device_methods mock_methods = {
     .graph_destroy = m_graph_destroy,
     .mem_info = m_mem_info,
     .compute_units = m_compute_units,
+    .event_query = m_event_query,
+    .bind_to_thread = m_bind_to_thread,
+    .host_ptr_to_device = m_host_ptr_to_device,
+    .host_ptr_release = m_host_ptr_release,
+    .has_module = m_has_module,
+    .copy_d2h_on_stream = m_copy_d2h_on_stream,
+    .graph_update = m_graph_update,
 };
 
-bp_status bp_mock_device_open(bp_device **out) {
+/* A version-1 table with the REQUIRED members only, plus what launching needs: every default of
+ * the interface runs on it (tests/test_device_defaults.c). */
+static const bp_device_methods mock_bare_methods = {
+    .version = 1,
+    .name = "mock-bare",
+    .close = m_close,
+    .alloc = m_alloc,
+    .free = m_free,
+    .h2d = m_h2d,
+    .d2h = m_d2h,
+    .kernel_lookup = m_kernel_lookup,
+    .kernel_release = m_kernel_release,
+    .launch_raw = m_launch_raw,
+};
+
+static bp_status open_with(const bp_device_methods *t, const char *name, bp_device **out) {
     mock *m = bp_calloc(1, sizeof *m);
     if (!m) return bp_fail(BP_E_NOMEM, "mock: no memory");
     pthread_mutex_init(&m->lock, NULL);
-    bp_status s = bp_device_open(&mock_methods, m, "mock", out);
+    bp_status s = bp_device_open(t, m, name, out);
     if (s) {
         pthread_mutex_destroy(&m->lock);
         bp_free(m);
     }
     return s;
 }
+
+bp_status bp_mock_device_open(bp_device **out) { return open_with(&mock_methods, "mock", out); }
+
+bp_status bp_mock_device_open_bare(bp_device **out) { return open_with(&mock_bare_methods, "mock-bare", out); }
 
 void bp_mock_fail_nth(bp_device *dev, bp_mock_call c, int n, bp_status s) {
     if (!dev || (unsigned)c >= BP_MOCK_CALL_KINDS) return;

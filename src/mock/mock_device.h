@@ -1,4 +1,4 @@
-/* The mock device: the whole device interface (src/device/device.h) in host memory. It records
+/* The mock device: the whole device interface (include/backplane_device.h) in host memory. It records
  * every call and can be told to fail the Nth call of a kind, so every fallback path of the
  * seam and the ledger runs on any machine with real numbers.
  *
@@ -16,13 +16,13 @@
 #ifndef BP_MOCK_DEVICE_H
 #define BP_MOCK_DEVICE_H
 
-#include "device/device.h"
+#include "backplane_device.h"
 
 typedef enum bp_mock_call {
-    BP_MOCK_ALLOC = 0,  /* alloc, alloc_managed, arena_create */
+    BP_MOCK_ALLOC = 0,  /* alloc, alloc_managed, arena_create, host_ptr_to_device */
     BP_MOCK_COPY = 1,   /* every copy and memset */
     BP_MOCK_LAUNCH = 2, /* launch_raw */
-    BP_MOCK_SYNC = 3,   /* stream_sync, device_sync, event_sync */
+    BP_MOCK_SYNC = 3,   /* stream_sync, device_sync, event_sync, bind_to_thread */
     BP_MOCK_EVENT = 4,  /* event_create, event_record */
     BP_MOCK_GRAPH = 5,  /* graph_begin, graph_end, graph_replay */
     BP_MOCK_CALL_KINDS
@@ -31,6 +31,9 @@ typedef enum bp_mock_call {
 const char *bp_mock_call_name(bp_mock_call c); /* "alloc", "copy", "launch", "sync", "event", "graph" */
 
 bp_status bp_mock_device_open(bp_device **out);
+/* The same device through a version-1 table holding only the REQUIRED members and kernel
+ * lookup / raw launch: every other member defaulted by the common code. */
+bp_status bp_mock_device_open_bare(bp_device **out);
 /* Make the n-th call of kind c from now fail (n = 1: the next one) with status s and the message
  * "mock: injected <kind> failure" (no call number, so repeats are one cause); n = 0 disarms.
  * One armed failure per kind. */

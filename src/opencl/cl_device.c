@@ -1,4 +1,4 @@
-/* The device interface (src/device/device.h) over OpenCL 1.2, and the context behind it.
+/* The device interface (include/backplane_device.h) over OpenCL 1.2, and the context behind it.
  *
  * Handles are cl_mem objects, never addresses, so this backend provides the typed `launch`
  * (a buffer argument at a non-zero offset becomes a sub-buffer) and no launch_raw. Everything

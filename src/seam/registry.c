@@ -49,7 +49,7 @@ const char *bp_backend_names_list(void) { return names_list; }
 _Static_assert(sizeof all_caps / sizeof all_caps[0] == BP_BACKEND_CPU, "one caps row per enum value");
 _Static_assert(sizeof names / sizeof names[0] == BP_BACKEND_COUNT, "one name per enum value");
 
-enum { MAX_SLOTS = BP_BACKEND_CPU + 1 };
+enum { MAX_SLOTS = BP_BACKEND_CPU + 1 + BP_SEAM_MAX_REGISTERED }; /* the rows, a test's, registered ones */
 static bp_seam_slot slots[MAX_SLOTS];
 static int n_slots;
 static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
@@ -303,18 +303,57 @@ int bp_seam_check_claims(const bp_backend_caps *caps, const bp_backend_dispatch 
 
 /* ---- test hooks ---------------------------------------------------------------------------- */
 
-bp_status bp_seam_test_install(const bp_backend_caps *caps, const bp_backend_dispatch *d, int pos) {
+static int count_where(bool registered) {
+    int k = 0;
+    for (int i = 0; i < n_slots; i++) {
+        bool in_table = false;
+        for (int j = 0; j < BP_BACKEND_CPU; j++) in_table = in_table || slots[i].caps == all_caps[j];
+        k += !in_table && slots[i].registered == registered;
+    }
+    return k;
+}
+
+static bp_status insert_slot(const bp_backend_caps *caps, const bp_backend_dispatch *d, int pos, bool registered) {
     int n = bp_seam_slot_count();
-    if (!caps || !d) return bp_fail(BP_E_INVAL, "bp_seam_test_install: caps or dispatch is NULL");
-    if (n >= MAX_SLOTS) return bp_fail(BP_E_INVAL, "bp_seam_test_install: a test backend is installed already");
+    const char *who = registered ? "bp_backend_register" : "bp_seam_test_install";
+    if (!caps || !d) return bp_fail(BP_E_INVAL, "%s: caps or dispatch is NULL", who);
+    pthread_mutex_lock(&decide_lock);
+    if (count_where(registered) >= (registered ? BP_SEAM_MAX_REGISTERED : 1)) {
+        pthread_mutex_unlock(&decide_lock);
+        return registered ? bp_fail(BP_E_INVAL, "bp_backend_register: %d backends are registered already (the most)",
+                                    BP_SEAM_MAX_REGISTERED)
+                          : bp_fail(BP_E_INVAL, "bp_seam_test_install: a test backend is installed already");
+    }
     if (pos < 0) pos = 0;
     if (pos > n) pos = n;
-    pthread_mutex_lock(&decide_lock);
     memmove(&slots[pos + 1], &slots[pos], (size_t)(n - pos) * sizeof slots[0]);
     init_slot(&slots[pos], caps, d);
+    slots[pos].registered = registered;
     n_slots = n + 1;
     pthread_mutex_unlock(&decide_lock);
     return BP_OK;
+}
+
+bp_status bp_seam_test_install(const bp_backend_caps *caps, const bp_backend_dispatch *d, int pos) {
+    return insert_slot(caps, d, pos, false);
+}
+
+bp_status bp_seam_slot_insert_registered(const bp_backend_caps *caps, const bp_backend_dispatch *d, int pos) {
+    return insert_slot(caps, d, pos, true);
+}
+
+bool bp_seam_slot_remove_registered(const char *name) {
+    int n = bp_seam_slot_count();
+    bool found = false;
+    pthread_mutex_lock(&decide_lock);
+    for (int i = 0; i < n && !found; i++) {
+        if (!slots[i].registered || strcmp(slots[i].caps->name, name)) continue;
+        memmove(&slots[i], &slots[i + 1], (size_t)(n - i - 1) * sizeof slots[0]);
+        n_slots = n - 1;
+        found = true;
+    }
+    pthread_mutex_unlock(&decide_lock);
+    return found;
 }
 
 void bp_seam_test_uninstall(void) {
@@ -323,7 +362,7 @@ void bp_seam_test_uninstall(void) {
     for (int i = 0; i < n; i++) {
         bool in_table = false;
         for (int j = 0; j < BP_BACKEND_CPU; j++) in_table = in_table || slots[i].caps == all_caps[j];
-        if (in_table) continue;
+        if (in_table || slots[i].registered) continue;
         memmove(&slots[i], &slots[i + 1], (size_t)(n - i - 1) * sizeof slots[0]);
         n_slots = n - 1;
         break;

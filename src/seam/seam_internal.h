@@ -21,6 +21,7 @@ typedef struct bp_seam_slot {
     int described;                       /* 0: not asked yet, 1: desc valid, -1: no device */
     bp_device_desc desc;                 /* from dispatch->describe, asked once */
     char lost_reason[320];               /* why it is LOST; written once, before state says so */
+    bool registered;                     /* bp_backend_register's, not a row or a test's */
 } bp_seam_slot;
 
 /* Slot states (bp_seam_slot.state). LOST: enabled once, then a launch reported the device
@@ -170,6 +171,11 @@ void bp_seam_set_log(FILE *f);
  * safe against running ops. */
 bp_status bp_seam_test_install(const bp_backend_caps *caps, const bp_backend_dispatch *d, int pos);
 void bp_seam_test_uninstall(void);
+/* Insert a backend registered by a program (src/seam/register.c) at pos, as the test install
+ * does; at most BP_SEAM_MAX_REGISTERED of them. Remove it by name (false when none). */
+enum { BP_SEAM_MAX_REGISTERED = 4 };
+bp_status bp_seam_slot_insert_registered(const bp_backend_caps *caps, const bp_backend_dispatch *d, int pos);
+bool bp_seam_slot_remove_registered(const char *name);
 /* Forget every cached enable decision (tests that change the env). */
 void bp_seam_test_reset_enabled(void);
 

@@ -1,4 +1,4 @@
-/* The device interface (src/device/device.h) over Vulkan: buffers with one descriptor set
+/* The device interface (include/backplane_device.h) over Vulkan: buffers with one descriptor set
  * each, blocking copies (mapped memcpy on UMA devices, a staging buffer otherwise), pipelines
  * as kernels, command-buffer streams, fences as events.
  *
@@ -392,19 +392,33 @@ static bp_status vk_d2h_async(bp_device *dev, bp_stream *s, void *dst, const voi
 /* ---- kernels ------------------------------------------------------------------------------ */
 
 /* name: "matvec_<KIND>" or "gemm_<KIND>", e.g. "matvec_Q4_K", or a step kernel ("rms_norm"). */
-static bp_status vk_kernel_lookup(bp_device *dev, const char *name, bp_kernel **out) {
-    bp_vk_ctx *c = ctx(dev);
+/* The embedded SPIR-V of the kernel called name; NULL when the build has none. */
+static const uint32_t *vk_find_code(const char *name, size_t *code_bytes) {
     int op = strncmp(name, "matvec_", 7) == 0 ? BP_VK_OP_MATVEC : strncmp(name, "gemm_", 5) == 0 ? BP_VK_OP_GEMM : -1;
     const char *kind = op < 0 ? "" : name + (op == BP_VK_OP_MATVEC ? 7 : 5);
     const uint32_t *code = NULL;
-    size_t code_bytes = 0;
+    *code_bytes = 0;
     for (int i = 0; op >= 0 && i < bp_vk_spirv_count; i++) {
         if (strcmp(bp_vk_spirv_table[i].name, kind) == 0)
-            code = bp_vk_spirv_table[i].code[op], code_bytes = bp_vk_spirv_table[i].bytes[op];
+            code = bp_vk_spirv_table[i].code[op], *code_bytes = bp_vk_spirv_table[i].bytes[op];
     }
     for (int i = 0; op < 0 && i < bp_vk_spirv_named_count; i++)
         if (!strcmp(bp_vk_spirv_named_table[i].name, name))
-            code = bp_vk_spirv_named_table[i].code, code_bytes = bp_vk_spirv_named_table[i].bytes;
+            code = bp_vk_spirv_named_table[i].code, *code_bytes = bp_vk_spirv_named_table[i].bytes;
+    return code;
+}
+
+/* Device-free: whether the build embeds the kernel, without building a pipeline. */
+static bool vk_has_module(bp_device *dev, const char *name) {
+    (void)dev;
+    size_t n;
+    return vk_find_code(name, &n) != NULL;
+}
+
+static bp_status vk_kernel_lookup(bp_device *dev, const char *name, bp_kernel **out) {
+    bp_vk_ctx *c = ctx(dev);
+    size_t code_bytes = 0;
+    const uint32_t *code = vk_find_code(name, &code_bytes);
     if (!code) return bp_fail(BP_E_NOT_FOUND, "Vulkan: no kernel named %s", name);
     bp_kernel *k = bp_calloc(1, sizeof *k);
     if (!k) return bp_fail(BP_E_NOMEM, "Vulkan kernel %s: out of host memory", name);
@@ -743,6 +757,7 @@ const bp_device_methods bp_vk_methods = {
     .d2h_async = vk_d2h_async,
     .kernel_lookup = vk_kernel_lookup,
     .kernel_release = vk_kernel_release,
+    .has_module = vk_has_module,
     .launch = vk_launch,
     .stream_create = vk_stream_create,
     .stream_destroy = vk_stream_destroy,

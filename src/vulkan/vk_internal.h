@@ -1,5 +1,5 @@
 /* Internal state of the Vulkan backend: one process-wide context (instance, chosen device,
- * queue, pipeline layout) wrapped as a bp_device (src/device/device.h), and the objects its
+ * queue, pipeline layout) wrapped as a bp_device (include/backplane_device.h), and the objects its
  * methods hand out. */
 #ifndef BP_VK_INTERNAL_H
 #define BP_VK_INTERNAL_H
@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "device/device.h"
+#include "backplane_device.h"
 #include "vulkan/vk_loader.h"
 
 /* Push constants of every backplane shader; must match `Push` in shaders/common.glsl. */

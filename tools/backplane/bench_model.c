@@ -181,8 +181,11 @@ int bp_bench_model(int argc, char **argv) {
         bp_cli_json_str(stdout, o.model);
         printf(", \"arch\": ");
         bp_cli_json_str(stdout, info.arch);
-        printf(", \"file_bytes\": %llu, \"params\": %lld, \"threads\": %d, \"kv_kind\": \"%s\", \"tests\": [",
-               (unsigned long long)info.file_bytes, (long long)info.n_params, threads, kvn);
+        /* weight_bytes: what one decode step reads (the tied output once), for GB/s per token */
+        printf(", \"file_bytes\": %llu, \"weight_bytes\": %llu, \"params\": %lld, \"threads\": %d, \"kv_kind\": \"%s\", "
+               "\"tests\": [",
+               (unsigned long long)info.file_bytes, (unsigned long long)info.weight_bytes, (long long)info.n_params, threads,
+               kvn);
         for (int i = 0; i < nres; i++) {
             printf("%s{\"test\": \"%s\", \"tokens\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"seconds\": [", i ? ", " : "",
                    res[i].name, res[i].n, res[i].mean_tps, res[i].sd_tps);

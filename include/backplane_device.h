@@ -1,14 +1,23 @@
-/* The device interface: what the GPU backends (CUDA, Vulkan, OpenCL, the mock) provide, as one
- * struct of function pointers per device, plus the common code every backend calls around it:
- * the allocation ledger (live allocations with their call sites), redzones, an op cache of
- * kernel handles and scratch buffers, and defaults for every optional member.
+/* backplane device interface: what a GPU backend provides -- one struct of function pointers
+ * per device (bp_device_methods) -- and the common code every backend calls around it: the
+ * allocation ledger (live allocations with their call sites), redzones, an op cache of kernel
+ * handles and scratch buffers, and the defaults for every optional member. CUDA, Vulkan, OpenCL
+ * and the mock device implement it inside the library; a program can implement it too and
+ * register the device as a backend of its own (bp_backend_register, at the end of this file).
  *
- * Layering (DESIGN.md): backends -> device. The seam and the ops never see this header; a
- * backend's dispatch entry points (src/<backend>/) use it to talk to their device.
+ * Included at the end of backplane.h: `#include <backplane.h>` gives everything. The library's
+ * own backends include this very header (src/device/ has no copy of it).
  *
- * STABILITY: other backends implement bp_device_methods against this header. Changes are
- * additive only: new members go at the END of the struct, and `version` says which members a
- * table fills (members past a table's version are treated as NULL, i.e. defaulted).
+ * Documented member by member in the manner of SQLite's sqlite3_io_methods: each member says
+ * REQUIRED, or OPTIONAL with the DEFAULT the common wrapper (bp_dev_*) applies when it is NULL,
+ * what it must do and what it may skip. The defaults live in one place, the wrappers
+ * (src/device/device.c, queue.c): backends and the code above them call bp_dev_*, never a member
+ * directly, so that the defaults, the ledger checks and the capture rules always apply.
+ *
+ * STABILITY: changes are additive only. New members go at the END of the struct, after a marker
+ * "members above are valid for version N"; `version` says which members a table fills, and
+ * bp_device_open copies only those (the rest read as NULL: defaulted), so a table compiled
+ * against an older header is never read past its end.
  *
  * Memory model. Device memory is named by an opaque handle `void *buf` (what `alloc` returned)
  * plus a byte offset, never by pointer arithmetic on the handle: a Vulkan or OpenCL allocation
@@ -16,20 +25,18 @@
  * handles; the common code still passes (buf, offset) pairs to them.
  *
  * Threading. One bp_device may be used from several threads; the common code serializes the
- * ledger, op cache and scratch with a per-device lock. Methods may be called concurrently from
+ * ledger, op cache and scratch with a per-device lock. Members may be called concurrently from
  * several threads unless a member says otherwise; a backend that cannot allow that locks itself.
  *
- * Errors. Every member that can fail returns a bp_status and records the message with
- * bp_fail() (src/core/error.h): "vkAllocateMemory(4096 bytes): VK_ERROR_OUT_OF_DEVICE_MEMORY".
+ * Errors. Every member that can fail returns a bp_status and leaves a message for
+ * bp_last_error() naming the call and the cause ("vkAllocateMemory(4096 bytes):
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY"); a backend outside the library sets it with bp_device_fail.
  * Members never abort on a device error; the seam turns a failure into a named fallback.
- *
- * Optional members: each member's comment says REQUIRED, or OPTIONAL with the DEFAULT the
- * common wrapper (bp_dev_*) provides when it is NULL -- in the manner of sqlite3_io_methods.
- * Backends call the bp_dev_* wrappers, never the members directly, so that defaults, the
- * ledger and redzones always apply.
+ * BP_E_DEVICE_LOST says the device is unusable for the rest of the process (the seam then
+ * disables the backend instead of failing every later op one by one).
  */
-#ifndef BP_DEVICE_H
-#define BP_DEVICE_H
+#ifndef BACKPLANE_DEVICE_H
+#define BACKPLANE_DEVICE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,6 +48,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Exported from libbackplane.so (see backplane.h). */
+#pragma GCC visibility push(default)
 
 typedef struct bp_device bp_device;
 /* Opaque backend objects. NULL as a stream means the device's default stream (in-order with
@@ -94,10 +104,15 @@ static inline bp_kernel_arg bp_arg_bytes(const void *p, size_t n) {
 /* Called once the device no longer needs a retained copy source (see h2d_retained). */
 typedef void (*bp_release_fn)(void *ctx);
 
-#define BP_DEVICE_METHODS_VERSION 2
+/* The version of bp_device_methods this header describes: 1 the first members, 2 adds `submits`,
+ * 3 the members after its marker (event_query ... graph_update). */
+#define BP_DEVICE_METHODS_VERSION 3
 
 typedef struct bp_device_methods {
-    /* REQUIRED. BP_DEVICE_METHODS_VERSION the table was written against. */
+    /* REQUIRED. BP_DEVICE_METHODS_VERSION the table was written against (1 .. this header's).
+     * Members past that version's marker are never read: they count as NULL. A version above
+     * this library's is refused at open (its members would have meanings this library does not
+     * know). */
     int version;
     /* REQUIRED. Short lower-case name for logs and the ledger report: "cuda", "vulkan", "mock". */
     const char *name;
@@ -113,7 +128,10 @@ typedef struct bp_device_methods {
      * Alignment: at least 256 bytes, so that (buf, k*256) suits every kernel argument. */
     bp_status (*alloc)(bp_device *dev, size_t bytes, void **buf);
     /* OPTIONAL. Memory visible to host and device at the same address (CUDA managed,
-     * host-visible Vulkan heap). DEFAULT: BP_E_UNSUPPORTED; callers must use alloc + copies. */
+     * host-visible Vulkan heap). DEFAULT: a plain `alloc` -- the buffer works with every copy and
+     * kernel, but the host must not dereference it; bp_dev_has_managed says which one a device
+     * gives. (Falling back rather than failing: the callers that ask for managed memory want it
+     * for speed, and every one of them also copies, so an error would only add a second path.) */
     bp_status (*alloc_managed)(bp_device *dev, size_t bytes, void **buf);
     /* REQUIRED. Free a handle from alloc or alloc_managed. NULL is a no-op. Must not fail:
      * a device error here is logged by the backend and dropped. */
@@ -160,7 +178,7 @@ typedef struct bp_device_methods {
     /* ---- kernels ---- */
     /* OPTIONAL (REQUIRED to launch anything). Find the kernel called `name` ("matvec_Q4_K") in
      * the backend's embedded programs, building it on first use. BP_E_NOT_FOUND when there is
-     * none. The common op cache (bp_dev_kernel) calls this at most once per name per device and
+     * none (never another kernel: a claim is proven by its lookup, see has_module). The common op cache (bp_dev_kernel) calls this at most once per name per device and
      * keeps the handle until close. DEFAULT: BP_E_UNSUPPORTED. */
     bp_status (*kernel_lookup)(bp_device *dev, const char *name, bp_kernel **out);
     /* OPTIONAL. Release a handle from kernel_lookup (op cache emptied on close).
@@ -203,11 +221,18 @@ typedef struct bp_device_methods {
     /* ---- graphs ---- capture the work queued on a stream once, replay it many times.
      * While capturing, blocking copies, syncs and allocations are illegal (CUDA invalidates the
      * capture); the wrappers refuse them with BP_E_INVAL naming the capture. */
-    /* OPTIONAL. Start capturing s. DEFAULT: BP_E_UNSUPPORTED; callers then run eagerly. */
+    /* OPTIONAL. Start capturing s: work queued on s until graph_end is recorded, not run.
+     * DEFAULT (a device without graphs): nothing is recorded -- the work runs as it is queued --
+     * and graph_end gives a NULL graph, so one caller's code serves both kinds of device:
+     *     bp_dev_graph_begin(dev, s); queue the work; bp_dev_graph_end(dev, s, &g);
+     *     if (g) bp_dev_graph_replay(dev, g, s);   (g NULL: the work already ran)
+     * The capture rules (no blocking call while capturing) hold in the default too, so a step
+     * that breaks them fails on every device, not only on the one with graphs. */
     bp_status (*graph_begin)(bp_device *dev, bp_stream *s);
-    /* OPTIONAL (REQUIRED with graph_begin). End the capture on s; *out the graph. */
+    /* OPTIONAL (REQUIRED with graph_begin). End the capture on s; *out the graph (non-NULL). */
     bp_status (*graph_end)(bp_device *dev, bp_stream *s, bp_graph **out);
-    /* OPTIONAL (REQUIRED with graph_begin). Queue one replay on s. */
+    /* OPTIONAL (REQUIRED with graph_begin). Queue one replay on s. A NULL graph is refused
+     * (BP_E_INVAL) on a device with graphs: it would replay nothing and look like success. */
     bp_status (*graph_replay)(bp_device *dev, bp_graph *g, bp_stream *s);
     /* OPTIONAL (REQUIRED with graph_begin). */
     void (*graph_destroy)(bp_device *dev, bp_graph *g);
@@ -227,8 +252,10 @@ typedef struct bp_device_methods {
     int (*compute_units)(bp_device *dev);
 
     /* ---- pinned host memory ---- */
-    /* OPTIONAL. Page-locked host memory for fast async copies. DEFAULT: 64-byte aligned
-     * malloc / free (async copies then behave as the blocking ones do). */
+    /* OPTIONAL. Page-locked host memory for fast async copies. The wrapper zeroes it, so a
+     * member need not (a staging buffer's stale bytes would otherwise reach the device as
+     * plausible numbers). DEFAULT: 64-byte aligned host memory (async copies then behave as
+     * the blocking ones do). */
     bp_status (*host_alloc_pinned)(bp_device *dev, size_t bytes, void **out);
     void (*host_free_pinned)(bp_device *dev, void *p);
 
@@ -245,10 +272,67 @@ typedef struct bp_device_methods {
      * replays and stream / device syncs instead. */
     uint64_t (*submits)(bp_device *dev);
     /* ---- members above are valid for version 2 ---- */
+
+    /* OPTIONAL. *done = whether all work before e's record has finished. Must NEVER block or
+     * wait: a scheduler polls it between tokens, and a query that waits stalls every other
+     * sequence behind one. An event never recorded counts as done. DEFAULT: *done = true (the
+     * default event_record already waited). */
+    bp_status (*event_query)(bp_device *dev, bp_event *e, bool *done);
+    /* OPTIONAL. Make this device the current one of the calling thread (cudaSetDevice). A
+     * backend calls bp_dev_bind_to_thread on a thread that may not have used the device yet (a
+     * weight freed on another thread): members that need a current device (CUDA runtime calls)
+     * would otherwise run on device 0 from every new thread. DEFAULT: BP_OK, nothing (a
+     * handle-based API names its device in every call). */
+    bp_status (*bind_to_thread)(bp_device *dev);
+    /* OPTIONAL. This device's index among its backend's devices (what BACKPLANE_CUDA_DEVICE
+     * chose), for logs and for bind_to_thread. DEFAULT: 0. */
+    int (*device_index)(bp_device *dev);
+    /* OPTIONAL. Give the device access to `bytes` of host memory at `host` without a copy
+     * (cudaHostRegister + cudaHostGetDevicePointer, a Vulkan imported host pointer); *buf a
+     * handle usable as any buffer, (buf, offset) naming host + offset. The caller keeps the
+     * host memory alive until bp_dev_free(buf), which calls host_ptr_release. The ledger lists
+     * it, but never poisons or guards it: it is the caller's data. DEFAULT: BP_E_UNSUPPORTED
+     * (callers copy instead). */
+    bp_status (*host_ptr_to_device)(bp_device *dev, void *host, size_t bytes, void **buf);
+    /* OPTIONAL (REQUIRED with host_ptr_to_device). Undo it; must not fail. */
+    void (*host_ptr_release)(bp_device *dev, void *buf);
+    /* OPTIONAL. Device-free and cheap: does this build hold a kernel called `name`, without
+     * compiling it? Answered from what the build embeds (a registry, SPIR-V names), so the
+     * claim <=> launch guard can ask it for every kernel a table claims. DEFAULT: a lookup
+     * through the op cache (bp_dev_kernel) succeeds -- right, but may compile. */
+    bool (*has_module)(bp_device *dev, const char *name);
+    /* OPTIONAL. Output rows one workgroup of kernel k computes (its tile): a launch over n rows
+     * needs ceil(n / tile) workgroups, and a grid computed from a different tile skips rows or
+     * writes past the output. DEFAULT: 1. */
+    int (*kernel_n_tile)(bp_device *dev, bp_kernel *k);
+    /* OPTIONAL. Can the device convert `from` to `to` in device memory (f32 activations to
+     * f16, a KV kind to f32)? DEFAULT: has_module("cast_<FROM>_<TO>"), kinds as GGUF spells
+     * them ("cast_F32_F16"): one naming rule, so a cast is claimed only where a kernel is. */
+    bool (*has_cast)(bp_device *dev, bp_kind from, bp_kind to);
+    /* OPTIONAL. Bytes a kernel of this device may READ past the end of a buffer (vector loads of
+     * a whole chunk at a row's tail). bp_dev_alloc allocates that much more than asked (the
+     * redzone, when on, covers it), so such a read never leaves the allocation -- on a GPU an
+     * out-of-bounds read is an illegal address that kills the context. DEFAULT: 0. */
+    size_t (*chunk_slack_bytes)(bp_device *dev);
+    /* OPTIONAL. Device -> host queued on stream s (NULL: default), BLOCKING: returns once the
+     * bytes are in dst. Reads a step's logits on its own stream without a device-wide sync,
+     * which would also wait for a weight upload running on another stream. DEFAULT: d2h_async
+     * on s, then stream_sync(s). */
+    bp_status (*copy_d2h_on_stream)(bp_device *dev, bp_stream *s, void *dst, const void *src, size_t src_off,
+                                    size_t bytes);
+    /* OPTIONAL. End the capture on s and make *g -- a graph of an earlier capture, or NULL --
+     * run what was just captured: in place when the two have the same topology (the same
+     * kernels in the same order, only their arguments and grids differ: cudaGraphExecUpdate),
+     * which skips the instantiation that makes a capture costly; else *g is replaced by a new
+     * graph. *updated says which. A failure leaves *g as it was (still valid) and the capture
+     * ended. DEFAULT: graph_end into a new graph, then the old one destroyed (*updated false). */
+    bp_status (*graph_update)(bp_device *dev, bp_stream *s, bp_graph **g, bool *updated);
+    /* ---- members above are valid for version 3 ---- */
 } bp_device_methods;
 
-/* A device: the backend's method table and state, plus the common state (ledger, op cache,
- * scratch, capture flag) behind `common`, owned by device.c. */
+/* A device: the backend's method table (the copy bp_device_open made) and state, plus the common
+ * state (ledger, op cache, scratch, capture flags) behind `common`, owned by the library. A
+ * backend reads `impl` and `name`; nothing else of it is the backend's to change. */
 struct bp_device {
     const bp_device_methods *m;
     void *impl;                    /* the backend's own state */
@@ -256,12 +340,23 @@ struct bp_device {
     struct bp_device_common *common;
 };
 
-/* Create a device around a method table (checked: version, name, the REQUIRED members; a bad
- * table is BP_E_INVAL naming the member). impl is the backend's state, kept in dev->impl. */
+/* Create a device around a method table (checked: version, name, the REQUIRED members and the
+ * pairs that go together; a bad table is BP_E_INVAL naming the member, a version above this
+ * library's BP_E_UNSUPPORTED). The members the table's version covers are copied (dev->m points
+ * at the copy; the rest are NULL), so the table may be a temporary. impl is the backend's state,
+ * kept in dev->impl. */
 bp_status bp_device_open(const bp_device_methods *m, void *impl, const char *name, bp_device **out);
 /* Sweep the ledger (each leak is reported on stderr with its call site), empty the op cache
  * and scratch, call m->close, free dev. NULL is a no-op. */
 void bp_device_close(bp_device *dev);
+/* Record status s with a formatted message for bp_last_error() on this thread and return s:
+ * how a member written outside the library reports its failure (`return bp_device_fail(
+ * BP_E_DEVICE, "toy: launch %s: ...", name);`). */
+bp_status bp_device_fail(bp_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* ---- common wrappers: what backends call ------------------------------------------------ */
 
@@ -272,6 +367,14 @@ void bp_device_close(bp_device *dev);
 bp_status bp_dev_alloc_at(bp_device *dev, size_t bytes, void **buf, const char *file, int line);
 bp_status bp_dev_alloc_managed_at(bp_device *dev, size_t bytes, void **buf, const char *file,
                                   int line);
+/* Whether bp_dev_alloc_managed gives memory the host may dereference (the member exists). */
+bool bp_dev_has_managed(bp_device *dev);
+/* A handle for host memory the device reads in place (host_ptr_to_device); in the ledger at the
+ * caller's site until bp_dev_free, which releases the mapping, never the host memory. */
+#define bp_dev_host_ptr_to_device(dev, host, bytes, bufp) \
+    bp_dev_host_ptr_to_device_at((dev), (host), (bytes), (bufp), __FILE__, __LINE__)
+bp_status bp_dev_host_ptr_to_device_at(bp_device *dev, void *host, size_t bytes, void **buf, const char *file,
+                                       int line);
 /* Free through the ledger: a handle the ledger does not know is reported (double free, foreign
  * pointer) and NOT passed to the backend. With redzones on, the guard band is checked first. */
 void bp_dev_free(bp_device *dev, void *buf);
@@ -302,9 +405,18 @@ bp_status bp_dev_copy_2d(bp_device *dev, bp_stream *s, int dir, void *dst, size_
 bp_status bp_dev_memset(bp_device *dev, void *dst, size_t dst_off, int value, size_t bytes);
 bp_status bp_dev_memset_on(bp_device *dev, bp_stream *s, void *dst, size_t dst_off, int value,
                            size_t bytes);
+/* Device -> host on stream s, returning once the bytes are in dst (copy_d2h_on_stream). */
+bp_status bp_dev_copy_d2h_on_stream(bp_device *dev, bp_stream *s, void *dst, const void *src, size_t src_off,
+                                    size_t bytes);
 
 /* Op cache: the kernel called `name`, looked up once per device and kept until close. */
 bp_status bp_dev_kernel(bp_device *dev, const char *name, bp_kernel **out);
+/* Kernel metadata (has_module, kernel_n_tile, has_cast, chunk_slack_bytes with their defaults).
+ * bp_dev_has_kernel leaves no error behind when the answer is no. */
+bool bp_dev_has_kernel(bp_device *dev, const char *name);
+int bp_dev_kernel_n_tile(bp_device *dev, bp_kernel *k);
+bool bp_dev_has_cast(bp_device *dev, bp_kind from, bp_kind to);
+size_t bp_dev_chunk_slack_bytes(bp_device *dev);
 /* Op cache: a scratch buffer of at least `bytes` for slot (0..7), grown (never shrunk) on
  * demand and kept until close; the ledger lists it at device.c. Not for concurrent users of
  * the same slot. */
@@ -324,6 +436,10 @@ bp_status bp_dev_event_record(bp_device *dev, bp_event *e, bp_stream *s);
 bp_status bp_dev_event_wait(bp_device *dev, bp_stream *s, bp_event *e);
 bp_status bp_dev_event_sync(bp_device *dev, bp_event *e);
 bp_status bp_dev_event_elapsed_ms(bp_device *dev, bp_event *start, bp_event *end, float *ms);
+bp_status bp_dev_event_query(bp_device *dev, bp_event *e, bool *done);
+/* Make dev current on the calling thread (bind_to_thread); its index among its backend's. */
+bp_status bp_dev_bind_to_thread(bp_device *dev);
+int bp_dev_index(bp_device *dev);
 
 bp_status bp_dev_graph_begin(bp_device *dev, bp_stream *s);
 bp_status bp_dev_graph_end(bp_device *dev, bp_stream *s, bp_graph **out);
@@ -331,6 +447,12 @@ bp_status bp_dev_graph_replay(bp_device *dev, bp_graph *g, bp_stream *s);
 void bp_dev_graph_destroy(bp_device *dev, bp_graph *g);
 void bp_dev_graph_abort(bp_device *dev, bp_stream *s);
 bool bp_dev_stream_is_capturing(bp_device *dev, bp_stream *s);
+/* Whether graph capture records (graph_begin exists); without it capture runs the work at once
+ * and graph_end gives NULL (see graph_begin). */
+bool bp_dev_has_graphs(bp_device *dev);
+/* End the capture on s into *g: updated in place where the member can (graph_update). On a
+ * device without graphs *g stays NULL (the work ran). */
+bp_status bp_dev_graph_update(bp_device *dev, bp_stream *s, bp_graph **g, bool *updated);
 
 /* What crossed between host and device since open, counted by the wrappers where the copies and
  * launches are made: calls and bytes each way, kernel launches, queue submissions (the
@@ -389,11 +511,53 @@ void bp_ledger_set_redzone(bp_device *dev, size_t bytes, bool poison);
 size_t bp_ledger_scan(bp_device *dev, FILE *out);
 /* Fill a live allocation with BP_POISON_BYTE (e.g. before reuse); BP_E_INVAL if unknown. */
 bp_status bp_ledger_poison(bp_device *dev, void *buf);
+/* Ready allocations lo .. hi-1 of dev (in allocation order, as bp_ledger_list gives them) for
+ * a kernel under test: each guard band refilled with BP_REDZONE_BYTE, each payload cleared to
+ * zero, so a later bp_ledger_scan tells a write past the end from one inside, and no output
+ * starts out holding the previous test's numbers. Host memory mapped with
+ * bp_dev_host_ptr_to_device in the range is left alone (it is the caller's data). BP_E_INVAL
+ * for lo > hi or hi past the live count. Common code, not a member: the ledger knows the
+ * allocations; the device only sees the memsets. */
+bp_status bp_ledger_poison_redzones(bp_device *dev, size_t lo, size_t hi);
 /* Redzone damage found so far on dev (by scans and by bp_dev_free); tests read this. */
 size_t bp_ledger_redzone_faults(const bp_device *dev);
+
+/* ---- a backend outside the library -------------------------------------------------------
+ * A program registers a device it opened (bp_device_open over its own bp_device_methods) as a
+ * backend of the seam, placed in the dispatch order like the built-in ones. It runs matvec, gemm
+ * and matmul jobs (a model's matmuls) of weight kind K with its kernel called "matmul_<K>" (K
+ * as GGUF spells it: "matmul_Q4_K", "matmul_F32"), launched through bp_dev_launch with typed
+ * arguments
+ *     (buf W, buf X, buf Y, i64 rows, i64 cols, i64 t),   grid {rows, t, 1}, block {1, 1, 1}
+ * computing Y[t][rows] = X[t][cols] W^T: W the weight's GGUF bytes (rows of cols elements one
+ * after another), X and Y float32, row-major, each on the device at offset 0 of its own buffer.
+ * The library uploads W and X, launches, syncs the default stream and reads Y back. Every other
+ * op runs where it ran before (the CPU).
+ *
+ * A claim is proven before it is made: at registration, for every weight kind whose kernel the
+ * device has (bp_dev_has_kernel), the kernel runs on a small weight (5 x 512, t = 3) and must
+ * match the CPU reference (bp_ref_gemm) within NMSE 1e-3 -- loose enough for a kernel that
+ * rounds activations to 8 bits, far below what a wrong block layout gives (~1). Only the kinds
+ * that pass are claimed (matvec, gemm and jobs), the claim <=> launch guard is run over the new
+ * tables, and the run records of the calls it runs name the backend (bp_run_record.backend =
+ * name) and the kind's kernel, as for every backend.
+ *
+ * name: lower case [a-z0-9_], 1..15 characters, not a built-in backend's, "cpu", "cpu-ref" or a
+ * registered one's; its environment switch is BACKPLANE_<NAME> (0 turns it off, as for every
+ * backend). display_name: 1..15 printable characters ("Toy"). position: its place in the order
+ * (0 first, before CUDA; a count past the end: just before the CPU). At most 4 at a time.
+ * proven (may be NULL) receives how many kinds were claimed; none is BP_E_NOT_FOUND (nothing
+ * registered) naming the first kind that failed its proof and why. The device stays the
+ * caller's: bp_backend_unregister before bp_device_close. Neither call may run while ops run. */
+bp_status bp_backend_register(bp_device *dev, const char *name, const char *display_name, int position,
+                              int *proven);
+/* Remove a registered backend from the order (BP_E_NOT_FOUND for a name never registered). */
+bp_status bp_backend_unregister(const char *name);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* BP_DEVICE_H */
+#endif /* BACKPLANE_DEVICE_H */
