@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "gpu/gpu_step.h"
+#include "mock/mock_step_kernels.h"
 
 static bp_mock_backend_config cfg;
 static bp_device *dev;
@@ -229,6 +230,7 @@ static bp_launch mock_launch(const bp_op_call *c, char *err, size_t err_len) {
                             .max_binding = (size_t)1 << 30, .extra = NULL, .mm_tile = 32,
                             .logits_rows = cfg.step_logits_rows};
         if (cfg.step_cuda_shape) b.mm_tile = 16, b.mv_rows = 2, b.kprefix = "step_", b.stream = step_stream;
+        bp_mock_step_begin();
         s = bp_gpu_step_run(&b, dev, c, err, err_len);
         if (s) snprintf(err, err_len, "%s", bp_last_error());
     } else
@@ -311,6 +313,7 @@ void bp_mock_close(void) {
     if (!dev) return;
     if (step_stream) bp_dev_stream_destroy(dev, step_stream);
     step_stream = NULL;
+    bp_mock_step_inject(NULL, 0, 0);
     bp_device_close(dev);
     dev = NULL;
 }
