@@ -225,8 +225,16 @@ static bp_status check_range(bp_device *dev, const void *buf, size_t off, size_t
     return BP_OK;
 }
 
-/* Traffic counters: relaxed atomics, read as a whole by bp_dev_traffic_get. */
-#define COUNT(field, n) __atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED)
+/* Traffic counters: relaxed atomics, read as a whole by bp_dev_traffic_get; and the calling
+ * thread's, over every device, for the seam's run records (bp_dev_thread_traffic). */
+static _Thread_local bp_dev_traffic thread_traffic;
+#define COUNT(field, n)                                                                   \
+    (__atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED), \
+     thread_traffic.field += (uint64_t)(n))
+
+void bp_dev_thread_traffic(bp_dev_traffic *out) {
+    if (out) *out = thread_traffic;
+}
 
 void bp_dev_traffic_get(bp_device *dev, bp_dev_traffic *out) {
     memset(out, 0, sizeof *out);

@@ -138,7 +138,8 @@ static bool same_row(const bp_run_record *a, const bp_run_record *b) {
            !strcmp(a->fallback_from, b->fallback_from);
 }
 
-static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *w) {
+static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *w, double share,
+                      const bp_dev_traffic *moved) {
     /* A model calls each op with the same few records over and over: try this thread's last row
      * of the op first (a hint only: it is checked like any other row). */
     static _Thread_local int hint[BP_OP_COUNT];
@@ -163,6 +164,9 @@ static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *
     t->seconds += seconds;
     t->bytes += w->weight_bytes + w->act_bytes;
     t->flops += w->flops;
+    t->tokens += (unsigned long long)(r->batch > 0 ? r->batch : 1);
+    t->h2d_bytes += (unsigned long long)((double)moved->h2d_bytes * share + 0.5);
+    t->d2h_bytes += (unsigned long long)((double)moved->d2h_bytes * share + 0.5);
     pthread_mutex_unlock(&tally_lock);
 }
 
@@ -171,8 +175,14 @@ static double job_weight_bytes(const bp_op_call *c, int j) {
     return (double)w->row_bytes * (double)w->rows;
 }
 
-void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, double seconds) {
+void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, double seconds,
+                         const bp_dev_traffic *moved0) {
     if ((unsigned)c->op >= BP_OP_COUNT) return;
+    bp_dev_traffic moved = {0};
+    if (moved0) {
+        bp_dev_thread_traffic(&moved);
+        moved.h2d_bytes -= moved0->h2d_bytes, moved.d2h_bytes -= moved0->d2h_bytes;
+    }
     const int n = bp_op_call_parts(c);
     const bp_seam_slot *s = slot >= 0 ? bp_seam_slot_at(slot) : NULL;
     double total = 0;
@@ -190,7 +200,8 @@ void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, 
         const bp_op_work w = bp_op_work_of(c->op, rj.kind, &sh);
         if (j == 0) last_op[c->op] = rj;
         if (c->op <= BP_OP_JOBS) bp_seam_set_weight_record(c->op == BP_OP_JOBS ? c->u.jobs.jobs[j].w : c->u.mm.w, &rj);
-        tally_add(&rj, n > 1 && total > 0 ? seconds * job_weight_bytes(c, j) / total : seconds / n, &w);
+        const double share = n > 1 && total > 0 ? job_weight_bytes(c, j) / total : 1.0 / n;
+        tally_add(&rj, seconds * share, &w, share, &moved);
     }
 }
 
