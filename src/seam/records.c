@@ -138,8 +138,7 @@ static bool same_row(const bp_run_record *a, const bp_run_record *b) {
            !strcmp(a->fallback_from, b->fallback_from);
 }
 
-static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *w, double share,
-                      const bp_dev_traffic *moved) {
+static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *w, uint64_t h2d, uint64_t d2h) {
     /* A model calls each op with the same few records over and over: try this thread's last row
      * of the op first (a hint only: it is checked like any other row). */
     static _Thread_local int hint[BP_OP_COUNT];
@@ -165,8 +164,7 @@ static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *
     t->bytes += w->weight_bytes + w->act_bytes;
     t->flops += w->flops;
     t->tokens += (unsigned long long)(r->batch > 0 ? r->batch : 1);
-    t->h2d_bytes += (unsigned long long)((double)moved->h2d_bytes * share + 0.5);
-    t->d2h_bytes += (unsigned long long)((double)moved->d2h_bytes * share + 0.5);
+    t->h2d_bytes += h2d, t->d2h_bytes += d2h;
     pthread_mutex_unlock(&tally_lock);
 }
 
@@ -188,7 +186,10 @@ void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, 
     double total = 0;
     for (int j = 0; j < n && n > 1; j++) total += job_weight_bytes(c, j);
     /* One record per part: r names the call's first job; every later job gets its own kind and
-     * the kernel that ran it there, and a share of the call's time by weight bytes. */
+     * the kernel that ran it there, and a share of the call's time and bytes moved by weight
+     * bytes (the bytes cut at cumulative shares, so the parts add up to the call's exactly). */
+    double cum = 0;
+    uint64_t given_h = 0, given_d = 0;
     for (int j = 0; j < n; j++) {
         bp_run_record rj = *r;
         if (j > 0) {
@@ -201,7 +202,11 @@ void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, 
         if (j == 0) last_op[c->op] = rj;
         if (c->op <= BP_OP_JOBS) bp_seam_set_weight_record(c->op == BP_OP_JOBS ? c->u.jobs.jobs[j].w : c->u.mm.w, &rj);
         const double share = n > 1 && total > 0 ? job_weight_bytes(c, j) / total : 1.0 / n;
-        tally_add(&rj, seconds * share, &w, share, &moved);
+        cum = j == n - 1 ? 1.0 : cum + share;
+        const uint64_t h = (uint64_t)((double)moved.h2d_bytes * cum + 0.5) - given_h;
+        const uint64_t d = (uint64_t)((double)moved.d2h_bytes * cum + 0.5) - given_d;
+        given_h += h, given_d += d;
+        tally_add(&rj, seconds * share, &w, h, d);
     }
 }
 
