@@ -236,8 +236,7 @@ void bp_verify_trace_print(FILE *f, const char *backend, const bp_trace_result *
                 backend, where, t->op, t->tensor, t->nmse, t->bound, t->tol_op, t->tol_kind, (long long)t->pos,
                 (int)t->token, piece, r->compared, (long long)r->tokens, r->ran);
     else
-        fprintf(f, "trace %s: no op out of tolerance (%d outputs of %lld tokens compared; closest: %s %s %s at %.2g of "
-                   "its bound %.3g); ran: %s\n",
-                backend, r->compared, (long long)r->tokens, where, t->op, t->tensor,
-                t->bound > 0 ? t->nmse / t->bound : 0, t->bound, r->ran);
+        fprintf(f, "trace %s: no op out of tolerance (%d outputs of %lld tokens compared; closest to its bound: %s %s "
+                   "%s, NMSE %.3g against %.3g); ran: %s\n",
+                backend, r->compared, (long long)r->tokens, where, t->op, t->tensor, t->nmse, t->bound, r->ran);
 }
