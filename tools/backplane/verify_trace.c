@@ -154,12 +154,12 @@ static void capture_free(capture *c) {
 }
 
 /* One prefill of tok[0..n) on a fresh context, tapped; reference: the CPU reference path. */
-static bp_status eval_tapped(const bp_model *m, bp_kind kv, const char *backend, bool reference, const int32_t *tok,
+static bp_status eval_tapped(bp_model *m, bp_kind kv, const char *backend, bool reference, const int32_t *tok,
                              int64_t n, bp_step_tap_fn tap, void *user, bp_trace_result *r) {
     bp_context_params cp = bp_context_default_params();
     cp.n_ctx = n, cp.n_batch = n, cp.kv_kind = kv;
     bp_context *c = NULL;
-    bp_status s = bp_context_create((bp_model *)m, &cp, &c);
+    bp_status s = bp_context_create(m, &cp, &c);
     if (s) return s;
     const bp_cpu_isa isa = bp_cpu_isa_current();
     const bool exact = bp_exact_mode();
@@ -175,7 +175,7 @@ static bp_status eval_tapped(const bp_model *m, bp_kind kv, const char *backend,
     return s;
 }
 
-int bp_verify_trace(const bp_model *m, const char *backend, bp_kind kv, const int32_t *tok, int64_t n,
+int bp_verify_trace(bp_model *m, const char *backend, bp_kind kv, const int32_t *tok, int64_t n,
                     bp_trace_result *out) {
     memset(out, 0, sizeof *out);
     out->tokens = n;

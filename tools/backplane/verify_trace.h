@@ -32,7 +32,7 @@ typedef struct bp_trace_result {
  * where it ran (a step tap), then the reference path (scalar kernels, exact mode, the same KV
  * kind kv) over the same program, each node fed the backend's inputs and its output compared
  * with the backend's. 0, or an exit status with the error printed. */
-int bp_verify_trace(const bp_model *m, const char *backend, bp_kind kv, const int32_t *tok, int64_t n,
+int bp_verify_trace(bp_model *m, const char *backend, bp_kind kv, const int32_t *tok, int64_t n,
                     bp_trace_result *out);
 /* One line (text) or one JSON object for r. */
 void bp_verify_trace_print(FILE *f, const char *backend, const bp_trace_result *r, const bp_tokenizer *tok, bool json);
