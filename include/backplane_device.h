@@ -462,6 +462,10 @@ typedef struct bp_dev_traffic {
     uint64_t h2d, d2h, h2d_bytes, d2h_bytes, launches, submits;
 } bp_dev_traffic;
 void bp_dev_traffic_get(bp_device *dev, bp_dev_traffic *out);
+/* The same counted for the calling thread over every device since it started (copies and
+ * launches are made on the thread that asks for them): the seam reads it around each call, so
+ * a run record carries the bytes its call moved. submits: the wrappers' count only. */
+void bp_dev_thread_traffic(bp_dev_traffic *out);
 
 /* Case-insensitive substring test: BACKPLANE_VULKAN_DEVICE / BACKPLANE_OPENCL_DEVICE pick a
  * device whose name contains the value. An empty needle matches. */

@@ -229,6 +229,10 @@ typedef struct bp_run_tally {
     bp_run_record record; /* batch: 1 for decode rows, else the largest batch seen */
     unsigned long long calls;
     double seconds, bytes, flops;
+    /* Tokens of the calls (the sum of their batches), and the bytes their calls copied from host
+     * to device and back (counted by the device layer on the calling thread while each ran: a
+     * CPU step run op by op includes what its ops on a device moved). */
+    unsigned long long tokens, h2d_bytes, d2h_bytes;
 } bp_run_tally;
 int bp_run_tally_get(bp_run_tally *out, int max);
 

@@ -213,8 +213,20 @@ static void mixed_jobs(uint64_t *rng) {
 
 /* Every op at every shape under one rule; want_mock / want_cpu: whether some call must (1),
  * must not (0) or may (-1) land there, so each rule is seen to decide. */
+/* The bytes the tally's rows of op on backend say their calls moved. */
+static void tally_bytes(const char *op, const char *backend, unsigned long long *h2d, unsigned long long *d2h) {
+    static bp_run_tally rows[512];
+    const int n = bp_run_tally_get(rows, 512);
+    *h2d = *d2h = 0;
+    for (int i = 0; i < n && i < 512; i++)
+        if (!strcmp(bp_op_name(rows[i].record.op), op) && !strcmp(rows[i].record.backend, backend))
+            *h2d += rows[i].h2d_bytes, *d2h += rows[i].d2h_bytes;
+}
+
 /* Three jobs on the mock: one launch, one upload of their shared input (then each weight up and
- * each result down): 7 device copies, not the 9 of a call per job. */
+ * each result down): 7 device copies, not the 9 of a call per job. The tally's rows of the jobs
+ * hold the bytes those copies moved (src/mock/mock_backend.c's run_jobs: x, each weight's bytes,
+ * each result), split among the three and adding up exactly. */
 static void one_upload(uint64_t *rng) {
     bp_weight *w[3];
     uint8_t *wd[3];
@@ -227,7 +239,15 @@ static void one_upload(uint64_t *rng) {
     }
     bp_matmul_job jobs[3] = {{w[0], y[0]}, {w[1], y[1]}, {w[2], y[2]}};
     const int copies = bp_mock_calls(bp_mock_backend_device(), BP_MOCK_COPY), tries = bp_mock_backend_attempts();
+    unsigned long long h0, d0, h1, d1;
+    tally_bytes("jobs", "mock", &h0, &d0);
     CHECK_OK(bp_matmul(x, 1, jobs, 3));
+    tally_bytes("jobs", "mock", &h1, &d1);
+    const unsigned long long want_h = sizeof x + 3 * (unsigned long long)(w[0]->rows * (int64_t)w[0]->row_bytes);
+    CHECK(h1 - h0 == want_h && d1 - d0 == sizeof y, "three jobs: the records say %llu B up, %llu B down; the copies "
+          "moved %llu and %zu", h1 - h0, d1 - d0, want_h, sizeof y);
+    tally_bytes("jobs", "cpu", &h0, &d0);
+    CHECK(h0 == 0 && d0 == 0, "jobs on the CPU moved %llu B up, %llu B down", h0, d0);
     CHECK(bp_mock_backend_attempts() - tries == 1, "three jobs, %d launches", bp_mock_backend_attempts() - tries);
     CHECK(bp_mock_calls(bp_mock_backend_device(), BP_MOCK_COPY) - copies == 7, "three jobs, %d device copies",
           bp_mock_calls(bp_mock_backend_device(), BP_MOCK_COPY) - copies);

@@ -51,9 +51,11 @@ typedef struct bp_step_node {
     int64_t n;          /* floats per row the node sees */
     const float *vec;   /* RMS_NORM gain, ADD_VEC bias: n floats the device uploads once */
     float f;            /* eps, scale or cap */
-    int layer;          /* KV_APPEND, ATTENTION */
+    int layer;          /* the model layer the node belongs to; -1: the embedding and the head */
+    const char *tensor; /* the tensor the node applies, as GGUF names it after "blk.<layer>."
+                           ("attn_norm.weight"); NULL for a node without one (add, glu) */
     int n_jobs;         /* MATMUL */
-    struct { bp_weight *w; bp_step_buf dst; } job[3];
+    struct { bp_weight *w; bp_step_buf dst; const char *tensor; } job[3];
     bp_weight *w;       /* EMBED */
     bp_rope_desc rope;  /* ROPE */
     const float *rope_factors; /* ROPE: n_rot / 2 frequency divisors, or NULL */
@@ -124,12 +126,21 @@ typedef struct bp_step_bytes {
     int n_arenas;
 } bp_step_bytes;
 
+/* A tap: called after node `node` of p ran, with its output in io->host (rows [r0, r0 + rows)
+ * of its dst buffers, each job's for a matmul) and io->logits, so a caller can read, and on the
+ * CPU replace, what the op computed there (`backplane verify --trace`). The CPU calls it after
+ * each node; a device step with a tap set runs node by node (no recorded submission) and copies
+ * each node's output into io->host before the call (a KV append has no float output: its
+ * effect shows in the layer's attention). NULL: no tap, and nothing of this costs anything. */
+typedef struct bp_step_io bp_step_io;
+typedef void (*bp_step_tap_fn)(void *user, const bp_step_prog *p, int node, bp_step_io *io);
+
 /* Per-backend state slots: one per backends.def row, and one for a backend outside the table
  * (the test mock, whose id is BP_BACKEND_COUNT). */
 enum { BP_STEP_STATES = BP_BACKEND_COUNT + 1 };
 
 /* One step's inputs and outputs. */
-typedef struct bp_step_io {
+struct bp_step_io {
     const int32_t *tokens;     /* t ids */
     const int32_t *positions;  /* t positions: pos0, pos0 + 1, ... */
     int64_t pos0;
@@ -152,7 +163,9 @@ typedef struct bp_step_io {
      * (each of its matmuls is recorded in its weight). */
     bp_run_record *kind_rec;
     int kind_rec_n;
-} bp_step_io;
+    bp_step_tap_fn tap;        /* see bp_step_tap_fn; NULL: none */
+    void *tap_user;
+};
 
 /* The weight kinds the program's matmuls and embedding use (each once): a backend taking the
  * step must claim `jobs` for every one of them (the rule, src/seam/route.c). */

@@ -21,8 +21,12 @@ static bp_status need_dev(const bp_device *dev, const char *what) {
     do { bp_status s_ = need_dev(dev, what); if (s_) return s_; } while (0)
 #define TRY(expr) \
     do { bp_status s_ = (expr); if (s_) return s_; } while (0)
-/* Traffic counters: relaxed atomics, read as a whole by bp_dev_traffic_get. */
-#define COUNT(field, n) __atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED)
+/* Traffic counters: relaxed atomics, read as a whole by bp_dev_traffic_get; and the calling
+ * thread's, over every device, for the seam's run records (bp_dev_thread_traffic). */
+_Thread_local bp_dev_traffic bp_dev_thread_counts;
+#define COUNT(field, n)                                                                   \
+    (__atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED), \
+     bp_dev_thread_counts.field += (uint64_t)(n))
 
 bp_status bp_device_fail(bp_status s, const char *fmt, ...) {
     char msg[512];
@@ -245,6 +249,9 @@ static bp_status check_range(bp_device *dev, const void *buf, size_t off, size_t
     return BP_OK;
 }
 
+void bp_dev_thread_traffic(bp_dev_traffic *out) {
+    if (out) *out = bp_dev_thread_counts;
+}
 
 void bp_dev_traffic_get(bp_device *dev, bp_dev_traffic *out) {
     memset(out, 0, sizeof *out);

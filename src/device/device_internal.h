@@ -42,6 +42,9 @@ void bp_ledger_mark(bp_device *dev, void *buf, int what);
 bool bp_ledger_remove(bp_device *dev, void *buf, size_t *bytes, size_t *rz, int *what, const char **file,
                       int *line);
 /* The recorded size of a live buffer; false when unknown. */
+/* device.c: the calling thread's device traffic over every device (bp_dev_thread_traffic). */
+extern _Thread_local bp_dev_traffic bp_dev_thread_counts;
+
 /* The most bytes live at once over every device since the last reset (reset: start again from
  * what is live now). */
 uint64_t bp_ledger_peak_bytes(bool reset);

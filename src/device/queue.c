@@ -10,7 +10,9 @@
     do { if (!dev) return bp_fail(BP_E_INVAL, "%s: device is NULL", what); } while (0)
 #define TRY(expr) \
     do { bp_status s_ = (expr); if (s_) return s_; } while (0)
-#define COUNT(field, n) __atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define COUNT(field, n)                                                                   \
+    (__atomic_fetch_add(&dev->common->traffic.field, (uint64_t)(n), __ATOMIC_RELAXED), \
+     bp_dev_thread_counts.field += (uint64_t)(n))
 
 /* ---- capture bookkeeping ------------------------------------------------------------------ */
 

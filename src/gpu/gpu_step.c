@@ -73,6 +73,7 @@ typedef struct gpu_state {
         uint64_t gen;
         launch *l;
         int n;
+        int *node_end;        /* node i's launches end at node_end[i] (a tapped step runs them so) */
         bp_graph *graph;
         bp_graph *old; /* the graph of the slot's previous program, for the next capture to
                           update in place (a prefill of another length: same kernels) */
@@ -89,6 +90,7 @@ static void state_free(bp_step_state *self) {
         if (s->c[i].graph) bp_dev_graph_destroy(s->dev, s->c[i].graph);
         if (s->c[i].old) bp_dev_graph_destroy(s->dev, s->c[i].old);
         bp_free(s->c[i].l);
+        bp_free(s->c[i].node_end);
     }
     for (int i = 0; i < s->n_arenas; i++) bp_dev_free(s->dev, s->arenas[i]);
     for (int i = 0; i < BP_SB_COUNT; i++) bp_dev_free(s->dev, s->act[i]);
@@ -530,31 +532,75 @@ static bp_status compile(const bp_gpu_backend *b, gpu_state *s, const bp_step_pr
     bp_graph *old = s->c[slot].graph ? s->c[slot].graph : s->c[slot].old;
     if (s->c[slot].old && s->c[slot].graph) bp_dev_graph_destroy(s->dev, s->c[slot].old);
     bp_free(s->c[slot].l);
+    bp_free(s->c[slot].node_end);
     memset(&s->c[slot], 0, sizeof s->c[slot]);
     s->c[slot].old = old;
     builder B = {b, s, NULL, 0, 0};
-    bp_status st = BP_OK;
+    int *node_end = bp_malloc((size_t)(p->n_nodes ? p->n_nodes : 1) * sizeof *node_end);
+    bp_status st = node_end ? BP_OK : bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
     for (int i = 0; i < p->n_nodes && !st; i++) {
         st = emit_node(&B, p, &p->nodes[i]);
+        node_end[i] = B.n;
         for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++)
             ((placed *)find_w(s, p->nodes[i].job[j].w))->mm = true;
     }
     if (st) {
         bp_free(B.l);
+        bp_free(node_end);
         return st;
     }
     s->c[slot].l = B.l, s->c[slot].n = B.n, s->c[slot].prog = p, s->c[slot].gen = p->gen;
+    s->c[slot].node_end = node_end;
     return BP_OK;
 }
 
-static bp_status launch_all(gpu_state *s, int slot, bp_stream *stream) {
+/* Launches [from, to) of the slot's list. */
+static bp_status launch_range(gpu_state *s, int slot, bp_stream *stream, int from, int to) {
     bp_status st = BP_OK;
-    for (int i = 0; i < s->c[slot].n && !st; i++) {
+    for (int i = from; i < to && !st; i++) {
         const launch *L = &s->c[slot].l[i];
         bp_kernel_arg a[MAX_BUFS + 1];
         for (int j = 0; j < L->nbuf; j++) a[j] = bp_arg_buf(L->buf[j], 0);
         a[L->nbuf] = bp_arg_bytes(L->args, L->nargs);
         st = bp_dev_launch(s->dev, stream, L->k, &L->d, a, L->nbuf + 1);
+    }
+    return st;
+}
+
+static bp_status launch_all(gpu_state *s, int slot, bp_stream *stream) { return launch_range(s, slot, stream, 0, s->c[slot].n); }
+
+/* Rows [r0, r0 + rows) of buffer d (rows of width floats) into the host's copy of it; the
+ * logits from their buffers, row 0 first. */
+static bp_status read_rows(gpu_state *s, const bp_step_prog *p, bp_step_io *io, bp_step_buf d, int64_t r0, int64_t rows,
+                           int64_t width) {
+    if (d != BP_SB_LOGITS)
+        return bp_dev_d2h(s->dev, io->host[d] + r0 * width, s->act[d], (size_t)(r0 * width) * sizeof(float),
+                          (size_t)(rows * width) * sizeof(float));
+    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
+    bp_status st = BP_OK;
+    for (int64_t q = 0; q < rows && !st; q += s->lg_rows) {
+        const int64_t n = rows - q < s->lg_rows ? rows - q : s->lg_rows;
+        st = bp_dev_d2h(s->dev, (char *)io->logits + (size_t)q * lrow, s->lg[q / s->lg_rows], 0, (size_t)n * lrow);
+    }
+    return st;
+}
+
+/* The step node by node for a tap (bp_step_tap_fn): each node's launches, a wait, its output
+ * copied into io->host, the tap. Slow on purpose; a step without a tap never comes here. */
+static bp_status run_tapped(gpu_state *s, int slot, bp_stream *q, const bp_step_prog *p, bp_step_io *io) {
+    bp_status st = BP_OK;
+    for (int i = 0, from = 0; i < p->n_nodes && !st; from = s->c[slot].node_end[i++]) {
+        const bp_step_node *nd = &p->nodes[i];
+        st = launch_range(s, slot, q, from, s->c[slot].node_end[i]);
+        if (!st) st = q ? bp_dev_stream_sync(s->dev, q) : bp_dev_stream_sync(s->dev, NULL);
+        if (nd->kind == BP_STEP_MATMUL)
+            for (int j = 0; j < nd->n_jobs && !st; j++) {
+                const bp_step_buf d = nd->job[j].dst;
+                st = read_rows(s, p, io, d, d == BP_SB_LOGITS ? 0 : nd->r0, nd->rows, p->width[d]);
+            }
+        else if (nd->kind != BP_STEP_KV_APPEND && !st)
+            st = read_rows(s, p, io, nd->dst, nd->dst == BP_SB_LOGITS ? 0 : nd->r0, nd->rows, nd->n);
+        if (!st) io->tap(io->tap_user, p, i, io);
     }
     return st;
 }
@@ -639,16 +685,19 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     if (st) return st;
     bool recorded = false, ran = false, updated = false;
     bp_stream *q = b->stream;
-    if (!s->c[slot].graph) {
+    /* the first step waits for the weights' upload stream: queued before the capture, so
+     * the graph itself holds no cross-stream wait and every replay is ordered after it */
+    if (s->weights_up) {
+        if ((st = bp_dev_event_wait(dev, q, s->weights_up))) return st;
+        bp_dev_event_destroy(dev, s->weights_up);
+        s->weights_up = NULL;
+    }
+    if (io->tap) {
+        if ((st = run_tapped(s, slot, q, p, io))) return st;
+        ran = true;
+    } else if (!s->c[slot].graph) {
         /* A device without graphs runs the launches during the "capture" and gives no graph
          * (include/backplane_device.h, graph_begin): then they ran, and run so every step. */
-        /* the first step waits for the weights' upload stream: queued before the capture, so
-         * the graph itself holds no cross-stream wait and every replay is ordered after it */
-        if (s->weights_up) {
-            if ((st = bp_dev_event_wait(dev, q, s->weights_up))) return st;
-            bp_dev_event_destroy(dev, s->weights_up);
-            s->weights_up = NULL;
-        }
         if ((st = bp_dev_graph_begin(dev, q))) return st;
         if ((st = launch_all(s, slot, q))) {
             bp_dev_graph_abort(dev, q);
@@ -697,6 +746,7 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
         snprintf(r->kernel, sizeof r->kernel, "%s (in the step)", kind_name(k));
     }
     snprintf(label, len, "%s step: %d kernels in %s%s", b->display, s->c[slot].n,
-             s->c[slot].graph ? "one recorded submission" : "one queue", placed_now ? " (model placed now)" : "");
+             io->tap ? "node by node (tapped)" : s->c[slot].graph ? "one recorded submission" : "one queue",
+             placed_now ? " (model placed now)" : "");
     return BP_OK;
 }

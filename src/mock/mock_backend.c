@@ -8,6 +8,7 @@
 #include "core/alloc.h"
 #include "core/error.h"
 #include "gpu/gpu_step.h"
+#include "mock/mock_step_kernels.h"
 
 static bp_mock_backend_config cfg;
 static bp_device *dev;
@@ -235,6 +236,7 @@ static bp_launch mock_launch(const bp_op_call *c, char *err, size_t err_len) {
         s = run_jobs(c->u.jobs.jobs, c->u.jobs.n_jobs, c->u.jobs.x, c->u.jobs.t, err, err_len);
     else if (c->op == BP_OP_STEP) {
         const bp_gpu_backend b = mock_step_backend();
+        bp_mock_step_begin();
         s = bp_gpu_step_run(&b, dev, c, err, err_len);
         if (s) snprintf(err, err_len, "%s", bp_last_error());
     } else
@@ -327,6 +329,7 @@ void bp_mock_close(void) {
     if (step_stream) bp_dev_stream_destroy(dev, step_stream);
     if (upload_stream) bp_dev_stream_destroy(dev, upload_stream);
     step_stream = upload_stream = NULL;
+    bp_mock_step_inject(NULL, 0, 0);
     bp_device_close(dev);
     dev = NULL;
 }

@@ -3,6 +3,7 @@
  * same name computes, in double where the CPU reference does. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -12,11 +13,33 @@
 
 #define BUF(i) (*(void **)p[i])
 
+/* The injected error (bp_mock_step_inject): kernels whose name starts with `prefix`, counted
+ * from the last bp_mock_step_begin; the nth scales what it writes by factor. */
+static struct { char prefix[32]; int nth, seen; float factor; } inj;
+
+void bp_mock_step_inject(const char *prefix, int nth, float factor) {
+    memset(&inj, 0, sizeof inj);
+    if (!prefix || nth < 1) return;
+    snprintf(inj.prefix, sizeof inj.prefix, "%s", prefix);
+    inj.nth = nth, inj.factor = factor;
+}
+
+void bp_mock_step_begin(void) { inj.seen = 0; }
+
+/* 1, or the factor when this launch of k is the armed one. */
+static float injected(const bp_mock_kernel *k) {
+    if (!inj.nth) return 1.0f;
+    const char *name = strncmp(k->name, "step_", 5) ? k->name : k->name + 5;
+    if (strncmp(name, inj.prefix, strlen(inj.prefix))) return 1.0f;
+    return ++inj.seen == inj.nth ? inj.factor : 1.0f;
+}
+
 static void k_mm(const bp_mock_kernel *k, void **p) {
     const bp_gpu_mm_args *a = p[3];
     const uint8_t *w = (const uint8_t *)BUF(0) + a->w_off;
     const float *x = (const float *)BUF(1) + a->x_off;
     float *y = BUF(2);
+    const double f = injected(k);
     float *row = bp_malloc((size_t)a->cols * sizeof(float));
     if (!row) return;
     for (uint32_t r = 0; r < a->rows; r++) {
@@ -24,7 +47,7 @@ static void k_mm(const bp_mock_kernel *k, void **p) {
         for (uint32_t t = 0; t < a->t; t++) {
             double s = 0;
             for (uint32_t c = 0; c < a->cols; c++) s += (double)row[c] * x[(size_t)t * a->cols + c];
-            y[(size_t)t * a->y_stride + a->y_row0 + r] = (float)s;
+            y[(size_t)t * a->y_stride + a->y_row0 + r] = (float)(s * f);
         }
     }
     bp_free(row);
@@ -35,17 +58,18 @@ static void k_embed(const bp_mock_kernel *k, void **p) {
     const uint8_t *w = (const uint8_t *)BUF(0) + a->w_off;
     const int32_t *ids = (const int32_t *)BUF(1) + a->x_off;
     float *y = BUF(2);
+    const float f = injected(k);
     for (uint32_t i = 0; i < a->t; i++) {
         int64_t r = (int64_t)ids[2 * i] - a->y_row0;
         if (r < 0 || r >= a->rows) continue;
         float *o = y + a->y_stride + (size_t)i * a->cols;
         if (bp_dequantize((bp_kind)k->kind, w + (size_t)r * a->row_bytes, a->row_bytes, o, a->cols)) return;
-        for (uint32_t c = 0; c < a->cols; c++) o[c] *= a->fscale;
+        for (uint32_t c = 0; c < a->cols; c++) o[c] *= a->fscale * f;
     }
 }
 
 static void k_norm(const bp_mock_kernel *k, void **p) {
-    (void)k;
+    const double f = injected(k);
     const bp_gpu_norm_args *a = p[3];
     const float *x = BUF(0), *g = BUF(1);
     float *y = BUF(2);
@@ -53,23 +77,23 @@ static void k_norm(const bp_mock_kernel *k, void **p) {
         const float *xr = x + a->x_off + (size_t)r * a->n;
         double ss = 0;
         for (uint32_t j = 0; j < a->n; j++) ss += (double)xr[j] * xr[j];
-        const double inv = 1.0 / sqrt(ss / a->n + (double)a->eps);
+        const double inv = f / sqrt(ss / a->n + (double)a->eps);
         for (uint32_t j = 0; j < a->n; j++)
             y[a->y_off + (size_t)r * a->n + j] = (float)(xr[j] * inv * (a->g_off == 0xFFFFFFFFu ? 1.0 : g[a->g_off + j]));
     }
 }
 
 static void k_elt(const bp_mock_kernel *k, void **p) {
-    (void)k;
+    const float f = injected(k);
     const bp_gpu_elt_args *a = p[2];
     float *y = (float *)BUF(0) + a->y_off;
     const float *x = (const float *)BUF(1) + a->x_off;
     for (uint32_t i = 0; i < a->count; i++)
-        y[i] = a->mode == 0 ? y[i] + x[i] : a->mode == 1 ? y[i] + x[i % a->n] : (float)(a->f * tanh(y[i] / a->f));
+        y[i] = f * (a->mode == 0 ? y[i] + x[i] : a->mode == 1 ? y[i] + x[i % a->n] : (float)(a->f * tanh(y[i] / a->f)));
 }
 
 static void k_glu(const bp_mock_kernel *k, void **p) {
-    (void)k;
+    const double f = injected(k);
     const bp_gpu_glu_args *a = p[2];
     float *g = (float *)BUF(0) + a->g_off;
     const float *u = (const float *)BUF(1) + a->u_off;
@@ -78,12 +102,12 @@ static void k_glu(const bp_mock_kernel *k, void **p) {
         const double act = a->act == BP_SILU ? x / (1.0 + exp(-x))
                            : a->act == BP_GELU_TANH ? 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
                                                     : 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
-        g[i] = (float)(act * u[i]);
+        g[i] = (float)(act * u[i] * f);
     }
 }
 
 static void k_rope(const bp_mock_kernel *k, void **p) {
-    (void)k;
+    const double fi = injected(k);
     const bp_gpu_rope_args *a = p[3];
     float *x = BUF(0);
     const int32_t *io = BUF(1);
@@ -96,7 +120,7 @@ static void k_rope(const bp_mock_kernel *k, void **p) {
                 float *v = x + a->x_off + ((size_t)r * a->n_heads + h) * a->head_dim;
                 const uint32_t i0 = a->neox ? q : 2 * q, i1 = a->neox ? q + half : 2 * q + 1;
                 const double x0 = v[i0], x1 = v[i1];
-                v[i0] = (float)(x0 * c - x1 * s), v[i1] = (float)(x0 * s + x1 * c);
+                v[i0] = (float)(fi * (x0 * c - x1 * s)), v[i1] = (float)(fi * (x0 * s + x1 * c));
             }
 }
 
@@ -120,6 +144,7 @@ static void k_attn(const bp_mock_kernel *k, void **p) {
     float *o = BUF(3);
     const int32_t *io = BUF(4);
     const uint32_t D = a->head_dim, grp = a->n_heads / a->n_kv_heads;
+    const double f = injected(k);
     double *acc = bp_malloc(D * sizeof(double));
     float *kr = bp_malloc(2 * D * sizeof(float)), *vr = kr ? kr + D : NULL;
     for (uint32_t i = 0; acc && kr && i < a->rows; i++)
@@ -144,7 +169,7 @@ static void k_attn(const bp_mock_kernel *k, void **p) {
                 m = mn;
             }
             float *oh = o + a->o_off + ((size_t)i * a->n_heads + h) * D;
-            for (uint32_t d = 0; d < D; d++) oh[d] = l > 0 ? (float)(acc[d] / l) : 0.0f;
+            for (uint32_t d = 0; d < D; d++) oh[d] = l > 0 ? (float)(f * acc[d] / l) : 0.0f;
         }
 out:
     bp_free(acc);

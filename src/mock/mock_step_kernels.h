@@ -24,4 +24,11 @@ typedef struct bp_mock_kernel {
  * keeps the name it looked up). */
 bool bp_mock_step_kernel(const char *name, bp_mock_kernel *out);
 
+/* Tests of `verify --trace`: from now on, the nth launch of a kernel whose name starts with
+ * prefix ("rms_norm", "gemm", "glu") in each step scales its output by factor -- an error
+ * injected in one op's kernel at one layer. prefix NULL or nth < 1 disarms. */
+void bp_mock_step_inject(const char *prefix, int nth, float factor);
+/* A step starts: the count of launches for the injection begins again (the mock backend). */
+void bp_mock_step_begin(void);
+
 #endif

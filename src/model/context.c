@@ -218,6 +218,10 @@ bp_status bp_context_step_report(const bp_context *c, bool prefill, bp_step_repo
     return BP_OK;
 }
 
+void bp_context_set_step_tap(bp_context *c, bp_step_tap_fn tap, void *user) {
+    if (c) c->tap = tap, c->tap_user = user;
+}
+
 bp_status bp_context_kind_record(const bp_context *c, bp_kind k, bool prefill, bp_run_record *out) {
     if (!c || !out) return bp_fail(BP_E_INVAL, "bp_context_kind_record: NULL argument");
     if ((unsigned)k >= BP_MODEL_MAX_KIND || !c->kind_rec[prefill][k].backend[0])

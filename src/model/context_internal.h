@@ -38,6 +38,9 @@ struct bp_context {
     bp_run_record step_rec[2];
     bp_step_state *step_state[BP_STEP_STATES];
     bp_step_traffic last_traffic[2];
+    /* called after every node of every step (bp_step_tap_fn); NULL: none */
+    bp_step_tap_fn tap;
+    void *tap_user;
     /* sequences (seq.c, batch.c): n_seq_max of them; per row of the last bp_context_decode its
      * output index or -1; per row of a step, its sequence and the append order */
     int32_t n_seq_max;
@@ -82,6 +85,10 @@ bp_status bp_forward(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
 
 /* The same over several sequences: rows->positions per token; only the CPU runs it. */
 bp_status bp_forward_seqs(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_out, const bp_forward_rows *rows);
+
+/* Tap every step of c from now on (NULL: stop): `backplane verify --trace` reads each node's
+ * output where it ran. A device step with a tap runs node by node (src/backend/step.h). */
+void bp_context_set_step_tap(bp_context *c, bp_step_tap_fn tap, void *user);
 
 /* Every backend's hold on the sequence cut to its first n positions (truncate, a failed eval). */
 void bp_context_cut_states(bp_context *c, int64_t n);

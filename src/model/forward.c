@@ -24,35 +24,44 @@
 
 /* ---- writing the program ------------------------------------------------------------------- */
 
+/* Each layer tensor's GGUF name after "blk.<i>." (tensors.def), for the nodes that apply it. */
+#define BP_LAYER_TENSOR(field, name, matrix, rows, cols, need) static const char TN_##field[] = name;
+#include "model/tensors.def"
+#undef BP_LAYER_TENSOR
+
 static bp_step_node *add(bp_step_prog *p, bp_step_kind kind, bp_step_buf dst, bp_step_buf src, int64_t r0,
                          int64_t rows, int64_t n) {
     if (p->n_nodes == p->cap) return NULL; /* sized by program_size: cannot happen */
     bp_step_node *nd = &p->nodes[p->n_nodes++];
     memset(nd, 0, sizeof *nd);
     nd->kind = kind, nd->dst = dst, nd->src = src, nd->r0 = r0, nd->rows = rows, nd->n = n, nd->f = 1.0f;
+    nd->layer = -1;
     return nd;
 }
 
 static void norm(bp_step_prog *p, bp_step_buf dst, bp_step_buf src, int64_t r0, int64_t rows, int64_t n,
-                 const float *gain, float eps) {
+                 const float *gain, const char *tensor, float eps) {
     bp_step_node *nd = add(p, BP_STEP_RMS_NORM, dst, src, r0, rows, n);
-    if (nd) nd->vec = gain, nd->f = eps;
+    if (nd) nd->vec = gain, nd->f = eps, nd->tensor = tensor;
 }
 
-static void bias(bp_step_prog *p, bp_step_buf dst, int64_t r0, int64_t rows, int64_t n, const float *b) {
+static void bias(bp_step_prog *p, bp_step_buf dst, int64_t r0, int64_t rows, int64_t n, const float *b,
+                 const char *tensor) {
     if (!b) return;
     bp_step_node *nd = add(p, BP_STEP_ADD_VEC, dst, dst, r0, rows, n);
-    if (nd) nd->vec = b;
+    if (nd) nd->vec = b, nd->tensor = tensor;
 }
 
-/* One matmul node: the jobs share src's rows [r0, r0 + rows). */
+/* One matmul node: the jobs share src's rows [r0, r0 + rows); t0..t2 name their weights. */
 static void mm(bp_step_prog *p, bp_step_buf src, int64_t r0, int64_t rows, int n, bp_weight *w0, bp_step_buf d0,
-               bp_weight *w1, bp_step_buf d1, bp_weight *w2, bp_step_buf d2) {
+               const char *t0, bp_weight *w1, bp_step_buf d1, const char *t1, bp_weight *w2, bp_step_buf d2,
+               const char *t2) {
     bp_step_node *nd = add(p, BP_STEP_MATMUL, d0, src, r0, rows, w0->cols);
     if (!nd) return;
-    nd->n_jobs = n;
-    nd->job[0].w = w0, nd->job[0].dst = d0, nd->job[1].w = w1, nd->job[1].dst = d1, nd->job[2].w = w2,
-    nd->job[2].dst = d2;
+    nd->n_jobs = n, nd->tensor = t0;
+    nd->job[0].w = w0, nd->job[0].dst = d0, nd->job[0].tensor = t0;
+    nd->job[1].w = w1, nd->job[1].dst = d1, nd->job[1].tensor = t1;
+    nd->job[2].w = w2, nd->job[2].dst = d2, nd->job[2].tensor = t2;
 }
 
 static void rope(bp_step_prog *p, const bp_model *m, bp_step_buf b, int64_t rows, int32_t heads, float base,
@@ -75,42 +84,43 @@ static void layer(bp_step_prog *p, const bp_model *m, int il, int64_t t, int64_t
     const int64_t E = hp->n_embd, D = hp->head_dim_k, H = hp->n_head, KV = hp->n_head_kv, F = hp->n_ff;
     const bool swa = hp->swa_window > 0 && hp->is_swa[il];
     const float eps = hp->rms_eps;
+    const int first = p->n_nodes;
     /* attention block */
-    norm(p, BP_SB_XN, BP_SB_X, 0, t, E, L->attn_norm, eps);
-    mm(p, BP_SB_XN, 0, t, 3, L->wq, BP_SB_Q, L->wk, BP_SB_K, L->wv, BP_SB_V);
-    bias(p, BP_SB_Q, 0, t, H * D, L->bq);
-    bias(p, BP_SB_K, 0, t, KV * D, L->bk);
-    bias(p, BP_SB_V, 0, t, KV * D, L->bv);
-    if (L->q_norm) norm(p, BP_SB_Q, BP_SB_Q, 0, t * H, D, L->q_norm, eps);
-    if (L->k_norm) norm(p, BP_SB_K, BP_SB_K, 0, t * KV, D, L->k_norm, eps);
+    norm(p, BP_SB_XN, BP_SB_X, 0, t, E, L->attn_norm, TN_attn_norm, eps);
+    mm(p, BP_SB_XN, 0, t, 3, L->wq, BP_SB_Q, TN_wq, L->wk, BP_SB_K, TN_wk, L->wv, BP_SB_V, TN_wv);
+    bias(p, BP_SB_Q, 0, t, H * D, L->bq, TN_bq);
+    bias(p, BP_SB_K, 0, t, KV * D, L->bk, TN_bk);
+    bias(p, BP_SB_V, 0, t, KV * D, L->bv, TN_bv);
+    if (L->q_norm) norm(p, BP_SB_Q, BP_SB_Q, 0, t * H, D, L->q_norm, TN_q_norm, eps);
+    if (L->k_norm) norm(p, BP_SB_K, BP_SB_K, 0, t * KV, D, L->k_norm, TN_k_norm, eps);
     /* Sliding layers use the local base and no position scaling (Gemma 3: linear scaling is a
      * property of the global layers' long-context extension). */
     float base = swa ? hp->rope_base_swa : hp->rope_base, scale = swa ? 1.0f : hp->rope_freq_scale;
     rope(p, m, BP_SB_Q, t, (int32_t)H, base, scale);
     rope(p, m, BP_SB_K, t, (int32_t)KV, base, scale);
     bp_step_node *nd = add(p, BP_STEP_KV_APPEND, BP_SB_K, BP_SB_K, 0, t, KV * D);
-    if (nd) nd->layer = il;
-    if (keep == 0) return;
+    if (keep == 0) goto done;
     const int64_t r0 = t - keep; /* first row carried on */
     if ((nd = add(p, BP_STEP_ATTENTION, BP_SB_ATT, BP_SB_Q, r0, keep, H * D))) {
-        nd->layer = il;
         nd->attn = (bp_attn_desc){.n_heads = (int32_t)H, .n_kv_heads = (int32_t)KV, .scale = hp->attn_scale,
                                   .causal = true, .window = swa ? hp->swa_window : 0, .softcap = 0};
     }
-    mm(p, BP_SB_ATT, r0, keep, 1, L->wo, BP_SB_TMP, NULL, 0, NULL, 0);
-    bias(p, BP_SB_TMP, r0, keep, E, L->bo);
-    if (L->attn_post_norm) norm(p, BP_SB_TMP, BP_SB_TMP, r0, keep, E, L->attn_post_norm, eps);
+    mm(p, BP_SB_ATT, r0, keep, 1, L->wo, BP_SB_TMP, TN_wo, NULL, 0, NULL, NULL, 0, NULL);
+    bias(p, BP_SB_TMP, r0, keep, E, L->bo, TN_bo);
+    if (L->attn_post_norm) norm(p, BP_SB_TMP, BP_SB_TMP, r0, keep, E, L->attn_post_norm, TN_attn_post_norm, eps);
     add(p, BP_STEP_ADD, BP_SB_X, BP_SB_TMP, r0, keep, E);
     /* feed-forward block */
-    norm(p, BP_SB_XN, BP_SB_X, r0, keep, E, L->ffn_norm, eps);
-    mm(p, BP_SB_XN, r0, keep, 2, L->w_gate, BP_SB_GATE, L->w_up, BP_SB_UP, NULL, 0);
-    bias(p, BP_SB_GATE, r0, keep, F, L->b_gate);
-    bias(p, BP_SB_UP, r0, keep, F, L->b_up);
+    norm(p, BP_SB_XN, BP_SB_X, r0, keep, E, L->ffn_norm, TN_ffn_norm, eps);
+    mm(p, BP_SB_XN, r0, keep, 2, L->w_gate, BP_SB_GATE, TN_w_gate, L->w_up, BP_SB_UP, TN_w_up, NULL, 0, NULL);
+    bias(p, BP_SB_GATE, r0, keep, F, L->b_gate, TN_b_gate);
+    bias(p, BP_SB_UP, r0, keep, F, L->b_up, TN_b_up);
     if ((nd = add(p, BP_STEP_GLU, BP_SB_GATE, BP_SB_GATE, r0, keep, F))) nd->act = m->arch->ffn_act;
-    mm(p, BP_SB_GATE, r0, keep, 1, L->w_down, BP_SB_TMP, NULL, 0, NULL, 0);
-    bias(p, BP_SB_TMP, r0, keep, E, L->b_down);
-    if (L->ffn_post_norm) norm(p, BP_SB_TMP, BP_SB_TMP, r0, keep, E, L->ffn_post_norm, eps);
+    mm(p, BP_SB_GATE, r0, keep, 1, L->w_down, BP_SB_TMP, TN_w_down, NULL, 0, NULL, NULL, 0, NULL);
+    bias(p, BP_SB_TMP, r0, keep, E, L->b_down, TN_b_down);
+    if (L->ffn_post_norm) norm(p, BP_SB_TMP, BP_SB_TMP, r0, keep, E, L->ffn_post_norm, TN_ffn_post_norm, eps);
     add(p, BP_STEP_ADD, BP_SB_X, BP_SB_TMP, r0, keep, E);
+done:
+    for (int i = first; i < p->n_nodes; i++) p->nodes[i].layer = il;
 }
 
 /* At most this many nodes per layer (norm, qkv, 3 biases, 2 q/k norms, 2 ropes, append,
@@ -138,11 +148,12 @@ bp_status bp_forward_program(const bp_model *m, int64_t n_batch, int64_t n_ctx, 
     memcpy(p->width, width, sizeof width);
     p->gen++;
     bp_step_node *nd = add(p, BP_STEP_EMBED, BP_SB_X, BP_SB_X, 0, t, E);
-    if (nd) nd->w = m->tok_embd, nd->f = hp->emb_scale;
+    if (nd) nd->w = m->tok_embd, nd->f = hp->emb_scale, nd->tensor = "token_embd.weight";
     for (int il = 0; il < (int)hp->n_layer; il++) layer(p, m, il, t, il == (int)hp->n_layer - 1 ? n_out : t);
     if (n_out == 0) return BP_OK;
-    norm(p, BP_SB_XN, BP_SB_X, t - n_out, n_out, E, m->output_norm, hp->rms_eps);
-    mm(p, BP_SB_XN, t - n_out, n_out, 1, m->output, BP_SB_LOGITS, NULL, 0, NULL, 0);
+    norm(p, BP_SB_XN, BP_SB_X, t - n_out, n_out, E, m->output_norm, "output_norm.weight", hp->rms_eps);
+    mm(p, BP_SB_XN, t - n_out, n_out, 1, m->output, BP_SB_LOGITS, m->output == m->tok_embd ? "token_embd.weight" : "output.weight",
+       NULL, 0, NULL, NULL, 0, NULL);
     if (hp->final_softcap > 0 && (nd = add(p, BP_STEP_SOFTCAP, BP_SB_LOGITS, BP_SB_LOGITS, 0, n_out, V)))
         nd->f = hp->final_softcap;
     return BP_OK;
@@ -165,7 +176,7 @@ static bp_status run(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
         for (int64_t i = 0; i < t; i++) c->positions[i] = (int32_t)(c->pos + i);
     bp_step_io io = {.tokens = tokens, .positions = rows ? rows->positions : c->positions, .pos0 = c->pos,
                      .kv = c->kv, .state = c->step_state, .kind_rec = c->kind_rec[t > 1],
-                     .kind_rec_n = BP_MODEL_MAX_KIND};
+                     .kind_rec_n = BP_MODEL_MAX_KIND, .tap = c->tap, .tap_user = c->tap_user};
     if (rows) io.seq_kv = rows->seq_kv, io.row_seq = rows->row_seq, io.append_order = rows->append_order;
     io.logits = c->logits + (size_t)c->n_out * (size_t)V;
     float *host[BP_SB_COUNT] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->tmp, c->gate, c->up, io.logits};

@@ -42,7 +42,7 @@ bp_status bp_matmul(const float *x, int64_t t, const bp_matmul_job *jobs, int n_
             c.u.jobs.x = x, c.u.jobs.t = t, c.u.jobs.jobs = &jobs[i], c.u.jobs.n_jobs = 1;
             bp_run_record r;
             bp_seam_record_fill(&r, &c, -1, "CPU reference (non-finite input)");
-            if (!s) bp_seam_records_add(&c, &r, -1, bp_seam_now() - t0);
+            if (!s) bp_seam_records_add(&c, &r, -1, bp_seam_now() - t0, NULL);
         }
         return s;
     }

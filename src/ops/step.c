@@ -155,6 +155,7 @@ bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len) {
     for (int i = 0; i < p->n_nodes; i++) {
         bp_status s = node_cpu(p, &p->nodes[i], io);
         if (s) return s;
+        if (io->tap) io->tap(io->tap_user, p, i, io);
     }
     snprintf(label, label_len, "CPU, op by op (%d ops)", p->n_nodes);
     return BP_OK;

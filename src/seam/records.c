@@ -138,7 +138,7 @@ static bool same_row(const bp_run_record *a, const bp_run_record *b) {
            !strcmp(a->fallback_from, b->fallback_from);
 }
 
-static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *w) {
+static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *w, uint64_t h2d, uint64_t d2h) {
     /* A model calls each op with the same few records over and over: try this thread's last row
      * of the op first (a hint only: it is checked like any other row). */
     static _Thread_local int hint[BP_OP_COUNT];
@@ -163,6 +163,8 @@ static void tally_add(const bp_run_record *r, double seconds, const bp_op_work *
     t->seconds += seconds;
     t->bytes += w->weight_bytes + w->act_bytes;
     t->flops += w->flops;
+    t->tokens += (unsigned long long)(r->batch > 0 ? r->batch : 1);
+    t->h2d_bytes += h2d, t->d2h_bytes += d2h;
     pthread_mutex_unlock(&tally_lock);
 }
 
@@ -171,14 +173,23 @@ static double job_weight_bytes(const bp_op_call *c, int j) {
     return (double)w->row_bytes * (double)w->rows;
 }
 
-void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, double seconds) {
+void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, double seconds,
+                         const bp_dev_traffic *moved0) {
     if ((unsigned)c->op >= BP_OP_COUNT) return;
+    bp_dev_traffic moved = {0};
+    if (moved0) {
+        bp_dev_thread_traffic(&moved);
+        moved.h2d_bytes -= moved0->h2d_bytes, moved.d2h_bytes -= moved0->d2h_bytes;
+    }
     const int n = bp_op_call_parts(c);
     const bp_seam_slot *s = slot >= 0 ? bp_seam_slot_at(slot) : NULL;
     double total = 0;
     for (int j = 0; j < n && n > 1; j++) total += job_weight_bytes(c, j);
     /* One record per part: r names the call's first job; every later job gets its own kind and
-     * the kernel that ran it there, and a share of the call's time by weight bytes. */
+     * the kernel that ran it there, and a share of the call's time and bytes moved by weight
+     * bytes (the bytes cut at cumulative shares, so the parts add up to the call's exactly). */
+    double cum = 0;
+    uint64_t given_h = 0, given_d = 0;
     for (int j = 0; j < n; j++) {
         bp_run_record rj = *r;
         if (j > 0) {
@@ -190,7 +201,12 @@ void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, 
         const bp_op_work w = bp_op_work_of(c->op, rj.kind, &sh);
         if (j == 0) last_op[c->op] = rj;
         if (c->op <= BP_OP_JOBS) bp_seam_set_weight_record(c->op == BP_OP_JOBS ? c->u.jobs.jobs[j].w : c->u.mm.w, &rj);
-        tally_add(&rj, n > 1 && total > 0 ? seconds * job_weight_bytes(c, j) / total : seconds / n, &w);
+        const double share = n > 1 && total > 0 ? job_weight_bytes(c, j) / total : 1.0 / n;
+        cum = j == n - 1 ? 1.0 : cum + share;
+        const uint64_t h = (uint64_t)((double)moved.h2d_bytes * cum + 0.5) - given_h;
+        const uint64_t d = (uint64_t)((double)moved.d2h_bytes * cum + 0.5) - given_d;
+        given_h += h, given_d += d;
+        tally_add(&rj, seconds * share, &w, h, d);
     }
 }
 

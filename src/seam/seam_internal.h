@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "device/device.h"
 #include "seam/seam.h"
 
 /* One backend in the dispatch order (the CPU is not a slot: it is always after the last). */
@@ -122,7 +123,10 @@ double bp_seam_now(void);
  * (src/seam/records.c). r names the call's first job; later jobs get their own kernel's name.
  * The walk calls it; so does a call that ran outside it (the CPU reference for a non-finite
  * input, a forced "cpu-ref"). */
-void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, double seconds);
+/* moved0: this thread's device traffic (bp_dev_thread_traffic) when the call began, so the
+ * tally row counts the bytes the call moved; NULL: none moved (a call that stayed on the host). */
+void bp_seam_records_add(const bp_op_call *c, const bp_run_record *r, int slot, double seconds,
+                         const bp_dev_traffic *moved0);
 void bp_seam_set_weight_record(bp_weight *w, const bp_run_record *r);
 
 /* ---- env grammar ----------------------------------------------------------------------- */

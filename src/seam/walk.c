@@ -169,7 +169,7 @@ static void add_pending(pending *p, const bp_seam_slot *s, const char *err) {
 
 /* The record of what ran, the fallbacks logged against it, and the readers' copies. */
 static void finish(const bp_op_call *c, int slot, const char *cpu_kernel, const pending *p, double t0,
-                   bp_run_record *out) {
+                   const bp_dev_traffic *moved0, bp_run_record *out) {
     bp_run_record r;
     bp_seam_record_fill(&r, c, slot, cpu_kernel);
     if (p->n) {
@@ -178,12 +178,14 @@ static void finish(const bp_op_call *c, int slot, const char *cpu_kernel, const 
     }
     for (int i = 0; i < p->n; i++)
         record_fallback(p->f[i].backend, call_kind(c), bp_op_name_of(c->op), p->f[i].cause, slot < 0 ? "CPU" : r.display);
-    bp_seam_records_add(c, &r, slot, bp_seam_now() - t0);
+    bp_seam_records_add(c, &r, slot, bp_seam_now() - t0, moved0);
     if (out) *out = r;
 }
 
 bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *rec) {
     const double t0 = bp_seam_now();
+    bp_dev_traffic moved0;
+    bp_dev_thread_traffic(&moved0);
     pending p = {0};
     char err[200];
     int order[BP_BACKEND_COUNT + 1];
@@ -202,7 +204,7 @@ bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *re
         if (take != BP_TAKE_YES) continue;
         const bp_launch r = launch_on(i, c, err, sizeof err);
         if (r == BP_LAUNCH_OK) {
-            finish(c, i, NULL, &p, t0, rec);
+            finish(c, i, NULL, &p, t0, &moved0, rec);
             return BP_OK;
         }
         if (r == BP_LAUNCH_LOST) bp_seam_slot_mark_lost(i, err);
@@ -217,7 +219,7 @@ bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *re
         for (int i = 0; i < p.n; i++) record_fallback(p.f[i].backend, call_kind(c), bp_op_name_of(c->op), p.f[i].cause, "CPU");
         return st;
     }
-    finish(c, -1, kernel, &p, t0, rec);
+    finish(c, -1, kernel, &p, t0, &moved0, rec);
     return BP_OK;
 }
 
@@ -244,10 +246,12 @@ bp_status bp_seam_run_on(const bp_op_call *c, const char *backend, bp_seam_cpu_f
     const pending none = {0};
     if (!backend) return bp_seam_run(c, cpu, rec);
     const double t0 = bp_seam_now();
+    bp_dev_traffic moved0;
+    bp_dev_thread_traffic(&moved0);
     if (!strcmp(backend, "cpu")) {
         char kernel[sizeof ((bp_run_record *)0)->kernel] = "";
         bp_status st = cpu(c, kernel, sizeof kernel);
-        if (!st) finish(c, -1, kernel, &none, t0, rec);
+        if (!st) finish(c, -1, kernel, &none, t0, &moved0, rec);
         return st;
     }
     int i;
@@ -264,6 +268,6 @@ bp_status bp_seam_run_on(const bp_op_call *c, const char *backend, bp_seam_cpu_f
         return bp_fail(BP_E_DEVICE_LOST, "%s %s %s failed, device lost: %s", backend, kind_name(call_kind(c)), op, why);
     }
     if (r == BP_LAUNCH_ERROR) return bp_fail(BP_E_DEVICE, "%s %s %s failed: %s", backend, kind_name(call_kind(c)), op, why);
-    finish(c, i, NULL, &none, t0, rec);
+    finish(c, i, NULL, &none, t0, &moved0, rec);
     return BP_OK;
 }

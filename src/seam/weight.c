@@ -66,7 +66,7 @@ static bool nonfinite_to_reference(bp_weight *w, const float *x, int64_t t, floa
         const bp_op_call c = mm_call(w, x, t, y);
         bp_run_record r;
         bp_seam_record_fill(&r, &c, -1, "CPU reference (non-finite input)");
-        bp_seam_records_add(&c, &r, -1, bp_seam_now() - t0);
+        bp_seam_records_add(&c, &r, -1, bp_seam_now() - t0, NULL);
     }
     return true;
 }
@@ -117,7 +117,7 @@ static bp_status run_forced(bp_weight *w, const char *backend, const float *x, i
             snprintf(kn, sizeof kn, "CPU reference %s %s", ki ? ki->name : "?", t ? "gemm" : "matvec");
             bp_run_record r;
             bp_seam_record_fill(&r, &c, -1, kn);
-            bp_seam_records_add(&c, &r, -1, bp_seam_now() - t0);
+            bp_seam_records_add(&c, &r, -1, bp_seam_now() - t0, NULL);
         }
         return s;
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "bench_model.h"
+#include "run_report.h"
 #include "cli.h"
 #include "cli_common.h"
 #include "cpu/cpu.h"
@@ -176,6 +177,8 @@ int bp_bench_model(int argc, char **argv) {
     snprintf(size, sizeof size, "%.2f MiB", (double)info.file_bytes / (1 << 20));
     snprintf(params, sizeof params, "%.2f M", (double)info.n_params / 1e6);
     int threads = bp_cpu_threads();
+    bp_run_report rr;
+    bp_run_report_get(&rr);
     if (!rc && o.json) {
         printf("{\"model\": ");
         bp_cli_json_str(stdout, o.model);
@@ -192,7 +195,9 @@ int bp_bench_model(int argc, char **argv) {
             for (int j = 0; j < o.reps; j++) printf("%s%.6f", j ? ", " : "", res[i].secs[j]);
             printf("]}");
         }
-        printf("]}\n");
+        printf("], \"report\": ");
+        bp_run_report_json(stdout, &rr);
+        printf("}\n");
     } else if (!rc) {
         printf("| model                          |       size |     params | backend    | threads |            test |"
                "                  t/s |\n");
@@ -215,6 +220,7 @@ int bp_bench_model(int argc, char **argv) {
             printf("  %-6s decode: %s\n", bp_kind_lookup((uint32_t)k)->name, *d ? d : "(not run)");
             if (*pf) printf("  %-6s prefill: %s\n", "", pf);
         }
+        bp_run_report_print(stdout, &rr);
     }
     for (int i = 0; i < nres; i++) free(res[i].secs);
     free(tok);

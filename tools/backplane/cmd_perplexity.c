@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "cpu/cpu.h"
 #include "model_cli.h"
+#include "run_report.h"
 
 static int usage(FILE *f, int rc) {
     fprintf(f, "usage: backplane perplexity MODEL.gguf -f TEXT [--ctx N] [--chunks N] [--kv-kind KIND] [--threads N] [--backend NAME]\n"
@@ -95,19 +96,24 @@ int bp_cmd_perplexity(int argc, char **argv) {
         rc = bp_cli_error("perplexity", s);
         goto out;
     }
+    bp_run_report rr;
+    bp_run_report_get(&rr);
     if (json) {
         printf("{\"model\": ");
         bp_cli_json_str(stdout, model);
         printf(", \"text\": ");
         bp_cli_json_str(stdout, file);
         printf(", \"tokens\": %zu, \"ctx\": %lld, \"chunks\": %lld, \"scored\": %lld, \"ppl\": %.6f, \"ppl_err\": %.6f, "
-               "\"seconds\": %.3f, \"tps\": %.2f}\n",
+               "\"seconds\": %.3f, \"tps\": %.2f, \"report\": ",
                n_ids, (long long)ctx, (long long)r.chunks, (long long)r.scored, r.ppl, r.ppl_err, dt,
                (double)r.chunks * (double)ctx / dt);
+        bp_run_report_json(stdout, &rr);
+        printf("}\n");
     } else {
         printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.ppl_err);
         fprintf(stderr, "%lld chunks of %lld tokens in %.2f s, %.1f tokens/s\n", (long long)r.chunks, (long long)ctx,
                 dt, (double)r.chunks * (double)ctx / dt);
+        bp_run_report_print(stderr, &rr);
     }
 out:
     bp_tokens_free(ids);

@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "cpu/cpu.h"
 #include "model_cli.h"
+#include "run_report.h"
 #include "seam/seam_internal.h"
 
 /* The progress line: rewritten in place on a terminal when the percentage moves; elsewhere (a
@@ -136,6 +137,8 @@ void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FIL
     const double MiB = 1 << 20;
     size_t rss = bp_cli_rss_bytes(), kv = bp_context_kv_bytes(c), bufs = bp_context_buffer_bytes(c);
     unsigned long long fallbacks = bp_fallback_total();
+    bp_run_report rr;
+    bp_run_report_get(&rr);
     kind_row rows[64];
     int nk = kind_rows(s->model, rows, 64);
     if (json) {
@@ -164,7 +167,9 @@ void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FIL
             bp_cli_json_str(f, bp_context_kind_path(c, rows[i].kind, true));
             fprintf(f, "}");
         }
-        fprintf(f, "], \"fallbacks\": %llu}\n", fallbacks);
+        fprintf(f, "], \"report\": ");
+        bp_run_report_json(f, &rr);
+        fprintf(f, ", \"fallbacks\": %llu}\n", fallbacks);
         return;
     }
     fprintf(f, "\nprompt: %lld tokens in %.3f s, %.1f tokens/s\n", (long long)n_prompt, t_prompt,
@@ -196,5 +201,5 @@ void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FIL
                 sr.uploads == 1 ? "" : "s", (unsigned long long)sr.bytes_in, (unsigned long long)sr.downloads,
                 sr.downloads == 1 ? "" : "s", (double)sr.bytes_out / 1024, sr.recorded ? " (recorded now)" : " (replayed)");
     }
-    fprintf(f, "fallbacks: %llu%s\n", fallbacks, fallbacks ? " (--fallbacks for where and why)" : "");
+    bp_run_report_print(f, &rr);
 }

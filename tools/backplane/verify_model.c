@@ -10,7 +10,8 @@
  * Per backend, over every position: KL(reference || backend) of the next-token distributions
  * (mean, p99, max, in float64), top-1 agreement, the perplexity of the text's next tokens beside
  * the reference's, and the positions with a non-finite logit (any is a FAIL). --max-kl X fails a
- * backend whose mean KL is above X. */
+ * backend whose mean KL is above X. --trace adds, per backend, the first op of a prefill of the
+ * text's first TRACE_TOKENS tokens whose output leaves its tolerance (verify_trace.c; a FAIL). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +25,9 @@
 #include "cli_common.h"
 #include "cpu/cpu.h"
 #include "model_cli.h"
+#include "verify_trace.h"
 
-enum { PIECE = 32, MAX_BACKENDS = 8 };
+enum { PIECE = 32, MAX_BACKENDS = 8, TRACE_TOKENS = 8 };
 
 /* Used when no -f is given: plain English prose, about 200 tokens for most vocabularies. */
 static const char default_text[] =
@@ -74,14 +76,17 @@ static int cmp_dbl(const void *a, const void *b) {
 }
 
 static int usage(FILE *f, int rc) {
-    fprintf(f, "usage: backplane verify MODEL.gguf [-f TEXT] [--backend B ...] [--ctx N] [--kv-kind K] [--max-kl X] [--json]\n"
+    fprintf(f, "usage: backplane verify MODEL.gguf [-f TEXT] [--backend B ...] [--ctx N] [--kv-kind K] [--max-kl X] [--trace] [--json]\n"
                "  each backend (default: cpu, the fast path; repeat --backend for more, forced on) runs the text\n"
                "  against the CPU reference path (scalar kernels, exact mode, F32 KV cache): KL divergence of\n"
                "  the next-token distributions (mean, p99, max), top-1 agreement, perplexity, non-finite logits\n"
                "  -f TEXT     the text (default: a built-in paragraph of about 200 tokens)\n"
                "  --ctx N     at most N tokens of it (default 512)\n"
                "  --kv-kind K the backends' KV cache kind (default F16; the reference's is F32)\n"
-               "  --max-kl X  FAIL a backend whose mean KL is above X (default: only non-finite logits fail)\n");
+               "  --max-kl X  FAIL a backend whose mean KL is above X (default: only non-finite logits fail)\n"
+               "  --trace     per backend, the first op (layer, op, tensor) of a prefill of the text's first %d tokens\n"
+               "              whose output leaves its tolerance (src/testing/tolerance.def), each op fed the backend's\n"
+               "              inputs on the reference path; one out of tolerance is a FAIL\n", TRACE_TOKENS);
     return rc;
 }
 
@@ -163,13 +168,14 @@ int bp_cmd_verify_model(int argc, char **argv) {
     int nb = 0;
     int64_t ctx = 512;
     double max_kl = -1;
-    bool json = false;
+    bool json = false, trace = false;
     bp_kind kv = BP_KIND_F16;
     long long x;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout, 0);
         if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "--trace")) trace = true;
         else if (!strcmp(a, "-f") && v) file = v, i++;
         else if (!strcmp(a, "--backend") && v) {
             if (nb == MAX_BACKENDS) return fprintf(stderr, "backplane verify: at most %d --backend\n", MAX_BACKENDS), 2;
@@ -305,7 +311,21 @@ int bp_cmd_verify_model(int argc, char **argv) {
                    100.0 * (double)c->top1 / (double)n, ppl, 100.0 * (ppl / ref_ppl - 1), (long long)c->nonfinite,
                    fail ? "FAIL" : "PASS", c->ran);
     }
-    if (json) printf("]}\n");
+    if (json) printf("]");
+    if (trace && json) printf(", \"trace\": [");
+    for (int b = 0; trace && b < nb; b++) {
+        bp_trace_result tr;
+        const int64_t tn = n < TRACE_TOKENS ? n : TRACE_TOKENS;
+        if (bp_verify_trace(ses.model, names[b], kv, (const int32_t *)ids, tn, &tr)) {
+            rc = 1;
+            break;
+        }
+        if (tr.found) rc = 1;
+        if (json && b) printf(", ");
+        bp_verify_trace_print(stdout, names[b], &tr, ses.tok, json);
+    }
+    if (trace && json) printf("]");
+    if (json) printf("}\n");
 out:
     bp_set_backend_preference(saved_pref[0] ? saved_pref : NULL, pmode);
     for (int b = 0; b < nb; b++) free(k[b].kl), bp_context_free(k[b].c);
