@@ -67,7 +67,8 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
     c->n_batch = p.n_batch;
     c->kv_kind = p.kv_kind;
     const int64_t B = p.n_batch, E = hp->n_embd, QD = hp->n_head * hp->head_dim_k,
-                  KVD = hp->n_head_kv * hp->head_dim_k, F = hp->n_ff;
+                  KVD = hp->n_head_kv * hp->head_dim_k, F = hp->n_ff,
+                  FG = F > hp->n_expert ? F : hp->n_expert; /* GATE also holds router logits (forward.c) */
     bp_kv_cache_desc kd = {.n_layers = (int32_t)hp->n_layer, .n_kv_heads = (int32_t)hp->n_head_kv,
                            .head_dim_k = (int32_t)hp->head_dim_k, .head_dim_v = (int32_t)hp->head_dim_v,
                            .capacity = p.n_ctx, .layer_capacity = NULL, .kind_k = p.kv_kind, .kind_v = p.kv_kind};
@@ -90,7 +91,7 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
     c->vc = buf(c, B, KVD);
     c->att = buf(c, B, QD);
     c->tmp = buf(c, B, E);
-    c->gate = buf(c, B, F);
+    c->gate = buf(c, B, FG);
     c->up = buf(c, B, F);
     if (!c->positions || !c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->tmp || !c->gate || !c->up) {
         bp_context_free(c);
