@@ -11,7 +11,10 @@ Weights are decoded with the gguf package's dequantizers (bit-exact to the publi
 everything after that is float64 with no activation rounding, written from the published
 formulas: RMSNorm, RoPE (adjacent pairs for llama, halves for the others; frequency factors), grouped-query causal
 attention with the layer's sliding window, SwiGLU or tanh-GELU gates, Gemma's embedding scale,
-q/k norms, post-norms and final soft-cap. It writes every position's full logits in
+q/k norms, post-norms and final soft-cap; routed experts (qwen3moe, llama with experts): softmax
+over the router logits, the top expert_used_count by llama.cpp's rule (it ranks the float32
+softmax values with a sort that, for up to 16 experts, keeps equal values in index order: ties go
+to the lower index), weights divided by their sum, each expert a SwiGLU FFN. It writes every position's full logits in
 gen_ref.cpp's format, so the same test code reads either reference.
 
 llama.cpp rounds activations to 8 bits inside its quantized dot products, as our optimized CPU
@@ -63,6 +66,32 @@ def rope(x, pos, base, neox, factors=None):
     return y
 
 
+def route(logits, k):
+    """Per row of router logits: the top k experts as llama.cpp's CPU picks them (descending
+    float32 softmax value, equal values in index order) and their float64 softmax weights."""
+    l32 = logits.astype(np.float32)
+    e32 = np.exp(l32 - l32.max(axis=1, keepdims=True))
+    p32 = e32 * (1.0 / e32.sum(axis=1, dtype=np.float64, keepdims=True)).astype(np.float32)
+    sel = np.argsort(-p32, axis=1, kind="stable")[:, :k]
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return sel, np.take_along_axis(p, sel, axis=1)
+
+
+def moe(t, p, h, k, norm_w):
+    sel, w = route(h @ t[p + "ffn_gate_inp.weight"].T, k)
+    if norm_w:
+        w = w / w.sum(axis=1, keepdims=True)
+    g, u, d = t[p + "ffn_gate_exps.weight"], t[p + "ffn_up_exps.weight"], t[p + "ffn_down_exps.weight"]
+    out = np.zeros_like(h)
+    for i in range(h.shape[0]):
+        for j in range(k):
+            e = sel[i, j]
+            gt, up = g[e] @ h[i], u[e] @ h[i]
+            out[i] += w[i, j] * (d[e] @ (gt / (1 + np.exp(-gt)) * up))
+    return out
+
+
 def forward(kv, t, ids):
     arch = kv["general.architecture"]
     g = lambda k, d=None: kv.get("%s.%s" % (arch, k), d)
@@ -107,6 +136,9 @@ def forward(kv, t, ids):
             a = rmsnorm(a, t[p + "post_attention_norm.weight"], eps)
         x = x + a
         h = rmsnorm(x, t[p + "ffn_norm.weight"], eps)
+        if p + "ffn_gate_inp.weight" in t:
+            x = x + moe(t, p, h, g("expert_used_count"), g("expert_weights_norm", True))
+            continue
         gt = h @ t[p + "ffn_gate.weight"].T
         up = h @ t[p + "ffn_up.weight"].T
         if gemma:
