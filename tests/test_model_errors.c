@@ -226,11 +226,12 @@ static void test_alloc_failures(void) {
  * never a model that loads and computes something else (issue 33). */
 static void test_unsupported(void) {
     /* model_tiny_path's answer is one static buffer: each path is copied before the next */
-    static char llama[PATH_MAX + 64], moe[PATH_MAX + 64], lmoe[PATH_MAX + 64], qwen3[PATH_MAX + 64];
-    static const char *const names[] = {"qwen3moe", "llama-moe", "qwen3"};
-    char *bufs[] = {moe, lmoe, qwen3};
+    static char llama[PATH_MAX + 64], moe[PATH_MAX + 64], lmoe[PATH_MAX + 64], qwen3[PATH_MAX + 64],
+        phi3[PATH_MAX + 64], mistral3[PATH_MAX + 64];
+    static const char *const names[] = {"qwen3moe", "llama-moe", "qwen3", "phi3", "mistral3"};
+    char *bufs[] = {moe, lmoe, qwen3, phi3, mistral3};
     snprintf(llama, sizeof llama, "%s", g_src);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         const char *p = model_tiny_path(names[i]);
         if (!p) return;
         snprintf(bufs[i], PATH_MAX + 64, "%s", p);
@@ -260,7 +261,7 @@ static void test_unsupported(void) {
         expect_load_error("shared-expert tensor", BP_E_UNSUPPORTED, "blk.1.ffn_up_shexp.weight", "not used", (char *)NULL);
     g_extra = "rope_factors_long.weight";
     if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
-        expect_load_error("LongRoPE factors", BP_E_UNSUPPORTED, "rope_factors_long.weight", "not used", (char *)NULL);
+        expect_load_error("LongRoPE factors", BP_E_UNSUPPORTED, "rope_factors_long.weight", "LongRoPE", (char *)NULL);
     g_extra = NULL;
     if (write_variant(NULL, "general.architecture", 0, "gpt-oss", NULL, false, 0))
         expect_load_error("gpt-oss", BP_E_UNSUPPORTED, "'gpt-oss'", "attention sinks", "MXFP4", (char *)NULL);
@@ -276,6 +277,21 @@ static void test_unsupported(void) {
         expect_load_error("router in a dense family", BP_E_UNSUPPORTED, "blk.0.ffn_gate_inp.weight", "not used",
                           (char *)NULL);
     g_extra = NULL;
+    /* Phi-3: LongRoPE factors (the 128k models), a fused gate-up of the wrong height */
+    g_src = phi3;
+    g_extra = "rope_factors_short.weight";
+    if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("phi3 LongRoPE", BP_E_UNSUPPORTED, "rope_factors_short.weight", "LongRoPE", (char *)NULL);
+    g_extra = NULL;
+    if (write_variant(NULL, "phi3.feed_forward_length", 256, NULL, NULL, false, 0))
+        expect_load_error("phi3 gate-up height", BP_E_SHAPE, "blk.0.ffn_up.weight", "[256, 512]", (char *)NULL);
+    /* Mistral 3: YaRN scaling and the attention temperature, by key */
+    g_src = mistral3;
+    if (write_variant(NULL, "mistral3.rope.scaling.type", 0, "yarn", NULL, false, 0))
+        expect_load_error("mistral3 YaRN", BP_E_UNSUPPORTED, "mistral3.rope.scaling.type", "yarn", (char *)NULL);
+    if (write_variant(NULL, "mistral3.attention.temperature_scale", 1, NULL, NULL, false, 0))
+        expect_load_error("mistral3 temperature", BP_E_UNSUPPORTED, "mistral3.attention.temperature_scale",
+                          (char *)NULL);
     g_src = llama;
 }
 

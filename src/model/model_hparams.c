@@ -10,8 +10,8 @@
 #include "model/model_internal.h"
 
 static const bp_arch g_archs[] = {
-#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat, moe) \
-    {BP_ARCH_##ENUM, name, rope, qkn, post, swa, emb, act, chat, moe},
+#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat, moe, gate_up) \
+    {BP_ARCH_##ENUM, name, rope, qkn, post, swa, emb, act, chat, moe, gate_up},
 #include "model/archs.def"
 #undef BP_ARCH
 };
@@ -225,8 +225,13 @@ bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *
     /* Attention scale: `<arch>.attention.scale` when the file has one; Gemma 3 27B (62 layers)
      * scales by 1/sqrt(n_embd / n_head) (its query_pre_attn_scalar), every other model here by
      * 1/sqrt(head size). */
-    float scale;
+    float scale, temp;
     if ((s = get_float(f, n, "attention.scale", false, 0.0, 0.0, 1e6, &scale))) return s;
+    /* Llama 4 / Mistral 3 attention temperature: q scaled per position, not implemented */
+    if ((s = get_float(f, n, "attention.temperature_scale", false, 0.0, -1e6, 1e6, &temp))) return s;
+    if (temp != 0)
+        return bp_fail(BP_E_UNSUPPORTED, "model: %s.attention.temperature_scale = %g (per-position query scaling) is "
+                       "not supported", n, (double)temp);
     if (scale > 0) hp->attn_scale = scale;
     else if (a->id == BP_ARCH_GEMMA3 && hp->n_layer == 62)
         hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));

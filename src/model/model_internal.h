@@ -6,12 +6,12 @@
 #include "backplane_model.h"
 #include "seam/seam.h"
 
-typedef enum bp_chat_kind { BP_CHAT_LLAMA = 0, BP_CHAT_CHATML = 1, BP_CHAT_GEMMA = 2 } bp_chat_kind;
+typedef enum bp_chat_kind { BP_CHAT_LLAMA = 0, BP_CHAT_CHATML = 1, BP_CHAT_GEMMA = 2, BP_CHAT_PHI3 = 3 } bp_chat_kind;
 
 typedef enum bp_moe_mode { BP_MOE_NONE = 0, BP_MOE_OPTIONAL = 1, BP_MOE_ALWAYS = 2 } bp_moe_mode;
 
 typedef enum bp_arch_id {
-#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat, moe) BP_ARCH_##ENUM,
+#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat, moe, gate_up) BP_ARCH_##ENUM,
 #include "model/archs.def"
 #undef BP_ARCH
     BP_ARCH_COUNT
@@ -27,6 +27,7 @@ typedef struct bp_arch {
     bp_activation ffn_act;
     bp_chat_kind chat;
     bp_moe_mode moe;
+    bool gate_up;
 } bp_arch;
 
 /* The row for general.architecture `name`; NULL when unsupported. */

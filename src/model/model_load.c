@@ -131,6 +131,63 @@ static bp_status bind_experts(binder *b, int64_t il) {
     return BP_OK;
 }
 
+/* Rows [row0, row0 + rows) of matrix t as a zero-copy weight (a fused tensor's part). */
+static bp_status add_view(binder *b, const bp_gguf_tensor *t, int64_t row0, int64_t rows, bp_weight **out) {
+    size_t rb;
+    bp_status s = bp_kind_row_bytes(t->kind, t->ne[0], &rb);
+    if (!s) s = bp_weight_create(t->kind, (const uint8_t *)t->data + (size_t)row0 * rb, (size_t)rows * rb, rows, t->ne[0], out);
+    if (s) {
+        char pre[256];
+        snprintf(pre, sizeof pre, "%s: tensor %s rows %lld..%lld", b->path, t->name, (long long)row0,
+                 (long long)(row0 + rows));
+        return bp_model_fail_prefixed(s, pre);
+    }
+    bp_model *m = b->m;
+    m->weights[m->n_weights].name = t->name;
+    m->weights[m->n_weights].w = *out;
+    m->n_weights++;
+    m->n_params += rows * t->ne[0];
+    m->weight_bytes += (size_t)rows * rb;
+    return BP_OK;
+}
+
+/* Fused tensors as views before the table's separate ones (bind_layer skips a field already
+ * bound): attn_qkv.weight (+ .bias) for any family, ffn_up.weight of 2 x n_ff rows where the
+ * row says gate_up (gate rows first, as llama.cpp's swiglu splits it). */
+static bp_status bind_fused(binder *b, int64_t il) {
+    bp_layer *L = &b->m->layers[il];
+    const int64_t QD = b->H * b->DK, KVD = b->KV * b->DK;
+    char name[96];
+    const bp_gguf_tensor *t;
+    bp_status s;
+    snprintf(name, sizeof name, "blk.%lld.attn_qkv.weight", (long long)il);
+    if ((s = find(b, name, QD + 2 * KVD, b->E, false, &t))) return s;
+    if (t && ((s = add_view(b, t, 0, QD, &L->wq)) || (s = add_view(b, t, QD, KVD, &L->wk)) ||
+              (s = add_view(b, t, QD + KVD, KVD, &L->wv))))
+        return s;
+    snprintf(name, sizeof name, "blk.%lld.attn_qkv.bias", (long long)il);
+    if ((s = find(b, name, 1, QD + 2 * KVD, false, &t))) return s;
+    if (t) {
+        float *all = NULL;
+        if ((s = add_vector(b, t, &all))) return s;
+        L->bq = bp_malloc(sizeof(float) * (size_t)QD);
+        L->bk = bp_malloc(sizeof(float) * (size_t)KVD);
+        L->bv = bp_malloc(sizeof(float) * (size_t)KVD);
+        if (L->bq && L->bk && L->bv) {
+            memcpy(L->bq, all, sizeof(float) * (size_t)QD);
+            memcpy(L->bk, all + QD, sizeof(float) * (size_t)KVD);
+            memcpy(L->bv, all + QD + KVD, sizeof(float) * (size_t)KVD);
+        }
+        bp_free(all);
+        if (!L->bq || !L->bk || !L->bv) return bp_fail(BP_E_NOMEM, "%s: no memory for tensor %s", b->path, name);
+    }
+    if (!b->m->arch->gate_up || b->NE > 0) return BP_OK;
+    snprintf(name, sizeof name, "blk.%lld.ffn_up.weight", (long long)il);
+    if ((s = find(b, name, 2 * b->F, b->E, true, &t))) return s;
+    if ((s = add_view(b, t, 0, b->F, &L->w_gate)) || (s = add_view(b, t, b->F, b->F, &L->w_up))) return s;
+    return BP_OK;
+}
+
 static bp_status bind_layer(binder *b, int64_t il) {
     bp_layer *L = &b->m->layers[il];
     const bp_arch *a = b->m->arch;
@@ -140,7 +197,10 @@ static bp_status bind_layer(binder *b, int64_t il) {
     char name[96];
     const bp_gguf_tensor *t;
     bp_status s;
-    /* A tensor the layer does not use is left unbound, and check_all_bound names it. */
+    bp_status fs = bind_fused(b, il);
+    if (fs) return fs;
+    /* A tensor the layer does not use is left unbound, and check_all_bound names it; a field a
+     * fused tensor filled is not looked for again. */
 #define BP_LAYER_TENSOR(field, tname, matrix, rows, cols, need)                                             \
     {                                                                                                      \
         bool used = need == BP_NEED_ALWAYS || need == BP_NEED_OPTIONAL ||                                  \
@@ -148,7 +208,7 @@ static bp_status bind_layer(binder *b, int64_t il) {
                     ((need == BP_NEED_DENSE || need == BP_NEED_DENSE_OPT) && !moe) || (need == BP_NEED_MOE && moe); \
         bool required = need != BP_NEED_OPTIONAL && need != BP_NEED_DENSE_OPT;                             \
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, tname);                                 \
-        if (used) {                                                                                        \
+        if (used && !L->field) {                                                                           \
             if ((s = find(b, name, rows, cols, required, &t))) return s;                                   \
             if (t && (s = BP_LT_ADD_##matrix(b, t, &L->field))) return s;                                  \
         }                                                                                                  \
@@ -166,11 +226,16 @@ static bp_status bind_layer(binder *b, int64_t il) {
  * error, never a tensor silently left out of the sum. */
 static bp_status check_all_bound(const binder *b) {
     const int64_t nt = bp_gguf_tensor_count(b->m->file);
-    for (int64_t i = 0; i < nt; i++)
+    for (int64_t i = 0; i < nt; i++) {
+        const char *tn = bp_gguf_tensor_at(b->m->file, i)->name;
+        if (!b->bound[i] && !strncmp(tn, "rope_factors_", 13))
+            return bp_fail(BP_E_UNSUPPORTED, "%s: tensor %s: LongRoPE frequency factors (rope_factors_long / "
+                           "rope_factors_short) are not supported", b->path, tn);
         if (!b->bound[i])
             return bp_fail(BP_E_UNSUPPORTED, "%s: tensor %s is not used by backplane's %s forward pass (%s); the file "
                            "has a feature not supported here", b->path, bp_gguf_tensor_at(b->m->file, i)->name,
                            b->m->arch->name, b->NE > 0 ? "with routed experts" : "dense FFN");
+    }
     return BP_OK;
 }
 

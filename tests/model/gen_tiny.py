@@ -24,6 +24,10 @@ forward pass exercises many kernels:
   llama-moe  Mixtral-style: a llama file with 2 layers, 6 experts top 2 of width n_ff (no
           expert_feed_forward_length), NORM RoPE, separate output
 
+  phi3    2 layers, GQA 4:2, head 64, NeoX RoPE; layer 0's Q/K/V fused in attn_qkv, layer 1's
+          separate; gate and up fused in ffn_up (2 x n_ff rows, gate first), as Phi-3 files store them
+  mistral3  2 layers, GQA 4:2, head 64, NORM RoPE with rope_freqs factors (llama's layer)
+
 Expert tensors are stacked [expert][rows][cols] as GGUF stores ffn_{gate,up,down}_exps.
 
 The quantizing kinds the gguf package has (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 BF16) are quantized from
@@ -135,6 +139,15 @@ MODELS = {
                       layers=[(T.Q4_K, T.Q8_0, T.Q5_0, T.Q6_K, T.Q4_K, T.Q4_K, T.Q5_K),
                               (T.Q5_K, T.Q4_1, T.Q8_0, T.Q4_0, T.Q8_0, T.Q6_K, T.IQ4_XS)],
                       routers=[T.F32, T.F32], embd=T.Q4_0, out=T.Q8_0),
+    # dense: a fused attn_qkv is made with the q kind, a fused gate-up ffn_up with the gate kind
+    "phi3": dict(arch="phi3", seed=17, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512, fused_qkv=(0,), gate_up=True,
+                 layers=[(T.Q4_K, None, None, T.Q8_0, T.Q5_K, None, T.Q6_K),
+                         (T.Q5_0, T.Q8_0, T.Q4_1, T.Q4_K, T.Q8_0, None, T.Q5_1)],
+                 embd=T.Q8_0, out=T.Q6_K),
+    "mistral3": dict(arch="mistral3", seed=18, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512,
+                     layers=[(T.Q6_K, T.Q4_K, T.Q8_0, T.Q5_0, T.Q4_K, T.Q5_K, T.Q6_K),
+                             (T.Q8_0, T.Q5_1, T.F16, T.Q4_K, T.IQ4_NL, T.Q4_0, T.Q8_0)],
+                     embd=T.Q4_K, out=T.Q8_0),
 }
 
 # Router weights: logits of rms ~4 (h is about unit rms per element). A top-k choice decided by a
@@ -161,8 +174,8 @@ def make(name, path):
     w.add_head_count(H)
     w.add_head_count_kv(KV)
     w.add_layer_norm_rms_eps(1e-6 if gemma or arch in ("qwen3", "qwen3moe") else 1e-5)
-    w.add_rope_freq_base(1e6 if gemma or arch != "llama" else 10000.0)
-    if arch == "llama":
+    w.add_rope_freq_base(10000.0 if arch in ("llama", "phi3") else 1e6)
+    if arch in ("llama", "phi3", "mistral3"):
         w.add_rope_dimension_count(D)
     moe = "n_expert" in m
     if moe:
@@ -196,14 +209,17 @@ def make(name, path):
     w.add_tensor("output_norm.weight", norm(E))
     if m["out"] is not None:
         add("output.weight", m["out"], N_VOCAB, E, 1.0 / np.sqrt(E))
-    if arch == "llama" and not m.get("no_rope_freqs"):  # Llama 3.1-style RoPE frequency factors (theta_i / factor_i)
+    if arch in ("llama", "mistral3") and not m.get("no_rope_freqs"):  # Llama 3.1-style factors (theta_i / factor_i)
         w.add_tensor("rope_freqs.weight", (1.0 + 7.0 * rng.random(D // 2)).astype(np.float32))
     for i, (q, k, v, o, g, u, d) in enumerate(m["layers"]):
         p = "blk.%d." % i
         w.add_tensor(p + "attn_norm.weight", norm(E))
-        add(p + "attn_q.weight", q, H * D, E, 1.0 / np.sqrt(E))
-        add(p + "attn_k.weight", k, KV * D, E, 1.0 / np.sqrt(E))
-        add(p + "attn_v.weight", v, KV * D, E, 1.0 / np.sqrt(E))
+        if i in m.get("fused_qkv", ()):
+            add(p + "attn_qkv.weight", q, (H + 2 * KV) * D, E, 1.0 / np.sqrt(E))
+        else:
+            add(p + "attn_q.weight", q, H * D, E, 1.0 / np.sqrt(E))
+            add(p + "attn_k.weight", k, KV * D, E, 1.0 / np.sqrt(E))
+            add(p + "attn_v.weight", v, KV * D, E, 1.0 / np.sqrt(E))
         if arch == "qwen2":
             for t, n in (("q", H * D), ("k", KV * D), ("v", KV * D)):
                 w.add_tensor(p + "attn_%s.bias" % t, (0.1 * rng.standard_normal(n)).astype(np.float32))
@@ -233,8 +249,11 @@ def make(name, path):
             experts(p + "ffn_up_exps.weight", u, FE, E, 1.0 / np.sqrt(E))
             experts(p + "ffn_down_exps.weight", d, E, FE, 1.0 / np.sqrt(FE))
             continue
-        add(p + "ffn_gate.weight", g, F, E, 1.0 / np.sqrt(E))
-        add(p + "ffn_up.weight", u, F, E, 1.0 / np.sqrt(E))
+        if m.get("gate_up"):
+            add(p + "ffn_up.weight", g, 2 * F, E, 1.0 / np.sqrt(E))
+        else:
+            add(p + "ffn_gate.weight", g, F, E, 1.0 / np.sqrt(E))
+            add(p + "ffn_up.weight", u, F, E, 1.0 / np.sqrt(E))
         add(p + "ffn_down.weight", d, E, F, 1.0 / np.sqrt(F))
         if gemma:
             w.add_tensor(p + "post_ffw_norm.weight", norm(E, 0.5))

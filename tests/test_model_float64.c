@@ -1,7 +1,10 @@
-/* The mixture-of-experts families on their tiny random-weight models (tests/model/gen_tiny.py):
- * qwen3moe (q/k norm, 8 experts top 2, expert_feed_forward_length) and llama-moe (Mixtral-style
- * experts in a llama file, 6 top 2), 32 fixed token ids, every vocabulary entry, against the
- * float64 NumPy forward pass (tests/model/ref/tiny-<arch>.f64.logits.bin, np_forward.py):
+/* The architectures added in issue 33 on their tiny random-weight models (tests/model/gen_tiny.py),
+ * held to the float64 NumPy forward pass only (tests/model/ref/tiny-<arch>.f64.logits.bin,
+ * np_forward.py): llama.cpp's reference logits for them were not generated (its build in /tmp was
+ * not there in time); test_model_tiny.c holds the others to both. qwen3moe (q/k norm, 8 experts
+ * top 2, expert_feed_forward_length), llama-moe (Mixtral-style experts in a llama file, 6 top 2),
+ * phi3 (fused attn_qkv in layer 0, fused gate-up ffn_up, NeoX RoPE), mistral3 (llama's layer, NORM
+ * RoPE, rope_freqs); 32 fixed token ids, every vocabulary entry:
  *
  * 1. the CPU reference kernels with an F32 KV cache: NMSE <= 1e-9 per position. The routing is
  *    inside this: a different expert for one token of one layer moves that position's logits by
@@ -129,33 +132,35 @@ static void run_fast(const char *arch) {
     check(arch, "refill", worst_nmse(&r, c, 5, 6, &bad), bad);
 
     /* MoE offload off: the experts on the CPU kernels, and the op's record says so */
-    bp_set_moe_offload(false);
-    CHECK_OK(bp_context_truncate(c, 0));
-    CHECK_OK(bp_context_eval(c, r.tokens, P, P));
-    bad = 0;
-    check(arch, "batch, MoE offload off", worst_nmse(&r, c, 0, P, &bad), bad);
-    bp_run_record rec;
-    CHECK_OK(bp_op_last_record("moe", &rec));
-    CHECK(strstr(rec.kernel, "MoE offload off") != NULL, "%s: the MoE record does not name offload off: %s", arch,
-          rec.kernel);
-    bp_set_moe_offload(true);
-    CHECK_OK(bp_context_truncate(c, 0));
-    CHECK_OK(bp_context_eval(c, r.tokens, 2, 1));
-    CHECK_OK(bp_op_last_record("moe", &rec));
-    CHECK(strstr(rec.kernel, "CPU MoE") != NULL && strstr(rec.kernel, "offload off") == NULL,
-          "%s: the MoE record with offload on: %s", arch, rec.kernel);
-
+    if (strstr(arch, "moe")) {
+        bp_set_moe_offload(false);
+        CHECK_OK(bp_context_truncate(c, 0));
+        CHECK_OK(bp_context_eval(c, r.tokens, P, P));
+        bad = 0;
+        check(arch, "batch, MoE offload off", worst_nmse(&r, c, 0, P, &bad), bad);
+        bp_run_record rec;
+        CHECK_OK(bp_op_last_record("moe", &rec));
+        CHECK(strstr(rec.kernel, "MoE offload off") != NULL, "%s: the MoE record does not name offload off: %s", arch,
+              rec.kernel);
+        bp_set_moe_offload(true);
+        CHECK_OK(bp_context_truncate(c, 0));
+        CHECK_OK(bp_context_eval(c, r.tokens, 2, 1));
+        CHECK_OK(bp_op_last_record("moe", &rec));
+        CHECK(strstr(rec.kernel, "CPU MoE") != NULL && strstr(rec.kernel, "offload off") == NULL,
+              "%s: the MoE record with offload on: %s", arch, rec.kernel);
+    }
     bp_context_free(c);
     bp_model_free(m);
     model_ref_free(&r);
 }
 
 int main(void) {
-    static const char *const archs[] = {"qwen3moe", "llama-moe"};
-    for (int i = 0; i < 2; i++) run_fast(archs[i]);
+    static const char *const archs[] = {"qwen3moe", "llama-moe", "phi3", "mistral3"};
+    enum { N = sizeof archs / sizeof archs[0] };
+    for (int i = 0; i < N; i++) run_fast(archs[i]);
     bp_cpu_isa prev = bp_cpu_isa_current();
     CHECK_OK(bp_cpu_isa_force(BP_CPU_ISA_SCALAR));
-    for (int i = 0; i < 2; i++) run_exact(archs[i]);
+    for (int i = 0; i < N; i++) run_exact(archs[i]);
     CHECK_OK(bp_cpu_isa_force(prev));
     return bp_test_finish();
 }
