@@ -222,7 +222,7 @@ static bp_status bind_layer(binder *b, int64_t il) {
 
 /* Every tensor of the file is one the forward pass reads: llama.cpp's loader refuses a file with
  * tensors it did not create, and so does this one, naming the first, so that a feature not
- * implemented here (shared experts, LongRoPE factors, fused QKV, attention sinks...) is an
+ * implemented here (shared experts, LongRoPE factors, attention sinks, biases...) is an
  * error, never a tensor silently left out of the sum. */
 static bp_status check_all_bound(const binder *b) {
     const int64_t nt = bp_gguf_tensor_count(b->m->file);
