@@ -12,7 +12,7 @@
  *    boundary for 6 tokens, which llama.cpp's rule gives to the lower index -- and row 6 = row 5
  *    x (1 + 1e-3), a near-tie the larger logit wins, for 6 tokens the higher index);
  * 2. the fast kernels (8-bit activations, as llama.cpp's), by a 32-token batch, one token at a
- *    time and a truncated, refilled cache: NMSE <= 1e-3 (the dense models' bound against
+ *    time, a truncated, refilled cache and two sequences interleaved in one bp_context_decode: NMSE <= 1e-3 (the dense models' bound against
  *    llama.cpp, tests/test_model_tiny.c) and the same best id or a near-tie; and with MoE offload off
  *    (bp_set_moe_offload(false), BACKPLANE_MOE_OFFLOAD=0), whose path the MoE op's record names.
  * The file's constructed ties are checked first, so a regenerated model without them fails. */
@@ -130,6 +130,35 @@ static void run_fast(const char *arch) {
     CHECK_OK(bp_context_eval(c, r.tokens + 5, 6, 6));
     bad = 0;
     check(arch, "refill", worst_nmse(&r, c, 5, 6, &bad), bad);
+
+    /* Two sequences interleaved in one bp_context_decode (the CPU's multi-sequence step, as the
+     * server runs it): sequence 0 holds the reference's first 16 tokens, sequence 1 the next 16
+     * from position 0, so each MoE call groups both sequences' tokens by expert. */
+    {
+        bp_context *c2 = NULL;
+        bp_context_params cp = bp_context_default_params();
+        cp.n_ctx = 64, cp.n_seq_max = 2;
+        CHECK_OK(bp_context_create(m, &cp, &c2));
+        enum { H = 16 };
+        int32_t tok[2 * H], pos[2 * H], seq[2 * H];
+        int8_t want[2 * H];
+        for (int i = 0; i < 2 * H; i++)
+            tok[i] = r.tokens[(i % 2) * H + i / 2], pos[i] = i / 2, seq[i] = i % 2, want[i] = 1;
+        bp_batch bt = {.n = 2 * H, .tokens = tok, .pos = pos, .seq = seq, .logits = want};
+        if (c2) CHECK_OK(bp_context_decode(c2, &bt));
+        double w2 = 0;
+        bad = 0;
+        for (int i = 0; c2 && i < 2 * H; i += 2) {
+            const float *lg = bp_context_batch_logits(c2, i);
+            CHECK(lg != NULL, "%s: no logits for batch row %d", arch, i);
+            if (!lg) break;
+            double e = model_ref_nmse(&r, i / 2, lg);
+            if (!(e <= w2)) w2 = e;
+            bad += !model_ref_same_or_tie(&r, i / 2, lg);
+        }
+        check(arch, "two sequences interleaved", w2, bad);
+        bp_context_free(c2);
+    }
 
     /* MoE offload off: the experts on the CPU kernels, and the op's record says so */
     if (strstr(arch, "moe")) {

@@ -2,7 +2,7 @@
  *
  * The choice is llama.cpp's (CPU; facts from ggml's soft_max and argsort): it ranks the gate's
  * float32 outputs, not the logits -- softmax as exp(l - max) in float32 times the float32
- * reciprocal of their (double) sum, or the sigmoid -- in descending order by std::sort, which for
+ * reciprocal of their sum, or the sigmoid -- in descending order by std::sort, which for
  * up to 16 experts is libstdc++'s insertion sort, stable: equal values keep the lower index first.
  * So two logits close enough that their float32 gate values are equal are a tie, and go to the
  * lower index, although one is larger; ranking the logits in double would pick the other. The
