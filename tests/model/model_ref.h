@@ -162,12 +162,14 @@ static inline double model_nmse(const float *a, const float *ref, int64_t n) {
 }
 
 /* The tiny model of arch and its llama.cpp reference (the token ids the tests feed): false, with
- * whatever failed recorded, when either is missing; then nothing is left to free. */
-static inline bool model_tiny_open(const char *arch, model_ref_logits *r, bp_model **m) {
+ * whatever failed recorded, when either is missing; then nothing is left to free.
+ * model_tiny_open_ref(arch, "f64.", ...): the float64 reference instead (the same ids), which
+ * every tiny model has. */
+static inline bool model_tiny_open_ref(const char *arch, const char *ref, model_ref_logits *r, bp_model **m) {
     const char *path = model_tiny_path(arch);
     if (!path) return false;
     char ref_path[256];
-    snprintf(ref_path, sizeof ref_path, "tests/model/ref/tiny-%s.logits.bin", arch);
+    snprintf(ref_path, sizeof ref_path, "tests/model/ref/tiny-%s.%slogits.bin", arch, ref);
     if (!model_ref_load(ref_path, r)) return false;
     *m = NULL;
     bp_status s = bp_model_load(path, NULL, m);
@@ -177,6 +179,10 @@ static inline bool model_tiny_open(const char *arch, model_ref_logits *r, bp_mod
         return false;
     }
     return true;
+}
+
+static inline bool model_tiny_open(const char *arch, model_ref_logits *r, bp_model **m) {
+    return model_tiny_open_ref(arch, "", r, m);
 }
 
 static inline int32_t model_argmax(const float *v, int64_t n) {
