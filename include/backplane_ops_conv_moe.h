@@ -108,7 +108,9 @@ bp_status bp_moe_run_on(bp_moe *m, const char *backend, const float *x, int64_t 
 /* What ran the last bp_moe_run on m ("CPU MoE: 6 experts, CPU avx512 Q4_K ..."); thread-local copy. */
 const char *bp_moe_last_path(const bp_moe *m);
 
-/* Routing: for each of t tokens, the top_k experts by router logit (ties: the lower index first),
+/* Routing: for each of t tokens, the top_k experts by the gate's float32 value, as llama.cpp's
+ * CPU ranks them (equal values, including distinct logits whose float32 values are equal, go to
+ * the lower index first; src/ops/moe_route.c),
  * with weights from the gate function over all n_expert logits; renorm divides the top_k weights
  * by their sum (Mixtral, Qwen3 norm_topk_prob), else they are left as the gate gave them. */
 typedef enum bp_moe_gate {

@@ -9,6 +9,11 @@
 #   tests/gguf/gen_gguf.py                 tests/gguf/* and the seeds in tests/fuzz/corpus,
 #                                          regenerated in place, then compared with the
 #                                          checksums taken before
+#   tests/model/gen_tiny.py --check, np_forward.py
+#                                          the tiny models (their sha256) and their float64
+#                                          logits, tests/model/ref/tiny-*.f64.logits.bin, within
+#                                          1e-6 of each row's largest (float64 sums may round
+#                                          their last bit otherwise on another BLAS)
 set -u
 cd "$(dirname "$0")/.."
 fail=0
@@ -27,5 +32,29 @@ if [ "$before" != "$after" ]; then
     diff <(echo "$before") <(echo "$after") | grep '^[<>]' | head -20
     fail=1
 fi
-[ $fail = 0 ] && echo "generators: tests/vectors, src/kinds/iq_tables.h, tests/gguf and the fuzz seeds are reproducible"
+tiny=$(mktemp -d)
+if python3 tests/model/gen_tiny.py "$tiny" --check >/dev/null; then
+    for ref in tests/model/ref/tiny-*.f64.logits.bin; do
+        name=$(basename "$ref" .f64.logits.bin)
+        python3 tests/model/np_forward.py "$tiny/$name.gguf" "$tiny/$name.f64" --like "$ref" &&
+            python3 - "$ref" "$tiny/$name.f64" <<'PY' || { echo "FAIL: $ref differs from np_forward.py's"; fail=1; }
+import sys
+import numpy as np
+a, b = (np.frombuffer(open(p, "rb").read(), dtype=np.uint8) for p in sys.argv[1:])
+if a.size != b.size:
+    sys.exit(1)
+n_pos, n_ent = np.frombuffer(a[8:16].tobytes(), dtype="<i4")
+off = 16 + 4 * n_pos
+rec = [np.frombuffer(x[off:].tobytes(), dtype=[("id", "<i4"), ("v", "<f4")]).reshape(n_pos, n_ent) for x in (a, b)]
+scale = np.abs(rec[0]["v"]).max(axis=1, keepdims=True)
+ok = (a[:off] == b[:off]).all() and (rec[0]["id"] == rec[1]["id"]).all() and \
+    (np.abs(rec[0]["v"].astype(np.float64) - rec[1]["v"]) <= 1e-6 * scale).all()
+sys.exit(0 if ok else 1)
+PY
+    done
+else
+    echo "FAIL: tests/model/gen_tiny.py --check: the tiny models differ from tests/model/ref/tiny.sha256"; fail=1
+fi
+rm -rf "$tiny"
+[ $fail = 0 ] && echo "generators: tests/vectors, src/kinds/iq_tables.h, tests/gguf, the fuzz seeds, the tiny models and their float64 logits are reproducible"
 exit $fail

@@ -59,11 +59,24 @@ PY
 
 # --- --chat on every tiny architecture -------------------------------------------------------
 python3 tests/model/gen_tiny.py "$tmp/tiny" >/dev/null || bad "gen_tiny.py failed"
-for arch_tpl in llama:llama2 qwen2:chatml qwen3:chatml gemma3:gemma; do
+for arch_tpl in llama:llama2 qwen2:chatml qwen3:chatml gemma3:gemma qwen3moe:chatml llama-moe:llama2 phi3:phi3 \
+                mistral3:llama2; do
   arch=${arch_tpl%%:*} tpl=${arch_tpl#*:}
   "$cli" run "$tmp/tiny/tiny-$arch.gguf" -p "the of and" -n 4 --chat >"$tmp/out" 2>"$tmp/err" \
     || bad "run --chat on tiny-$arch exited $?: $(tail -2 "$tmp/err")"
   grep -q "chat format: $tpl" "$tmp/err" || bad "tiny-$arch --chat: no 'chat format: $tpl' line"
+done
+# the run summary names what ran the routed experts (the MoE op's record), offload on and off
+for off in 1 0; do
+  BACKPLANE_MOE_OFFLOAD=$off "$cli" run "$tmp/tiny/tiny-qwen3moe.gguf" -p "the of and" -n 4 >"$tmp/out" 2>"$tmp/err" \
+    || bad "run on tiny-qwen3moe (MoE offload $off) exited $?: $(tail -2 "$tmp/err")"
+  grep -q "^  moe  *CPU MoE, [0-9]* of 8 experts; expert matmuls: " "$tmp/err" ||
+    bad "tiny-qwen3moe (MoE offload $off): no 'moe ... CPU MoE, n of 8 experts' line in the summary"
+  if [ $off = 0 ]; then
+    grep "^  moe " "$tmp/err" | grep -q "(MoE offload off)" || bad "tiny-qwen3moe: offload off is not named"
+  else
+    grep "^  moe " "$tmp/err" | grep -q "offload off" && bad "tiny-qwen3moe: offload off named with offload on"
+  fi
 done
 
 # --- perplexity with our tokenizer on the text ----------------------------------------------

@@ -15,6 +15,7 @@
 
 static const char *g_src;
 static char g_out[PATH_MAX + 64];
+static const char *g_extra; /* when set, write_variant adds a tensor of this name (output_norm's data) */
 
 /* A copy of the source model with: key `drop_key` left out (NULL: none), `set_key` set to the
  * u32 `set_val` or, for general.architecture, the string `set_str`; tensor `tname` left out
@@ -46,6 +47,9 @@ static bool write_variant(const char *drop_key, const char *set_key, uint32_t se
             bytes = (size_t)ne0 * 4; /* the test changes F32 vectors only */
         }
         if (bp_gguf_writer_add_tensor(w, t->name, t->kind, t->n_dims, ne, t->data, bytes)) goto out;
+        if (g_extra && !strcmp(t->name, "output_norm.weight") &&
+            bp_gguf_writer_add_tensor(w, g_extra, t->kind, t->n_dims, ne, t->data, bytes))
+            goto out;
     }
     ok = bp_gguf_writer_write_file(w, g_out) == BP_OK;
 out:
@@ -87,7 +91,8 @@ static void test_files(void) {
     expect_load_error("missing file", BP_E_IO, g_out, (char *)NULL);
 
     if (write_variant(NULL, "general.architecture", 0, "mamba", NULL, false, 0))
-        expect_load_error("unknown architecture", BP_E_UNSUPPORTED, "'mamba'", "llama, qwen2, qwen3, gemma3", (char *)NULL);
+        expect_load_error("unknown architecture", BP_E_UNSUPPORTED, "'mamba'", "llama, qwen2, qwen3, qwen3moe, gemma3",
+                          (char *)NULL);
     if (write_variant("general.architecture", NULL, 0, NULL, NULL, false, 0))
         expect_load_error("no architecture", BP_E_FORMAT, "general.architecture", (char *)NULL);
     if (write_variant(NULL, NULL, 0, NULL, "blk.1.attn_norm.weight", false, 128))
@@ -217,11 +222,85 @@ static void test_alloc_failures(void) {
     CHECK(!memcmp(before, after, sizeof before), "logits after the allocation-failure campaign differ");
 }
 
+/* Files of a known family with a feature not implemented: an error naming the key or the tensor,
+ * never a model that loads and computes something else (issue 33). */
+static void test_unsupported(void) {
+    /* model_tiny_path's answer is one static buffer: each path is copied before the next */
+    static char llama[PATH_MAX + 64], moe[PATH_MAX + 64], lmoe[PATH_MAX + 64], qwen3[PATH_MAX + 64],
+        phi3[PATH_MAX + 64], mistral3[PATH_MAX + 64];
+    static const char *const names[] = {"qwen3moe", "llama-moe", "qwen3", "phi3", "mistral3"};
+    char *bufs[] = {moe, lmoe, qwen3, phi3, mistral3};
+    snprintf(llama, sizeof llama, "%s", g_src);
+    for (int i = 0; i < 5; i++) {
+        const char *p = model_tiny_path(names[i]);
+        if (!p) return;
+        snprintf(bufs[i], PATH_MAX + 64, "%s", p);
+    }
+    g_src = moe;
+    if (write_variant("qwen3moe.expert_used_count", NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("no expert_used_count", BP_E_FORMAT, "qwen3moe.expert_used_count", "missing", (char *)NULL);
+    if (write_variant("qwen3moe.expert_count", NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("no expert_count", BP_E_FORMAT, "qwen3moe.expert_count", "missing", (char *)NULL);
+    if (write_variant(NULL, "qwen3moe.expert_used_count", 9, NULL, NULL, false, 0))
+        expect_load_error("more experts used than there are", BP_E_FORMAT, "qwen3moe.expert_used_count", "= 9",
+                          (char *)NULL);
+    if (write_variant(NULL, "qwen3moe.expert_count", 7, NULL, NULL, false, 0))
+        expect_load_error("expert count disagrees with the tensors", BP_E_SHAPE, "blk.0.ffn_gate_inp.weight",
+                          (char *)NULL);
+    if (write_variant(NULL, NULL, 0, NULL, "blk.1.ffn_down_exps.weight", true, 0))
+        expect_load_error("missing expert tensor", BP_E_NOT_FOUND, "blk.1.ffn_down_exps.weight", (char *)NULL);
+    if (write_variant(NULL, NULL, 0, NULL, "blk.2.ffn_gate_inp.weight", true, 0))
+        expect_load_error("missing router", BP_E_NOT_FOUND, "blk.2.ffn_gate_inp.weight", (char *)NULL);
+    if (write_variant(NULL, "qwen3moe.expert_shared_count", 1, NULL, NULL, false, 0))
+        expect_load_error("shared experts", BP_E_UNSUPPORTED, "qwen3moe.expert_shared_count", (char *)NULL);
+    if (write_variant(NULL, "qwen3moe.expert_gating_func", 2, NULL, NULL, false, 0))
+        expect_load_error("sigmoid gating", BP_E_UNSUPPORTED, "qwen3moe.expert_gating_func", (char *)NULL);
+    /* tensors of features not implemented: shared experts, LongRoPE factors */
+    g_extra = "blk.1.ffn_up_shexp.weight";
+    if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("shared-expert tensor", BP_E_UNSUPPORTED, "blk.1.ffn_up_shexp.weight", "not used", (char *)NULL);
+    g_extra = "rope_factors_long.weight";
+    if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("LongRoPE factors", BP_E_UNSUPPORTED, "rope_factors_long.weight", "LongRoPE", (char *)NULL);
+    g_extra = NULL;
+    if (write_variant(NULL, "general.architecture", 0, "gpt-oss", NULL, false, 0))
+        expect_load_error("gpt-oss", BP_E_UNSUPPORTED, "'gpt-oss'", "attention sinks", "MXFP4", (char *)NULL);
+    g_src = lmoe;
+    if (write_variant(NULL, "llama.expert_count", 0, NULL, NULL, false, 0))
+        expect_load_error("llama experts with expert_count 0", BP_E_NOT_FOUND, "blk.0.ffn_gate.weight", (char *)NULL);
+    if (write_variant(NULL, NULL, 0, NULL, "blk.0.ffn_gate_exps.weight", true, 0))
+        expect_load_error("llama experts without gate", BP_E_NOT_FOUND, "blk.0.ffn_gate_exps.weight", (char *)NULL);
+    /* a dense file with a router: ffn_gate_inp in a family without experts */
+    g_src = qwen3;
+    g_extra = "blk.0.ffn_gate_inp.weight";
+    if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("router in a dense family", BP_E_UNSUPPORTED, "blk.0.ffn_gate_inp.weight", "not used",
+                          (char *)NULL);
+    g_extra = NULL;
+    /* Phi-3: LongRoPE factors (the 128k models), a fused gate-up of the wrong height */
+    g_src = phi3;
+    g_extra = "rope_factors_short.weight";
+    if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("phi3 LongRoPE", BP_E_UNSUPPORTED, "rope_factors_short.weight", "LongRoPE", (char *)NULL);
+    g_extra = NULL;
+    if (write_variant(NULL, "phi3.feed_forward_length", 256, NULL, NULL, false, 0))
+        expect_load_error("phi3 gate-up height", BP_E_SHAPE, "blk.0.ffn_up.weight", "[256, 512]", (char *)NULL);
+    /* Mistral 3: YaRN scaling and the attention temperature, by key */
+    g_src = mistral3;
+    if (write_variant(NULL, "mistral3.rope.scaling.type", 0, "yarn", NULL, false, 0))
+        expect_load_error("mistral3 YaRN", BP_E_UNSUPPORTED, "mistral3.rope.scaling.type", "yarn", (char *)NULL);
+    if (write_variant(NULL, "mistral3.attention.temperature_scale", 1, NULL, NULL, false, 0))
+        expect_load_error("mistral3 temperature", BP_E_UNSUPPORTED, "mistral3.attention.temperature_scale",
+                          (char *)NULL);
+    g_src = llama;
+}
+
 int main(void) {
     g_src = model_tiny_path("llama");
     if (!g_src) return bp_test_finish();
     snprintf(g_out, sizeof g_out, "%s.broken.%d.gguf", g_src, (int)getpid());
     test_files();
+    test_unsupported();
     test_context();
     test_alloc_failures();
     remove(g_out);

@@ -4,7 +4,7 @@
  *
  * 1. llama.cpp (tests/model/ref/tiny-<arch>.logits.bin): NMSE <= 1e-3 per position, and the best
  *    id equal to llama.cpp's unless llama.cpp's own logits put the two within a near-tie
- *    (TIE_GAP below), by three routes through the context: one 32-token batch (prefill GEMMs),
+ *    (model_ref_same_or_tie), by three routes through the context: one 32-token batch (prefill GEMMs),
  *    one token at a time (decode matvecs), and a batch of 11 then single tokens with a cache
  *    truncated and refilled in between. llama.cpp itself is 1-3e-4 from the exact logits here
  *    (its 8-bit activation rounding), so the bound has a margin of 3x or more.
@@ -21,27 +21,6 @@
 static const double NMSE_MAX = 1e-3;
 static const double NMSE_EXACT = 1e-9;
 
-/* A different best id is a near-tie when llama.cpp's logit for our choice is within TIE_GAP x the
- * rms of its logits of its own best: at NMSE 1e-3 the logits' error rms is ~0.03 x their rms, so
- * a gap under 0.1 x rms can flip either way. */
-static const double TIE_GAP = 0.1;
-
-static bool same_or_tie(const model_ref_logits *r, int p, const float *lg) {
-    int32_t ours = model_argmax(lg, r->n_vocab), theirs = model_ref_argmax(r, p);
-    if (ours == theirs) return true;
-    double ss = 0, v_ours = 0, v_theirs = 0;
-    for (int i = 0; i < r->n_ent; i++) {
-        double v = r->vals[(size_t)p * r->n_ent + i];
-        ss += v * v;
-        if (r->ids[(size_t)p * r->n_ent + i] == ours) v_ours = v;
-        if (r->ids[(size_t)p * r->n_ent + i] == theirs) v_theirs = v;
-    }
-    double gap = v_theirs - v_ours, rms = sqrt(ss / r->n_ent);
-    fprintf(stderr, "position %d: best id %d, llama.cpp's %d, %.4f apart in llama.cpp's logits (%.3f x rms)%s\n", p,
-            ours, theirs, gap, gap / rms, gap <= TIE_GAP * rms ? ": a near-tie" : "");
-    return gap <= TIE_GAP * rms;
-}
-
 static void check_positions(const char *arch, const char *route, const model_ref_logits *r, int p0, int n,
                             const bp_context *c) {
     double worst = 0;
@@ -53,7 +32,7 @@ static void check_positions(const char *arch, const char *route, const model_ref
         double e = model_ref_nmse(r, p0 + j, lg);
         if (e > worst) worst = e;
         CHECK(e <= NMSE_MAX && isfinite(e), "%s %s: position %d NMSE %.3e > %.0e", arch, route, p0 + j, e, NMSE_MAX);
-        argmax_ok += same_or_tie(r, p0 + j, lg);
+        argmax_ok += model_ref_same_or_tie(r, p0 + j, lg);
     }
     CHECK(argmax_ok == n, "%s %s: best id differs from llama.cpp's at %d of %d positions", arch, route, n - argmax_ok,
           n);
@@ -94,7 +73,7 @@ static void run_arch(const char *arch) {
         if (!lg) break;
         double e = model_ref_nmse(&r, p, lg);
         if (e > worst || !isfinite(e)) worst = isfinite(e) ? e : INFINITY;
-        argmax_ok += same_or_tie(&r, p, lg);
+        argmax_ok += model_ref_same_or_tie(&r, p, lg);
     }
     CHECK(worst <= NMSE_MAX, "%s decode: worst NMSE %.3e > %.0e", arch, worst, NMSE_MAX);
     CHECK(argmax_ok == P, "%s decode: best id differs at %d of %d positions", arch, P - argmax_ok, P);

@@ -1,5 +1,6 @@
 /* The MoE routing helper against values written out from the formulas (softmax over all
- * logits, or sigmoid; top-k by logit with ties to the lower index; renormalized or not), and
+ * logits, or sigmoid; top-k by the float32 gate value with ties to the lower index, as llama.cpp's
+ * CPU ranks them; renormalized or not), and
  * the MoE offload switch: default on, BACKPLANE_MOE_OFFLOAD=0|false|off turns it off, read once
  * at first use, the setter overrides it. (That the switch is honoured by a run -- a claiming
  * backend skipped when off -- is test_conv_moe_guard.c.) */
@@ -51,7 +52,29 @@ static void routing(void) {
     CHECK_OK(bp_moe_route(NULL, 0, 4, 2, BP_MOE_GATE_SOFTMAX, true, NULL, NULL)); /* no tokens */
 }
 
+/* llama.cpp ranks float32 softmax values (exp(l - max) in float32, times the float32 reciprocal
+ * of the sum) with a sort that keeps equal values in index order: logits so close that their
+ * float32 values are equal are a tie, and the lower index wins although its logit is smaller.
+ * Values worked out by hand: max = l[1] = 1e-9; l[0] - max = -1e-9, whose exp rounds to 1.0f, as
+ * does exp(0); so experts 0 and 1 tie at 1/(2 + 2e^-5) and 0 is first. Logits 1e-6 apart are
+ * resolved (exp(-1e-6) = 0.999999f) and the larger wins. */
+static void float32_ties(void) {
+    int32_t ids[2];
+    float w[2];
+    const float l[4] = {0.0f, 1e-9f, -5.0f, -5.0f};
+    CHECK(l[1] > l[0] && expf(l[0] - l[1]) == 1.0f, "the constructed logits are not a float32 tie");
+    CHECK_OK(bp_moe_route(l, 1, 4, 1, BP_MOE_GATE_SOFTMAX, false, ids, w));
+    CHECK(ids[0] == 0, "a float32 tie (logits 0 and 1e-9) went to expert %d, not the lower index 0", ids[0]);
+    near(w[0], 1.0 / (2 + 2 * exp(-5.0)), "float32 tie weight");
+    CHECK_OK(bp_moe_route(l, 1, 4, 2, BP_MOE_GATE_SOFTMAX, true, ids, w));
+    CHECK(ids[0] == 0 && ids[1] == 1, "float32 tie, top-2: %d %d", ids[0], ids[1]);
+    const float r[4] = {0.0f, 1e-6f, -5.0f, -5.0f};
+    CHECK_OK(bp_moe_route(r, 1, 4, 1, BP_MOE_GATE_SOFTMAX, false, ids, w));
+    CHECK(ids[0] == 1, "logits 1e-6 apart: expert %d chosen, not the larger (1)", ids[0]);
+}
+
 int main(void) {
+    float32_ties();
     /* The default needs a process where nothing has read the switch yet: a child. */
     pid_t pid = fork();
     if (pid == 0) {

@@ -33,5 +33,8 @@ int main(void) {
     step_check_arch("llama", "opencl", 12, kvs, bound, nkv);
     const char *archs[] = {"qwen2", "qwen3", "gemma3"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) step_check_arch(archs[i], "opencl", 8, kvs, bound, nkv);
+    /* fused attn_qkv / gate-up views (phi3), NORM RoPE with factors (mistral3): the first KV kind */
+    step_check_arch("phi3", "opencl", 8, kvs, bound, 1);
+    step_check_arch("mistral3", "opencl", 8, kvs, bound, 1);
     return bp_test_finish();
 }

@@ -71,6 +71,9 @@ int main(void) {
     const char *archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         step_check_arch(archs[i], "vulkan", P, kvs, bound, (int)(sizeof kvs / sizeof kvs[0]));
+    /* fused attn_qkv / gate-up views (phi3), NORM RoPE with factors (mistral3): two KV kinds */
+    step_check_arch("phi3", "vulkan", P, kvs, bound, 2);
+    step_check_arch("mistral3", "vulkan", P, kvs, bound, 2);
     small_bindings();
     return bp_test_finish();
 }

@@ -87,6 +87,12 @@ const bp_weight *bp_step_next_weight(const bp_step_prog *p, int *it) {
     return NULL;
 }
 
+bool bp_step_has_node(const bp_step_prog *p, bp_step_kind k) {
+    for (int i = 0; p && i < p->n_nodes; i++)
+        if (p->nodes[i].kind == k) return true;
+    return false;
+}
+
 int bp_step_weight_kinds(const bp_step_prog *p, bp_kind *kinds, int max) {
     int n = 0, it = 0;
     for (const bp_weight *w; (w = bp_step_next_weight(p, &it));) {

@@ -23,7 +23,8 @@ typedef enum bp_step_buf {
     BP_SB_V,
     BP_SB_ATT,    /* attention output [t][n_head * head_dim] */
     BP_SB_TMP,    /* a block's output before the residual add [t][n_embd] */
-    BP_SB_GATE,   /* [t][n_ff] */
+    BP_SB_GATE,   /* [t][n_ff]; a layer with experts: the router logits [t][n_expert] (the buffer is
+                     max(n_ff, n_expert) wide) */
     BP_SB_UP,     /* [t][n_ff] */
     BP_SB_LOGITS, /* [n_out][n_vocab] */
     BP_SB_COUNT
@@ -40,6 +41,11 @@ typedef enum bp_step_kind {
     BP_STEP_ATTENTION, /* dst rows = attention(Q rows at the rows' positions, layer's cache) */
     BP_STEP_GLU,       /* dst (= gate) = act(gate) * up, rows x n */
     BP_STEP_SOFTCAP,   /* dst = f * tanh(dst / f), rows x n */
+    BP_STEP_MOE,       /* dst rows = routed experts of src rows (n = n_embd): the router logits in
+                          GATE's rows (n_expert per row, written by the MATMUL before it) choose
+                          moe.top_k experts per row (bp_moe_route, softmax), their outputs summed by
+                          the route weights (bp_moe_run). Only the CPU runs it: a step holding one
+                          is never taken whole by a device (src/seam/route.c) */
     BP_STEP_KIND_COUNT
 } bp_step_kind;
 
@@ -61,6 +67,7 @@ typedef struct bp_step_node {
     const float *rope_factors; /* ROPE: n_rot / 2 frequency divisors, or NULL */
     bp_attn_desc attn;  /* ATTENTION */
     bp_activation act;  /* GLU */
+    struct { bp_moe *m; int32_t top_k; bool renorm; } moe; /* MOE */
 } bp_step_node;
 
 typedef struct bp_step_prog {
@@ -170,6 +177,8 @@ struct bp_step_io {
 /* The weight kinds the program's matmuls and embedding use (each once): a backend taking the
  * step must claim `jobs` for every one of them (the rule, src/seam/route.c). */
 int bp_step_weight_kinds(const bp_step_prog *p, bp_kind *kinds, int max);
+/* Whether the program holds a node of kind k. */
+bool bp_step_has_node(const bp_step_prog *p, bp_step_kind k);
 /* The program's weights in order (the embedding, then each node's), repeats included: start
  * with *it = 0; NULL after the last. */
 const bp_weight *bp_step_next_weight(const bp_step_prog *p, int *it);

@@ -487,6 +487,8 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
         void *bufs[5] = {s->act[BP_SB_Q], s->kv[2 * nd->layer], s->kv[2 * nd->layer + 1], s->act[nd->dst], s->io};
         return emit(B, kname, (uint32_t)nd->attn.n_heads, rows, bufs, 5, &a, sizeof a);
     }
+    case BP_STEP_MOE: /* the seam never gives a device a step with experts (src/seam/route.c) */
+        return bp_fail(BP_E_UNSUPPORTED, "%s step: routed experts are not recorded into a device step", B->b->display);
     case BP_STEP_KIND_COUNT: break;
     }
     return bp_fail(BP_E_INVAL, "%s step: node kind %d unknown", B->b->display, (int)nd->kind);

@@ -9,6 +9,7 @@
  *            <|start_header_id|>assistant<|end_header_id|>\n\n
  *            (llama files whose vocabulary has <|start_header_id|>)
  *   llama2   [INST] {p} [/INST]                                      (other llama: Llama 2, Mistral)
+ *   phi3     <|user|>\n{p}<|end|>\n<|assistant|>\n                                        (Phi-3)
  *
  * A conversation (bp_model_chat_format_turns) is its turns in that shape, each closed by the
  * family's end-of-turn marker, then the opening of the assistant's turn. Gemma and Llama 2 have
@@ -33,6 +34,9 @@ static chat_style style_of(const bp_model *m, const bp_tokenizer *t) {
     case BP_CHAT_GEMMA:
         return (chat_style){"gemma", "<start_of_turn>user\n", "<start_of_turn>model\n", NULL, "<end_of_turn>\n",
                             "<start_of_turn>model\n", true};
+    case BP_CHAT_PHI3:
+        return (chat_style){"phi3", "<|user|>\n", "<|assistant|>\n", "<|system|>\n", "<|end|>\n", "<|assistant|>\n",
+                            false};
     case BP_CHAT_CHATML:
         return (chat_style){"chatml", "<|im_start|>user\n", "<|im_start|>assistant\n", "<|im_start|>system\n",
                             "<|im_end|>\n", "<|im_start|>assistant\n", false};

@@ -59,8 +59,8 @@ bp_status bp_context_params_resolve(const bp_model *m, bp_context_params *p) {
 /* The widths of the activation buffers create makes, n_batch rows each, in its order. */
 static void buf_widths(const bp_hparams *hp, int64_t w[BP_CTX_BUFS]) {
     const int64_t E = hp->n_embd, QD = hp->n_head * hp->head_dim_k, KVD = hp->n_head_kv * hp->head_dim_k,
-                  F = hp->n_ff;
-    const int64_t v[BP_CTX_BUFS] = {E, E, QD, KVD, KVD, QD, E, F, F};
+                  F = hp->n_ff, FG = F > hp->n_expert ? F : hp->n_expert; /* GATE also holds router logits (forward.c) */
+    const int64_t v[BP_CTX_BUFS] = {E, E, QD, KVD, KVD, QD, E, FG, F};
     memcpy(w, v, sizeof v);
 }
 

@@ -9,6 +9,10 @@
  *               h = rmsnorm(x) * ffn_norm
  *               g, u = h Wgate, h Wup                      one matmul submission
  *               f = (act(g) * u) Wdown; post-norm (Gemma)
+ *                 or, a layer with routed experts (qwen3moe, Mixtral):
+ *               r = h Wrouter; per token the top k experts of softmax(r), weights / their sum
+ *               f = sum_j w_j down_j(silu(gate_j h) * up_j h)  the MoE op: each expert's weights
+ *                                                          read once for all its tokens
  *               x += f
  *   logits = (rmsnorm(x) * output_norm) Wout; soft-cap (Gemma 2-style final cap, when the file has one)
  *
@@ -111,6 +115,15 @@ static void layer(bp_step_prog *p, const bp_model *m, int il, int64_t t, int64_t
     add(p, BP_STEP_ADD, BP_SB_X, BP_SB_TMP, r0, keep, E);
     /* feed-forward block */
     norm(p, BP_SB_XN, BP_SB_X, r0, keep, E, L->ffn_norm, TN_ffn_norm, eps);
+    if (L->experts) {
+        mm(p, BP_SB_XN, r0, keep, 1, L->w_router, BP_SB_GATE, TN_w_router, NULL, 0, NULL, NULL, 0, NULL);
+        if ((nd = add(p, BP_STEP_MOE, BP_SB_TMP, BP_SB_XN, r0, keep, E))) {
+            nd->moe.m = L->experts, nd->moe.top_k = (int32_t)hp->n_expert_used, nd->moe.renorm = hp->expert_norm;
+            nd->layer = il, nd->tensor = "ffn_*_exps";
+        }
+        add(p, BP_STEP_ADD, BP_SB_X, BP_SB_TMP, r0, keep, E);
+        return;
+    }
     mm(p, BP_SB_XN, r0, keep, 2, L->w_gate, BP_SB_GATE, TN_w_gate, L->w_up, BP_SB_UP, TN_w_up, NULL, 0, NULL);
     bias(p, BP_SB_GATE, r0, keep, F, L->b_gate, TN_b_gate);
     bias(p, BP_SB_UP, r0, keep, F, L->b_up, TN_b_up);
@@ -144,7 +157,8 @@ bp_status bp_forward_program(const bp_model *m, int64_t n_batch, int64_t n_ctx, 
     p->n_layers = (int)hp->n_layer, p->n_kv_heads = (int32_t)hp->n_head_kv, p->head_dim = (int32_t)hp->head_dim_k;
     p->ctx = n_ctx, p->kv_kind = kv, p->embed = m->tok_embd;
     const int64_t QD = hp->n_head * hp->head_dim_k, KVD = hp->n_head_kv * hp->head_dim_k;
-    const int64_t width[BP_SB_COUNT] = {E, E, QD, KVD, KVD, QD, E, hp->n_ff, hp->n_ff, V};
+    const int64_t FG = hp->n_ff > hp->n_expert ? hp->n_ff : hp->n_expert; /* the router logits go to GATE */
+    const int64_t width[BP_SB_COUNT] = {E, E, QD, KVD, KVD, QD, E, FG, hp->n_ff, V};
     memcpy(p->width, width, sizeof width);
     p->gen++;
     bp_step_node *nd = add(p, BP_STEP_EMBED, BP_SB_X, BP_SB_X, 0, t, E);

@@ -10,8 +10,8 @@
 #include "model/model_internal.h"
 
 static const bp_arch g_archs[] = {
-#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat) \
-    {BP_ARCH_##ENUM, name, rope, qkn, post, swa, emb, act, chat},
+#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat, moe, gate_up) \
+    {BP_ARCH_##ENUM, name, rope, qkn, post, swa, emb, act, chat, moe, gate_up},
 #include "model/archs.def"
 #undef BP_ARCH
 };
@@ -119,6 +119,56 @@ static bp_status read_swa(const bp_gguf *f, const bp_arch *a, bp_hparams *hp) {
     return BP_OK;
 }
 
+/* Routed experts (archs.def's moe column). The keys llama.cpp's loader reads for these families
+ * and nothing else: a key that would change the routing in a way not implemented here (shared
+ * experts, expert groups, a gating function other than softmax) is refused by name. */
+static bp_status read_moe(const bp_gguf *f, const bp_arch *a, bp_hparams *hp) {
+    const char *n = a->name;
+    bp_status s;
+    if (a->moe == BP_MOE_NONE) return BP_OK;
+    if ((s = get_int(f, n, "expert_count", a->moe == BP_MOE_ALWAYS, 0, a->moe == BP_MOE_ALWAYS, MAX_HEADS,
+                     &hp->n_expert)))
+        return s;
+    if (hp->n_expert == 0) return BP_OK;
+    if ((s = get_int(f, n, "expert_used_count", true, 0, 1, hp->n_expert, &hp->n_expert_used))) return s;
+    /* qwen3moe's experts have their own width (default llama.cpp's n_ff / n_expert_used);
+     * llama's (Mixtral) are n_ff wide */
+    hp->n_ff_exp = hp->n_ff;
+    if (a->moe == BP_MOE_ALWAYS &&
+        (s = get_int(f, n, "expert_feed_forward_length", false, hp->n_ff / hp->n_expert_used, 1, MAX_DIM,
+                     &hp->n_ff_exp)))
+        return s;
+    if (hp->n_ff_exp < 1)
+        return bp_fail(BP_E_FORMAT, "model: %s.feed_forward_length %lld over %lld experts used is no expert width", n,
+                       (long long)hp->n_ff, (long long)hp->n_expert_used);
+    static const char *const refused[] = {"expert_shared_count", "expert_group_count", "expert_group_used_count"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        int64_t v;
+        if ((s = get_int(f, n, refused[i], false, 0, 0, INT32_MAX, &v))) return s;
+        if (v > 0)
+            return bp_fail(BP_E_UNSUPPORTED, "model: %s.%s = %lld is not supported (routed experts only)", n, refused[i],
+                           (long long)v);
+    }
+    int64_t gating;
+    if ((s = get_int(f, n, "expert_gating_func", false, 1, 0, 16, &gating))) return s;
+    if (gating > 1) /* llama.cpp's numbering: 0 unset, 1 softmax, 2 sigmoid, 3 softmax over the top k */
+        return bp_fail(BP_E_UNSUPPORTED, "model: %s.expert_gating_func = %lld is not supported (1, softmax, is)", n,
+                       (long long)gating);
+    /* llama.cpp divides the top-k weights by their sum for both families whatever the file says;
+     * a file that says false (Qwen3's norm_topk_prob off) gets what it says. */
+    hp->expert_norm = true;
+    char key[160];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", n);
+    bp_gguf_value v;
+    if (bp_gguf_find_key(f, key) >= 0) {
+        bp_gguf_get(f, key, &v);
+        if (bp_gguf_value_bool(&v, &hp->expert_norm))
+            return bp_fail(BP_E_FORMAT, "model: %s is a %s, not a bool", key, bp_gguf_type_name(v.type));
+    }
+    bp_clear_error();
+    return BP_OK;
+}
+
 bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *hp) {
     memset(hp, 0, sizeof *hp);
     const char *n = a->name;
@@ -175,12 +225,18 @@ bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *
     /* Attention scale: `<arch>.attention.scale` when the file has one; Gemma 3 27B (62 layers)
      * scales by 1/sqrt(n_embd / n_head) (its query_pre_attn_scalar), every other model here by
      * 1/sqrt(head size). */
-    float scale;
+    float scale, temp;
     if ((s = get_float(f, n, "attention.scale", false, 0.0, 0.0, 1e6, &scale))) return s;
+    /* Llama 4 / Mistral 3 attention temperature: q scaled per position, not implemented */
+    if ((s = get_float(f, n, "attention.temperature_scale", false, 0.0, -1e6, 1e6, &temp))) return s;
+    if (temp != 0)
+        return bp_fail(BP_E_UNSUPPORTED, "model: %s.attention.temperature_scale = %g (per-position query scaling) is "
+                       "not supported", n, (double)temp);
     if (scale > 0) hp->attn_scale = scale;
     else if (a->id == BP_ARCH_GEMMA3 && hp->n_layer == 62)
         hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
     else hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
     hp->emb_scale = a->emb_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    if ((s = read_moe(f, a, hp))) return s;
     return read_swa(f, a, hp);
 }

@@ -6,10 +6,12 @@
 #include "backplane_model.h"
 #include "seam/seam.h"
 
-typedef enum bp_chat_kind { BP_CHAT_LLAMA = 0, BP_CHAT_CHATML = 1, BP_CHAT_GEMMA = 2 } bp_chat_kind;
+typedef enum bp_chat_kind { BP_CHAT_LLAMA = 0, BP_CHAT_CHATML = 1, BP_CHAT_GEMMA = 2, BP_CHAT_PHI3 = 3 } bp_chat_kind;
+
+typedef enum bp_moe_mode { BP_MOE_NONE = 0, BP_MOE_OPTIONAL = 1, BP_MOE_ALWAYS = 2 } bp_moe_mode;
 
 typedef enum bp_arch_id {
-#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat) BP_ARCH_##ENUM,
+#define BP_ARCH(ENUM, name, rope, qkn, post, swa, emb, act, chat, moe, gate_up) BP_ARCH_##ENUM,
 #include "model/archs.def"
 #undef BP_ARCH
     BP_ARCH_COUNT
@@ -24,13 +26,19 @@ typedef struct bp_arch {
     bool emb_scale;
     bp_activation ffn_act;
     bp_chat_kind chat;
+    bp_moe_mode moe;
+    bool gate_up;
 } bp_arch;
 
 /* The row for general.architecture `name`; NULL when unsupported. */
 const bp_arch *bp_arch_lookup(const char *name);
 const bp_arch *bp_arch_at(int i); /* NULL out of range */
 
-typedef enum bp_need { BP_NEED_ALWAYS, BP_NEED_OPTIONAL, BP_NEED_QK_NORM, BP_NEED_POST_NORMS } bp_need;
+/* tensors.def's `need` column. */
+typedef enum bp_need {
+    BP_NEED_ALWAYS, BP_NEED_OPTIONAL, BP_NEED_QK_NORM, BP_NEED_POST_NORMS, BP_NEED_DENSE, BP_NEED_DENSE_OPT,
+    BP_NEED_MOE
+} bp_need;
 
 /* Hyperparameters, all from `<arch>.*` metadata (model_hparams.c), validated. */
 typedef struct bp_hparams {
@@ -46,6 +54,11 @@ typedef struct bp_hparams {
     float emb_scale;                /* 1, or sqrt(n_embd) */
     int64_t swa_window;             /* 0: no sliding window */
     bool *is_swa;                   /* n_layer flags */
+    /* Routed experts (0 experts: a dense FFN): `<arch>.expert_count`, `.expert_used_count`,
+     * `.expert_feed_forward_length` (qwen3moe; default n_ff / n_expert_used as llama.cpp's;
+     * llama's experts are n_ff wide), whether the top-k weights are divided by their sum. */
+    int64_t n_expert, n_expert_used, n_ff_exp;
+    bool expert_norm;
 } bp_hparams;
 
 typedef struct bp_layer {
@@ -54,6 +67,7 @@ typedef struct bp_layer {
 #define BP_LT_FIELD_0(field) float *field;
 #include "model/tensors.def"
 #undef BP_LAYER_TENSOR
+    bp_moe *experts; /* ffn_{gate,up,down}_exps, zero-copy views (NULL: dense FFN) */
 } bp_layer;
 
 typedef struct bp_named_weight {

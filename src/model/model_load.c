@@ -20,8 +20,13 @@ bp_model_params bp_model_default_params(void) {
 typedef struct binder {
     bp_model *m;
     const char *path;
-    int64_t E, H, KV, DK, DV, F;
+    int64_t E, H, KV, DK, DV, F, NE;
+    uint8_t *bound; /* per file tensor: bound by name (every tensor must be: check_all_bound) */
 } binder;
+
+static void mark(binder *b, const bp_gguf_tensor *t) {
+    if (t) b->bound[t - bp_gguf_tensor_at(b->m->file, 0)] = 1;
+}
 
 static bp_status shape_error(const binder *b, const bp_gguf_tensor *t, int64_t rows, int64_t cols) {
     char got[96];
@@ -53,6 +58,7 @@ static bp_status find(const binder *b, const char *name, int64_t rows, int64_t c
     if (t->kind_info->role != BP_ROLE_W)
         return bp_fail(BP_E_KIND, "%s: tensor %s is %s, not a weight kind", b->path, name, t->kind_info->name);
     *out = t;
+    mark((binder *)b, t);
     return BP_OK;
 }
 
@@ -98,21 +104,122 @@ static bp_status add_vector(binder *b, const bp_gguf_tensor *t, float **out) {
     return BP_OK;
 }
 
-static bp_status bind_layer(binder *b, int64_t il) {
+/* One stacked expert tensor blk.<il>.<what>.weight: ne {cols, rows, NE}. */
+static bp_status find_experts(binder *b, int64_t il, const char *what, int64_t rows, int64_t cols,
+                              bp_moe_tensor *out) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)il, what);
+    const bp_gguf_tensor *t = bp_gguf_find_tensor(b->m->file, name);
+    bp_clear_error();
+    if (!t) return bp_fail(BP_E_NOT_FOUND, "%s: %s model with experts has no tensor %s", b->path, b->m->arch->name, name);
+    if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != b->NE)
+        return bp_fail(BP_E_SHAPE, "%s: tensor %s has %u dimensions [%lld, %lld, %lld], expected [%lld, %lld, %lld] "
+                       "(%lld experts)", b->path, name, t->n_dims, (long long)t->ne[0], (long long)t->ne[1],
+                       (long long)(t->n_dims > 2 ? t->ne[2] : 1), (long long)cols, (long long)rows, (long long)b->NE,
+                       (long long)b->NE);
+    if (t->kind_info->role != BP_ROLE_W)
+        return bp_fail(BP_E_KIND, "%s: tensor %s is %s, not a weight kind", b->path, name, t->kind_info->name);
+    *out = (bp_moe_tensor){.kind = t->kind, .ne = {t->ne[0], t->ne[1], t->ne[2]}, .data = t->data, .bytes = t->bytes};
+    mark(b, t);
+    b->m->n_params += t->n_elems;
+    b->m->weight_bytes += t->bytes;
+    return BP_OK;
+}
+
+static bp_status bind_experts(binder *b, int64_t il) {
+    const int64_t E = b->E, FE = b->m->hp.n_ff_exp;
+    bp_moe_tensor g, u, d;
+    bp_status s;
+    if ((s = find_experts(b, il, "ffn_gate_exps", FE, E, &g)) || (s = find_experts(b, il, "ffn_up_exps", FE, E, &u)) ||
+        (s = find_experts(b, il, "ffn_down_exps", E, FE, &d)))
+        return s;
+    if ((s = bp_moe_upload_stacked(&g, &u, &d, &b->m->layers[il].experts))) {
+        char pre[160];
+        snprintf(pre, sizeof pre, "%s: layer %lld's experts", b->path, (long long)il);
+        return bp_model_fail_prefixed(s, pre);
+    }
+    return BP_OK;
+}
+
+/* Rows [row0, row0 + rows) of matrix t as a zero-copy weight (a fused tensor's part). */
+static bp_status add_view(binder *b, const bp_gguf_tensor *t, int64_t row0, int64_t rows, bp_weight **out) {
+    size_t rb;
+    bp_status s = bp_kind_row_bytes(t->kind, t->ne[0], &rb);
+    if (!s) s = bp_weight_create(t->kind, (const uint8_t *)t->data + (size_t)row0 * rb, (size_t)rows * rb, rows, t->ne[0], out);
+    if (s) {
+        char pre[256];
+        snprintf(pre, sizeof pre, "%s: tensor %s rows %lld..%lld", b->path, t->name, (long long)row0,
+                 (long long)(row0 + rows));
+        return bp_model_fail_prefixed(s, pre);
+    }
+    bp_model *m = b->m;
+    m->weights[m->n_weights].name = t->name;
+    m->weights[m->n_weights].w = *out;
+    m->n_weights++;
+    m->n_params += rows * t->ne[0];
+    m->weight_bytes += (size_t)rows * rb;
+    return BP_OK;
+}
+
+/* Fused tensors as views before the table's separate ones (bind_layer skips a field already
+ * bound): attn_qkv.weight (+ .bias) for any family, ffn_up.weight of 2 x n_ff rows where the
+ * row says gate_up (gate rows first, as llama.cpp's swiglu splits it). */
+static bp_status bind_fused(binder *b, int64_t il) {
     bp_layer *L = &b->m->layers[il];
-    const bp_arch *a = b->m->arch;
-    const int64_t E = b->E, H = b->H, KV = b->KV, DK = b->DK, DV = b->DV, F = b->F;
-    (void)E, (void)H, (void)KV, (void)DK, (void)DV, (void)F;
+    const int64_t QD = b->H * b->DK, KVD = b->KV * b->DK;
     char name[96];
     const bp_gguf_tensor *t;
     bp_status s;
+    snprintf(name, sizeof name, "blk.%lld.attn_qkv.weight", (long long)il);
+    if ((s = find(b, name, QD + 2 * KVD, b->E, false, &t))) return s;
+    if (t && ((s = add_view(b, t, 0, QD, &L->wq)) || (s = add_view(b, t, QD, KVD, &L->wk)) ||
+              (s = add_view(b, t, QD + KVD, KVD, &L->wv))))
+        return s;
+    snprintf(name, sizeof name, "blk.%lld.attn_qkv.bias", (long long)il);
+    if ((s = find(b, name, 1, QD + 2 * KVD, false, &t))) return s;
+    if (t) {
+        float *all = NULL;
+        if ((s = add_vector(b, t, &all))) return s;
+        L->bq = bp_malloc(sizeof(float) * (size_t)QD);
+        L->bk = bp_malloc(sizeof(float) * (size_t)KVD);
+        L->bv = bp_malloc(sizeof(float) * (size_t)KVD);
+        if (L->bq && L->bk && L->bv) {
+            memcpy(L->bq, all, sizeof(float) * (size_t)QD);
+            memcpy(L->bk, all + QD, sizeof(float) * (size_t)KVD);
+            memcpy(L->bv, all + QD + KVD, sizeof(float) * (size_t)KVD);
+        }
+        bp_free(all);
+        if (!L->bq || !L->bk || !L->bv) return bp_fail(BP_E_NOMEM, "%s: no memory for tensor %s", b->path, name);
+    }
+    if (!b->m->arch->gate_up || b->NE > 0) return BP_OK;
+    snprintf(name, sizeof name, "blk.%lld.ffn_up.weight", (long long)il);
+    if ((s = find(b, name, 2 * b->F, b->E, true, &t))) return s;
+    if ((s = add_view(b, t, 0, b->F, &L->w_gate)) || (s = add_view(b, t, b->F, b->F, &L->w_up))) return s;
+    return BP_OK;
+}
+
+static bp_status bind_layer(binder *b, int64_t il) {
+    bp_layer *L = &b->m->layers[il];
+    const bp_arch *a = b->m->arch;
+    const bool moe = b->NE > 0;
+    const int64_t E = b->E, H = b->H, KV = b->KV, DK = b->DK, DV = b->DV, F = b->F, NE = b->NE;
+    (void)E, (void)H, (void)KV, (void)DK, (void)DV, (void)F, (void)NE;
+    char name[96];
+    const bp_gguf_tensor *t;
+    bp_status s;
+    bp_status fs = bind_fused(b, il);
+    if (fs) return fs;
+    /* A tensor the layer does not use is left unbound, and check_all_bound names it; a field a
+     * fused tensor filled is not looked for again. */
 #define BP_LAYER_TENSOR(field, tname, matrix, rows, cols, need)                                             \
     {                                                                                                      \
         bool used = need == BP_NEED_ALWAYS || need == BP_NEED_OPTIONAL ||                                  \
-                    (need == BP_NEED_QK_NORM && a->qk_norm) || (need == BP_NEED_POST_NORMS && a->post_norms); \
+                    (need == BP_NEED_QK_NORM && a->qk_norm) || (need == BP_NEED_POST_NORMS && a->post_norms) || \
+                    ((need == BP_NEED_DENSE || need == BP_NEED_DENSE_OPT) && !moe) || (need == BP_NEED_MOE && moe); \
+        bool required = need != BP_NEED_OPTIONAL && need != BP_NEED_DENSE_OPT;                             \
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, tname);                                 \
-        if (used) {                                                                                        \
-            if ((s = find(b, name, rows, cols, need != BP_NEED_OPTIONAL, &t))) return s;                   \
+        if (used && !L->field) {                                                                           \
+            if ((s = find(b, name, rows, cols, required, &t))) return s;                                   \
             if (t && (s = BP_LT_ADD_##matrix(b, t, &L->field))) return s;                                  \
         }                                                                                                  \
     }
@@ -120,6 +227,25 @@ static bp_status bind_layer(binder *b, int64_t il) {
 #define BP_LT_ADD_0 add_vector
 #include "model/tensors.def"
 #undef BP_LAYER_TENSOR
+    return moe ? bind_experts(b, il) : BP_OK;
+}
+
+/* Every tensor of the file is one the forward pass reads: llama.cpp's loader refuses a file with
+ * tensors it did not create, and so does this one, naming the first, so that a feature not
+ * implemented here (shared experts, LongRoPE factors, attention sinks, biases...) is an
+ * error, never a tensor silently left out of the sum. */
+static bp_status check_all_bound(const binder *b) {
+    const int64_t nt = bp_gguf_tensor_count(b->m->file);
+    for (int64_t i = 0; i < nt; i++) {
+        const char *tn = bp_gguf_tensor_at(b->m->file, i)->name;
+        if (!b->bound[i] && !strncmp(tn, "rope_factors_", 13))
+            return bp_fail(BP_E_UNSUPPORTED, "%s: tensor %s: LongRoPE frequency factors (rope_factors_long / "
+                           "rope_factors_short) are not supported", b->path, tn);
+        if (!b->bound[i])
+            return bp_fail(BP_E_UNSUPPORTED, "%s: tensor %s is not used by backplane's %s forward pass (%s); the file "
+                           "has a feature not supported here", b->path, bp_gguf_tensor_at(b->m->file, i)->name,
+                           b->m->arch->name, b->NE > 0 ? "with routed experts" : "dense FFN");
+    }
     return BP_OK;
 }
 
@@ -127,6 +253,7 @@ static void free_layers(bp_model *m) {
     if (!m->layers) return;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         bp_layer *L = &m->layers[il];
+        bp_moe_free(L->experts);
 #define BP_LAYER_TENSOR(field, tname, matrix, rows, cols, need) BP_LT_FREE_##matrix(L->field);
 #define BP_LT_FREE_1(x) (void)0 /* matrices are freed from m->weights */
 #define BP_LT_FREE_0(x) bp_free(m->shell ? NULL : x)
@@ -170,6 +297,8 @@ static bp_status prefetch(bp_model *m, const char *path, const bp_model_params *
     return BP_OK;
 }
 
+static bp_status bind_all(bp_model *m, binder *b, const bp_model_params *p);
+
 /* Everything of loading but opening the file: m->file is open. A shell (m->shell) binds and
  * checks every tensor by its metadata and reads no tensor data: vectors are not copied, pages
  * not prefetched. */
@@ -187,6 +316,16 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(alen < 63 ? alen : 63), an);
     m->arch = bp_arch_lookup(arch);
+    /* Families people run whose features are not implemented yet: named, so that the error says
+     * what is missing rather than only "not supported". */
+    static const struct { const char *arch, *missing; } later[] = {
+        {"gpt-oss", "MXFP4 expert weights with biases and its own activation, attention sinks, alternating "
+                    "sliding-window layers, YaRN RoPE scaling"},
+    };
+    for (size_t i = 0; !m->arch && i < sizeof later / sizeof later[0]; i++)
+        if (alen == strlen(later[i].arch) && !memcmp(an, later[i].arch, alen))
+            return bp_fail(BP_E_UNSUPPORTED, "%s: architecture '%s' is not supported: %s are not implemented", path,
+                           later[i].arch, later[i].missing);
     if (!m->arch || alen >= 63) {
         char list[160] = "";
         for (int i = 0; bp_arch_at(i); i++)
@@ -207,7 +346,19 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     if ((s = bp_model_read_hparams(m->file, m->arch, hp))) return bp_model_fail_prefixed(s, path);
 
     binder b = {.m = m, .path = path, .E = hp->n_embd, .H = hp->n_head, .KV = hp->n_head_kv,
-                .DK = hp->head_dim_k, .DV = hp->head_dim_v, .F = hp->n_ff};
+                .DK = hp->head_dim_k, .DV = hp->head_dim_v, .F = hp->n_ff, .NE = hp->n_expert};
+    b.bound = bp_calloc((size_t)bp_gguf_tensor_count(m->file) + 1, 1);
+    if (!b.bound) return bp_fail(BP_E_NOMEM, "%s: no memory for the tensor list", path);
+    s = bind_all(m, &b, p);
+    bp_free(b.bound);
+    return s;
+}
+
+static bp_status bind_all(bp_model *m, binder *bp, const bp_model_params *p) {
+    binder b = *bp;
+    const char *path = b.path;
+    bp_hparams *hp = &m->hp;
+    bp_status s;
     /* The vocabulary size is token_embd's row count; `<arch>.vocab_size` and the tokenizer's
      * list, when present, must agree with it (a mismatch would index past one of them). */
     const bp_gguf_tensor *te = bp_gguf_find_tensor(m->file, "token_embd.weight");
@@ -260,6 +411,7 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
                            path, (long long)i, (double)m->rope_freqs[i]);
     for (int64_t il = 0; il < hp->n_layer; il++)
         if ((s = bind_layer(&b, il))) return s;
+    if ((s = check_all_bound(&b))) return s;
     return m->shell ? BP_OK : prefetch(m, path, p);
 }
 

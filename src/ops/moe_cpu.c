@@ -173,6 +173,11 @@ out:
 }
 
 bp_status bp_moe_cpu_op(const bp_op_call *c, char *label, size_t label_len) {
-    return bp_moe_cpu(c->u.moe.m, c->cpu_only ? BP_MOE_MATMUL_CPU : BP_MOE_MATMUL_SEAM, c->u.moe.x, c->u.moe.t,
-                      c->u.moe.top_k, c->u.moe.ids, c->u.moe.route_w, c->u.moe.y, label, label_len);
+    bp_status s = bp_moe_cpu(c->u.moe.m, c->cpu_only ? BP_MOE_MATMUL_CPU : BP_MOE_MATMUL_SEAM, c->u.moe.x, c->u.moe.t,
+                             c->u.moe.top_k, c->u.moe.ids, c->u.moe.route_w, c->u.moe.y, label, label_len);
+    /* the run summary reads this record: it says why the experts stayed on the CPU */
+    size_t n = label ? strlen(label) : 0;
+    if (!s && c->cpu_only && label && n + 1 < label_len)
+        snprintf(label + n, label_len - n, " (MoE offload off)");
+    return s;
 }

@@ -1,6 +1,14 @@
-/* MoE routing, the helper op beside bp_moe_run: per token, the top_k experts by router logit
- * and their weights. Computed in double (n_expert is at most a few hundred); ties go to the
- * lower expert index, so the choice is deterministic. */
+/* MoE routing, the helper op beside bp_moe_run: per token, the top_k experts and their weights.
+ *
+ * The choice is llama.cpp's (CPU; facts from ggml's soft_max and argsort): it ranks the gate's
+ * float32 outputs, not the logits -- softmax as exp(l - max) in float32 times the float32
+ * reciprocal of their sum, or the sigmoid -- in descending order by std::sort, which for
+ * up to 16 experts is libstdc++'s insertion sort, stable: equal values keep the lower index first.
+ * So two logits close enough that their float32 gate values are equal are a tie, and go to the
+ * lower index, although one is larger; ranking the logits in double would pick the other. The
+ * same rule here: float32 gate values, the lower index on equal ones. (For more than 16 experts
+ * llama.cpp's introsort leaves the order of equal values unspecified; here it stays the lower
+ * index.) The weights are computed in double from the logits. */
 #include <math.h>
 
 #include "core/error.h"
@@ -27,20 +35,28 @@ bp_status bp_moe_route(const float *logits, int64_t t, int64_t n_expert, int64_t
         const float *l = logits + i * n_expert;
         int32_t *id = ids + i * top_k;
         float *w = route_w + i * top_k;
-        /* Selection: top_k passes, each the largest logit not taken yet (first index on ties). */
-        for (int64_t j = 0; j < top_k; j++) {
-            int64_t best = -1;
-            for (int64_t e = 0; e < n_expert; e++) {
-                bool taken = false;
-                for (int64_t q = 0; q < j && !taken; q++) taken = id[q] == e;
-                if (!taken && (best < 0 || l[e] > l[best])) best = e;
-            }
-            id[j] = (int32_t)best;
-        }
         double max = l[0], denom = 0, sum = 0;
         for (int64_t e = 1; e < n_expert; e++) max = l[e] > max ? l[e] : max;
         if (gate == BP_MOE_GATE_SOFTMAX)
             for (int64_t e = 0; e < n_expert; e++) denom += exp((double)l[e] - max);
+        /* the float32 ranking values (see above) */
+        double fsum = 0;
+        for (int64_t e = 0; gate == BP_MOE_GATE_SOFTMAX && e < n_expert; e++) fsum += (double)expf(l[e] - (float)max);
+        const float finv = (float)(1.0 / fsum);
+#define RANK(e) (gate == BP_MOE_GATE_SOFTMAX ? expf(l[e] - (float)max) * finv : 1.0f / (1.0f + expf(-l[e])))
+        /* Selection: top_k passes, each the largest value not taken yet (first index on ties). */
+        for (int64_t j = 0; j < top_k; j++) {
+            int64_t best = -1;
+            float bv = 0;
+            for (int64_t e = 0; e < n_expert; e++) {
+                bool taken = false;
+                for (int64_t q = 0; q < j && !taken; q++) taken = id[q] == e;
+                const float v = RANK(e);
+                if (!taken && (best < 0 || v > bv)) best = e, bv = v;
+            }
+            id[j] = (int32_t)best;
+        }
+#undef RANK
         for (int64_t j = 0; j < top_k; j++) sum += gate_value(gate, l[id[j]], max, denom);
         for (int64_t j = 0; j < top_k; j++) {
             double g = gate_value(gate, l[id[j]], max, denom);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/error.h"
 #include "ops/ops_internal.h"
 #include "backend/backend_id.h"
@@ -83,6 +84,26 @@ static bp_status attend_seqs(const bp_step_prog *p, const bp_step_node *nd, bp_s
     return BP_OK;
 }
 
+/* Routed experts of rows [r0, r0 + rows): route by the router logits in GATE, then the experts,
+ * their sum written over dst. */
+static bp_status moe_node(const bp_step_prog *p, const bp_step_node *nd, bp_step_io *io, const float *src, float *dst) {
+    int64_t ne = 0;
+    bp_moe_shape(nd->moe.m, &ne, NULL, NULL);
+    const int64_t k = nd->moe.top_k, rows = nd->rows;
+    const float *logits = io->host[BP_SB_GATE] + nd->r0 * p->width[BP_SB_GATE]; /* [rows][ne], as the matmul wrote */
+    int32_t *ids = bp_malloc(sizeof *ids * (size_t)(rows * k));
+    float *w = bp_malloc(sizeof *w * (size_t)(rows * k));
+    bp_status s = ids && w ? BP_OK : bp_fail(BP_E_NOMEM, "step: no memory to route %lld rows", (long long)rows);
+    if (!s) s = bp_moe_route(logits, rows, ne, k, BP_MOE_GATE_SOFTMAX, nd->moe.renorm, ids, w);
+    if (!s) {
+        memset(dst, 0, sizeof *dst * (size_t)(rows * nd->n));
+        s = bp_moe_run(nd->moe.m, src, rows, k, ids, w, dst);
+    }
+    bp_free(ids);
+    bp_free(w);
+    return s;
+}
+
 static bp_status node_cpu(const bp_step_prog *p, const bp_step_node *nd, bp_step_io *io) {
     const int64_t n = nd->n;
     float *dst = io->host[nd->dst] + nd->r0 * n, *src = io->host[nd->src] + nd->r0 * n;
@@ -131,6 +152,7 @@ static bp_status node_cpu(const bp_step_prog *p, const bp_step_node *nd, bp_step
     case BP_STEP_SOFTCAP:
         for (int64_t i = 0; i < nd->rows * n; i++) dst[i] = nd->f * tanhf(dst[i] / nd->f);
         return BP_OK;
+    case BP_STEP_MOE: return moe_node(p, nd, io, src, dst);
     case BP_STEP_KIND_COUNT: break;
     }
     return bp_fail(BP_E_INVAL, "step: node kind %d unknown", (int)nd->kind);

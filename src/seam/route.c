@@ -242,6 +242,12 @@ bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len
     /* A step carries the model's weight kinds too: the slot must claim jobs for every one (the
      * same matmul kernels the step records), whatever its step claim says. */
     if (c->op == BP_OP_STEP) {
+        /* No device step records routed experts: such a step runs op by op, and its MoE op is
+         * routed on its own (bp_moe_run, with the MoE offload switch). */
+        if (bp_step_has_node(c->u.step.prog, BP_STEP_MOE)) {
+            put(why, why_len, "the step has routed experts, which only run op by op");
+            return bp_seam_slot_at(i) && bp_seam_slot_at(i)->dispatch ? BP_TAKE_NO_CLAIM : BP_TAKE_NOT_COMPILED;
+        }
         bp_kind wk[32];
         const int nw = bp_step_weight_kinds(c->u.step.prog, wk, 32);
         for (int j = 0; j < nw; j++)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tiny random-weight GGUF models for the model tests, written with the `gguf` package.
 
-    python3 tests/model/gen_tiny.py OUT_DIR            # writes tiny-{llama,qwen2,qwen3,gemma3}.gguf
+    python3 tests/model/gen_tiny.py OUT_DIR            # writes tiny-<name>.gguf for every MODELS entry
     python3 tests/model/gen_tiny.py OUT_DIR --check    # also checks each file's sha256 against
                                                        # tests/model/ref/tiny.sha256
 
@@ -17,6 +17,18 @@ forward pass exercises many kernels:
   qwen3   2 layers, GQA 4:2, head 128 (q is wider than n_embd), q/k RMSNorm, separate output
   gemma3  4 layers, GQA 2:1, head 128, sliding window 8 on layers 0 and 2 (pattern 2), two RoPE
           bases, q/k norms, post-norms, embedding scale, GELU gate, final logit soft-cap 30
+  qwen3moe  3 layers, GQA 4:2, head 64, q/k norm, 8 routed experts top 2 of width 256
+          (expert_feed_forward_length), F32/F16 routers; layer 0's router has constructed ties:
+          row 3 = row 2 (every token ties experts 2 and 3 exactly: the lower index must win) and
+          row 6 = row 5 * (1 + 1e-3) (a near-tie the larger logit must win, for 4 tokens the higher index)
+  llama-moe  Mixtral-style: a llama file with 2 layers, 6 experts top 2 of width n_ff (no
+          expert_feed_forward_length), NORM RoPE, separate output
+
+  phi3    2 layers, GQA 4:2, head 64, NeoX RoPE; layer 0's Q/K/V fused in attn_qkv, layer 1's
+          separate; gate and up fused in ffn_up (2 x n_ff rows, gate first), as Phi-3 files store them
+  mistral3  2 layers, GQA 4:2, head 64, NORM RoPE with rope_freqs factors (llama's layer)
+
+Expert tensors are stacked [expert][rows][cols] as GGUF stores ffn_{gate,up,down}_exps.
 
 The quantizing kinds the gguf package has (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 BF16) are quantized from
 random floats; the others (K-quants, IQ4_NL, IQ4_XS) are random bytes with their f16 scale fields
@@ -115,7 +127,37 @@ MODELS = {
     "gemma3": dict(arch="gemma3", seed=14, n_embd=256, n_head=2, n_kv=1, hd=128, n_ff=512,
                    layers=[(T.Q5_0, T.Q5_0, T.Q8_0, T.Q4_K, T.Q5_0, T.Q5_0, T.Q6_K)] * 4,
                    embd=T.Q8_0, out=None),
+    # MoE: per layer (q, k, v, o, gate_exps, up_exps, down_exps) plus a router kind per layer
+    "qwen3moe": dict(arch="qwen3moe", seed=37, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512,
+                     n_expert=8, n_used=2, n_ff_exp=256,
+                     layers=[(T.Q8_0, T.Q5_0, T.Q8_0, T.Q4_K, T.Q4_K, T.Q5_K, T.Q6_K),
+                             (T.Q6_K, T.Q4_0, T.F16, T.Q8_0, T.Q8_0, T.IQ4_NL, T.Q4_1),
+                             (T.Q4_K, T.Q8_0, T.Q5_1, T.Q5_0, T.Q5_0, T.Q4_K, T.Q8_0)],
+                     routers=[T.F32, T.F16, T.F32], ties=True, embd=T.Q8_0, out=T.Q6_K),
+    "llama-moe": dict(arch="llama", seed=43, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=256,
+                      n_expert=6, n_used=2, no_rope_freqs=True,
+                      layers=[(T.Q4_K, T.Q8_0, T.Q5_0, T.Q6_K, T.Q4_K, T.Q4_K, T.Q5_K),
+                              (T.Q5_K, T.Q4_1, T.Q8_0, T.Q4_0, T.Q8_0, T.Q6_K, T.IQ4_XS)],
+                      routers=[T.F32, T.F32], embd=T.Q4_0, out=T.Q8_0),
+    # dense: a fused attn_qkv is made with the q kind, a fused gate-up ffn_up with the gate kind
+    "phi3": dict(arch="phi3", seed=17, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512, fused_qkv=(0,), gate_up=True,
+                 layers=[(T.Q4_K, None, None, T.Q8_0, T.Q5_K, None, T.Q6_K),
+                         (T.Q5_0, T.Q8_0, T.Q4_1, T.Q4_K, T.Q8_0, None, T.Q5_1)],
+                 embd=T.Q8_0, out=T.Q6_K),
+    "mistral3": dict(arch="mistral3", seed=18, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512,
+                     layers=[(T.Q6_K, T.Q4_K, T.Q8_0, T.Q5_0, T.Q4_K, T.Q5_K, T.Q6_K),
+                             (T.Q8_0, T.Q5_1, T.F16, T.Q4_K, T.IQ4_NL, T.Q4_0, T.Q8_0)],
+                     embd=T.Q4_K, out=T.Q8_0),
 }
+
+# Router weights: logits of rms ~4 (h is about unit rms per element). A top-k choice decided by a
+# margin smaller than the logits' own error (llama.cpp's 8-bit activations, ~1e-2 here) could go
+# either way in any implementation, so the seeds of the two MoE models (37, 43) were picked from
+# 15-44 so that every choice but the constructed ones is decided by a float64 margin of more than
+# 0.12 (a constructed tie counted as one value: its gaps to the experts above and below it count).
+# qwen3moe's layer 0 then has 2 tokens whose exact tie straddles the top-2 boundary and 4 whose
+# near-tie does.
+ROUTER_STD = 0.25
 
 
 def make(name, path):
@@ -131,11 +173,17 @@ def make(name, path):
     w.add_feed_forward_length(F)
     w.add_head_count(H)
     w.add_head_count_kv(KV)
-    w.add_layer_norm_rms_eps(1e-6 if gemma or arch == "qwen3" else 1e-5)
-    w.add_rope_freq_base(1e6 if gemma or arch != "llama" else 10000.0)
-    if arch == "llama":
+    w.add_layer_norm_rms_eps(1e-6 if gemma or arch in ("qwen3", "qwen3moe") else 1e-5)
+    w.add_rope_freq_base(10000.0 if arch in ("llama", "phi3") else 1e6)
+    if arch in ("llama", "phi3", "mistral3"):
         w.add_rope_dimension_count(D)
-    if arch in ("qwen3", "gemma3"):
+    moe = "n_expert" in m
+    if moe:
+        w.add_expert_count(m["n_expert"])
+        w.add_expert_used_count(m["n_used"])
+        if "n_ff_exp" in m:
+            w.add_expert_feed_forward_length(m["n_ff_exp"])
+    if arch in ("qwen3", "gemma3", "qwen3moe"):
         w.add_key_length(D)
         w.add_value_length(D)
     if gemma:
@@ -161,26 +209,51 @@ def make(name, path):
     w.add_tensor("output_norm.weight", norm(E))
     if m["out"] is not None:
         add("output.weight", m["out"], N_VOCAB, E, 1.0 / np.sqrt(E))
-    if arch == "llama":  # Llama 3.1-style RoPE frequency factors (theta_i / factor_i)
+    if arch in ("llama", "mistral3") and not m.get("no_rope_freqs"):  # Llama 3.1-style factors (theta_i / factor_i)
         w.add_tensor("rope_freqs.weight", (1.0 + 7.0 * rng.random(D // 2)).astype(np.float32))
     for i, (q, k, v, o, g, u, d) in enumerate(m["layers"]):
         p = "blk.%d." % i
         w.add_tensor(p + "attn_norm.weight", norm(E))
-        add(p + "attn_q.weight", q, H * D, E, 1.0 / np.sqrt(E))
-        add(p + "attn_k.weight", k, KV * D, E, 1.0 / np.sqrt(E))
-        add(p + "attn_v.weight", v, KV * D, E, 1.0 / np.sqrt(E))
+        if i in m.get("fused_qkv", ()):
+            add(p + "attn_qkv.weight", q, (H + 2 * KV) * D, E, 1.0 / np.sqrt(E))
+        else:
+            add(p + "attn_q.weight", q, H * D, E, 1.0 / np.sqrt(E))
+            add(p + "attn_k.weight", k, KV * D, E, 1.0 / np.sqrt(E))
+            add(p + "attn_v.weight", v, KV * D, E, 1.0 / np.sqrt(E))
         if arch == "qwen2":
             for t, n in (("q", H * D), ("k", KV * D), ("v", KV * D)):
                 w.add_tensor(p + "attn_%s.bias" % t, (0.1 * rng.standard_normal(n)).astype(np.float32))
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "gemma3", "qwen3moe"):
             w.add_tensor(p + "attn_q_norm.weight", norm(D))
             w.add_tensor(p + "attn_k_norm.weight", norm(D))
         add(p + "attn_output.weight", o, E, H * D, 1.0 / np.sqrt(H * D))
         if gemma:
             w.add_tensor(p + "post_attention_norm.weight", norm(E, 0.5))
         w.add_tensor(p + "ffn_norm.weight", norm(E))
-        add(p + "ffn_gate.weight", g, F, E, 1.0 / np.sqrt(E))
-        add(p + "ffn_up.weight", u, F, E, 1.0 / np.sqrt(E))
+        if moe:
+            NE, FE = m["n_expert"], m.get("n_ff_exp", F)
+            r = rng.standard_normal((NE, E)) * ROUTER_STD
+            if m.get("ties") and i == 0:
+                r[3] = r[2]                   # exact tie, every token
+                r[6] = r[5] * (1.0 + 1e-3)    # near-tie: |logit 6| = |logit 5| * (1 + 1e-3)
+            if m["routers"][i] == T.F32:
+                w.add_tensor(p + "ffn_gate_inp.weight", r.astype(np.float32))
+            else:
+                w.add_tensor(p + "ffn_gate_inp.weight", r.astype(np.float16))
+
+            def experts(name_, kind, rows, cols, std):
+                parts = [weight(rng, kind, rows, cols, std) for _ in range(NE)]
+                w.add_tensor(name_, np.stack([a for a, _ in parts]), raw_dtype=parts[0][1])
+
+            experts(p + "ffn_gate_exps.weight", g, FE, E, 1.0 / np.sqrt(E))
+            experts(p + "ffn_up_exps.weight", u, FE, E, 1.0 / np.sqrt(E))
+            experts(p + "ffn_down_exps.weight", d, E, FE, 1.0 / np.sqrt(FE))
+            continue
+        if m.get("gate_up"):
+            add(p + "ffn_up.weight", g, 2 * F, E, 1.0 / np.sqrt(E))
+        else:
+            add(p + "ffn_gate.weight", g, F, E, 1.0 / np.sqrt(E))
+            add(p + "ffn_up.weight", u, F, E, 1.0 / np.sqrt(E))
         add(p + "ffn_down.weight", d, E, F, 1.0 / np.sqrt(F))
         if gemma:
             w.add_tensor(p + "post_ffw_norm.weight", norm(E, 0.5))

@@ -8,6 +8,7 @@
 #define BP_TEST_MODEL_REF_H
 
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,12 +162,14 @@ static inline double model_nmse(const float *a, const float *ref, int64_t n) {
 }
 
 /* The tiny model of arch and its llama.cpp reference (the token ids the tests feed): false, with
- * whatever failed recorded, when either is missing; then nothing is left to free. */
-static inline bool model_tiny_open(const char *arch, model_ref_logits *r, bp_model **m) {
+ * whatever failed recorded, when either is missing; then nothing is left to free.
+ * model_tiny_open_ref(arch, "f64.", ...): the float64 reference instead (the same ids), which
+ * every tiny model has. */
+static inline bool model_tiny_open_ref(const char *arch, const char *ref, model_ref_logits *r, bp_model **m) {
     const char *path = model_tiny_path(arch);
     if (!path) return false;
     char ref_path[256];
-    snprintf(ref_path, sizeof ref_path, "tests/model/ref/tiny-%s.logits.bin", arch);
+    snprintf(ref_path, sizeof ref_path, "tests/model/ref/tiny-%s.%slogits.bin", arch, ref);
     if (!model_ref_load(ref_path, r)) return false;
     *m = NULL;
     bp_status s = bp_model_load(path, NULL, m);
@@ -178,11 +181,36 @@ static inline bool model_tiny_open(const char *arch, model_ref_logits *r, bp_mod
     return true;
 }
 
+static inline bool model_tiny_open(const char *arch, model_ref_logits *r, bp_model **m) {
+    return model_tiny_open_ref(arch, "", r, m);
+}
+
 static inline int32_t model_argmax(const float *v, int64_t n) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++)
         if (v[i] > v[best]) best = i;
     return (int32_t)best;
+}
+
+/* Whether our best id at position p is the reference's, or a near-tie: the reference's logit for
+ * our choice within 0.1 x the rms of its logits of its own best (at NMSE 1e-3 the logits' error
+ * rms is ~0.03 x their rms, so a gap under 0.1 x rms can flip either way). Says which on stderr
+ * when they differ. */
+static inline bool model_ref_same_or_tie(const model_ref_logits *r, int p, const float *lg) {
+    static const double TIE_GAP = 0.1;
+    int32_t ours = model_argmax(lg, r->n_vocab), theirs = model_ref_argmax(r, p);
+    if (ours == theirs) return true;
+    double ss = 0, v_ours = 0, v_theirs = 0;
+    for (int i = 0; i < r->n_ent; i++) {
+        double v = r->vals[(size_t)p * r->n_ent + i];
+        ss += v * v;
+        if (r->ids[(size_t)p * r->n_ent + i] == ours) v_ours = v;
+        if (r->ids[(size_t)p * r->n_ent + i] == theirs) v_theirs = v;
+    }
+    double gap = v_theirs - v_ours, rms = sqrt(ss / r->n_ent);
+    fprintf(stderr, "position %d: best id %d, the reference's %d, %.4f apart in its logits (%.3f x rms)%s\n", p, ours,
+            theirs, gap, gap / rms, gap <= TIE_GAP * rms ? ": a near-tie" : "");
+    return gap <= TIE_GAP * rms;
 }
 
 #endif

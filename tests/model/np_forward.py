@@ -10,8 +10,12 @@ llama.cpp's Gemma logits with their 576 entries per position.)
 Weights are decoded with the gguf package's dequantizers (bit-exact to the published layouts),
 everything after that is float64 with no activation rounding, written from the published
 formulas: RMSNorm, RoPE (adjacent pairs for llama, halves for the others; frequency factors), grouped-query causal
-attention with the layer's sliding window, SwiGLU or tanh-GELU gates, Gemma's embedding scale,
-q/k norms, post-norms and final soft-cap. It writes every position's full logits in
+attention with the layer's sliding window (fused attn_qkv split into its q, k, v rows), SwiGLU
+(Phi-3's fused gate-up split in halves) or tanh-GELU gates, Gemma's embedding scale,
+q/k norms, post-norms and final soft-cap; routed experts (qwen3moe, llama with experts): softmax
+over the router logits, the top expert_used_count by llama.cpp's rule (it ranks the float32
+softmax values with a sort that, for up to 16 experts, keeps equal values in index order: ties go
+to the lower index), weights divided by their sum, each expert a SwiGLU FFN. It writes every position's full logits in
 gen_ref.cpp's format, so the same test code reads either reference.
 
 llama.cpp rounds activations to 8 bits inside its quantized dot products, as our optimized CPU
@@ -63,6 +67,32 @@ def rope(x, pos, base, neox, factors=None):
     return y
 
 
+def route(logits, k):
+    """Per row of router logits: the top k experts as llama.cpp's CPU picks them (descending
+    float32 softmax value, equal values in index order) and their float64 softmax weights."""
+    l32 = logits.astype(np.float32)
+    e32 = np.exp(l32 - l32.max(axis=1, keepdims=True))
+    p32 = e32 * (1.0 / e32.sum(axis=1, dtype=np.float64, keepdims=True)).astype(np.float32)
+    sel = np.argsort(-p32, axis=1, kind="stable")[:, :k]
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return sel, np.take_along_axis(p, sel, axis=1)
+
+
+def moe(t, p, h, k, norm_w):
+    sel, w = route(h @ t[p + "ffn_gate_inp.weight"].T, k)
+    if norm_w:
+        w = w / w.sum(axis=1, keepdims=True)
+    g, u, d = t[p + "ffn_gate_exps.weight"], t[p + "ffn_up_exps.weight"], t[p + "ffn_down_exps.weight"]
+    out = np.zeros_like(h)
+    for i in range(h.shape[0]):
+        for j in range(k):
+            e = sel[i, j]
+            gt, up = g[e] @ h[i], u[e] @ h[i]
+            out[i] += w[i, j] * (d[e] @ (gt / (1 + np.exp(-gt)) * up))
+    return out
+
+
 def forward(kv, t, ids):
     arch = kv["general.architecture"]
     g = lambda k, d=None: kv.get("%s.%s" % (arch, k), d)
@@ -75,7 +105,7 @@ def forward(kv, t, ids):
     pattern = g("attention.sliding_window_pattern", 6)
     cap = g("final_logit_softcapping", 0.0)
     gemma = arch == "gemma3"
-    neox = arch != "llama"
+    neox = arch not in ("llama", "mistral3")
     T = len(ids)
     pos = np.arange(T, dtype=np.float64)
     x = t["token_embd.weight"][ids] * (np.sqrt(E) if gemma else 1.0)
@@ -83,9 +113,13 @@ def forward(kv, t, ids):
         p = "blk.%d." % il
         swa = window > 0 and il % pattern < pattern - 1
         h = rmsnorm(x, t[p + "attn_norm.weight"], eps)
-        q = h @ t[p + "attn_q.weight"].T + t.get(p + "attn_q.bias", 0)
-        k = h @ t[p + "attn_k.weight"].T + t.get(p + "attn_k.bias", 0)
-        v = h @ t[p + "attn_v.weight"].T + t.get(p + "attn_v.bias", 0)
+        if p + "attn_qkv.weight" in t:  # fused: the q rows, then k's, then v's
+            qkv = h @ t[p + "attn_qkv.weight"].T + t.get(p + "attn_qkv.bias", 0)
+            q, k, v = qkv[:, :H * D], qkv[:, H * D:(H + KV) * D], qkv[:, (H + KV) * D:]
+        else:
+            q = h @ t[p + "attn_q.weight"].T + t.get(p + "attn_q.bias", 0)
+            k = h @ t[p + "attn_k.weight"].T + t.get(p + "attn_k.bias", 0)
+            v = h @ t[p + "attn_v.weight"].T + t.get(p + "attn_v.bias", 0)
         q, k, v = q.reshape(T, H, D), k.reshape(T, KV, D), v.reshape(T, KV, D)
         if p + "attn_q_norm.weight" in t:
             q = rmsnorm(q, t[p + "attn_q_norm.weight"], eps)
@@ -107,8 +141,15 @@ def forward(kv, t, ids):
             a = rmsnorm(a, t[p + "post_attention_norm.weight"], eps)
         x = x + a
         h = rmsnorm(x, t[p + "ffn_norm.weight"], eps)
-        gt = h @ t[p + "ffn_gate.weight"].T
-        up = h @ t[p + "ffn_up.weight"].T
+        if p + "ffn_gate_inp.weight" in t:
+            x = x + moe(t, p, h, g("expert_used_count"), g("expert_weights_norm", True))
+            continue
+        if p + "ffn_gate.weight" in t:
+            gt = h @ t[p + "ffn_gate.weight"].T
+            up = h @ t[p + "ffn_up.weight"].T
+        else:  # Phi-3: gate and up fused in ffn_up, the gate's rows first (llama.cpp's swiglu split)
+            gu = h @ t[p + "ffn_up.weight"].T
+            gt, up = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
         if gemma:
             act = 0.5 * gt * (1 + np.tanh(np.sqrt(2 / np.pi) * (gt + 0.044715 * gt ** 3)))
         else:

@@ -73,7 +73,7 @@ static inline void step_check_arch(const char *arch, const char *backend, int np
                                    const double *bound, int nkv) {
     model_ref_logits r;
     bp_model *m;
-    if (npos > STEP_MAX_POS || !model_tiny_open(arch, &r, &m)) return;
+    if (npos > STEP_MAX_POS || !model_tiny_open_ref(arch, "f64.", &r, &m)) return; /* its token ids */
     const int64_t V = r.n_vocab;
     float *ref = malloc((size_t)npos * V * 4), *got = malloc((size_t)npos * V * 4);
     for (int ki = 0; ki < nkv && ref && got; ki++) {

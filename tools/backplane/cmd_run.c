@@ -35,7 +35,7 @@ static int usage(FILE *f, int rc) {
             "  --ctx N          KV cache tokens (default: prompt + N, at most the model's training context)\n"
             "  --kv-kind KIND   KV cache kind: F16 (default), F32, BF16, Q8_0, Q5_1, Q5_0, IQ4_NL, Q4_1, Q4_0\n"
             "  --threads N      CPU threads (default: BACKPLANE_THREADS or every CPU)\n"
-            "  --chat           wrap the prompt in the family's chat format (gemma, chatml, llama3, llama2)\n"
+            "  --chat           wrap the prompt in the family's chat format (gemma, chatml, llama3, llama2, phi3)\n"
             "  --json           print one JSON object at the end instead of streaming text\n"
             "  --profile        per-op calls, time, GB/s and GFLOP/s;  --fallbacks: ops that fell back;\n"
             "  --strict         a fallback is an error (BACKPLANE_STRICT=1)\n"
