@@ -173,11 +173,19 @@ static void no_tensor_reads(const char *path) {
           path);
 }
 
+/* Asked in a child: a device opened here would be shared with every later fork (undefined for
+ * Vulkan, and it hangs), so the parent never opens one. */
 static bool vulkan_here(void) {
-    bp_backend_info bi;
-    for (int i = 0; i < bp_backend_count(); i++)
-        if (bp_backend_info_at(i, &bi) == BP_OK && !strcmp(bi.name, "vulkan")) return bi.compiled && bi.device[0];
-    return false;
+    pid_t pid = fork();
+    if (pid == 0) {
+        bp_backend_info bi;
+        for (int i = 0; i < bp_backend_count(); i++)
+            if (bp_backend_info_at(i, &bi) == BP_OK && !strcmp(bi.name, "vulkan")) _exit(bi.compiled && bi.device[0] ? 0 : 1);
+        _exit(1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 int main(void) {
