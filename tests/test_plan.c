@@ -162,10 +162,11 @@ static void no_tensor_reads_here(const char *path) {
 
 /* In a child: the parent's process must not decide the backends before the Vulkan cases. */
 static void no_tensor_reads(const char *path) {
+    const int before = bp_test_failed; /* the child's count starts from the parent's */
     pid_t pid = fork();
     if (pid == 0) {
         no_tensor_reads_here(path);
-        _exit(bp_test_failed ? 1 : 0);
+        _exit(bp_test_failed > before ? 1 : 0);
     }
     int st = 0;
     waitpid(pid, &st, 0);
@@ -189,9 +190,13 @@ static bool vulkan_here(void) {
 }
 
 int main(void) {
+    /* the per-thread figures (scratch, slack) held at one size whatever the machine's cores */
+    setenv("BACKPLANE_THREADS", "2", 1);
     const char *archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
     const bp_kind kvs[] = {BP_KIND_F16, BP_KIND_Q8_0, BP_KIND_Q4_0, BP_KIND_F32};
-    const struct { int64_t ctx, fill; } ctxs[] = {{64, 64}, {512, 200}, {32768, 40}};
+    /* a prefill up to two short of the context, then two decode steps: the decode makes the CPU's
+     * repacked copies, the full cache the largest attention scratch (the plan's bounds) */
+    const struct { int64_t ctx, fill; } ctxs[] = {{64, 62}, {512, 510}, {32768, 40}};
     for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
         const char *path = model_tiny_path(archs[a]);
         if (!path) break;
@@ -213,7 +218,7 @@ int main(void) {
             const char *path = model_tiny_path(archs[a]);
             if (!path) break;
             one_case(path, archs[a], 512, BP_KIND_F16, 40, true);
-            one_case(path, archs[a], 64, BP_KIND_Q8_0, 64, true);
+            one_case(path, archs[a], 64, BP_KIND_Q8_0, 62, true);
         }
         if (gemma) one_case(gemma, "gemma3-270m", 1024, BP_KIND_F16, 20, true);
     } else {

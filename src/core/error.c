@@ -2,16 +2,21 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 /* One buffer per thread: a worker's failure never overwrites the message another thread is
  * about to print. */
 static _Thread_local char last_error[1024];
 
 bp_status bp_fail(bp_status s, const char *fmt, ...) {
+    /* Formatted aside first: callers pass bp_last_error() itself as an argument ("...: %s"), and
+     * formatting a buffer into itself is undefined (valgrind: "source and destination overlap"). */
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return s;
 }
 

@@ -175,7 +175,10 @@ static bp_status plan_model(bp_gguf *f, const char *path, const bp_plan_params *
                                                               (int)hp->head_dim_v, k ? cp.n_batch : 1, cp.n_ctx, nth);
             if (b > at) at = b;
         }
-        host->scratch = bp_cpu_pool_scratch_bytes() + (a0 > a1 ? a0 : a1) + at + bp_cpu_jobs_call_bytes();
+        /* and 16 KiB per thread of small transient buffers not sized one by one (a jobs call's
+         * slot arrays; measured: at most 9 KiB over the rest on the tiny models, test_plan) */
+        host->scratch = bp_cpu_pool_scratch_bytes() + (a0 > a1 ? a0 : a1) + at + bp_cpu_jobs_call_bytes() +
+                        (uint64_t)nth * (16u << 10);
     }
     /* the context's own tables: itself (its run records), the per-sequence arrays and token
      * ids (seq.c), the cache's per-layer table, the step programs */

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "device/device.h"
+#include "backplane_device.h"
 #include "seam/seam.h"
 
 /* One backend in the dispatch order (the CPU is not a slot: it is always after the last). */
