@@ -119,10 +119,10 @@ static void layer(bp_step_prog *p, const bp_model *m, int il, int64_t t, int64_t
         mm(p, BP_SB_XN, r0, keep, 1, L->w_router, BP_SB_GATE, TN_w_router, NULL, 0, NULL, NULL, 0, NULL);
         if ((nd = add(p, BP_STEP_MOE, BP_SB_TMP, BP_SB_XN, r0, keep, E))) {
             nd->moe.m = L->experts, nd->moe.top_k = (int32_t)hp->n_expert_used, nd->moe.renorm = hp->expert_norm;
-            nd->layer = il, nd->tensor = "ffn_*_exps";
+            nd->tensor = "ffn_*_exps";
         }
         add(p, BP_STEP_ADD, BP_SB_X, BP_SB_TMP, r0, keep, E);
-        return;
+        goto done;
     }
     mm(p, BP_SB_XN, r0, keep, 2, L->w_gate, BP_SB_GATE, TN_w_gate, L->w_up, BP_SB_UP, TN_w_up, NULL, 0, NULL);
     bias(p, BP_SB_GATE, r0, keep, F, L->b_gate, TN_b_gate);
