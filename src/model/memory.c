@@ -17,12 +17,19 @@
 
 #include "model/context_internal.h"
 
-static void release(const bp_weight *w) {
+size_t bp_model_release_span(const bp_weight *w, uintptr_t *lo) {
     long pg = sysconf(_SC_PAGESIZE);
-    if (pg <= 0) return;
-    uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+    *lo = 0;
+    if (pg <= 0) return 0;
+    *lo = ((uintptr_t)w->data + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
     uintptr_t hi = ((uintptr_t)w->data + w->row_bytes * (size_t)w->rows) & ~(uintptr_t)(pg - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    return hi > *lo ? (size_t)(hi - *lo) : 0;
+}
+
+static void release(const bp_weight *w) {
+    uintptr_t lo;
+    size_t n = bp_model_release_span(w, &lo);
+    if (n) madvise((void *)lo, n, MADV_DONTNEED);
 }
 
 void bp_model_memory_after_eval(bp_model *m, bool prefill, bool output_gemm) {

@@ -100,6 +100,10 @@ struct bp_model {
  * output_gemm: several positions' logits were computed (the output's original was read). */
 void bp_model_memory_after_eval(bp_model *m, bool prefill, bool output_gemm);
 
+/* memory.c: the whole pages inside a weight's bytes, the ones released after an eval (from *lo;
+ * 0 bytes when it spans no whole page). plan.c counts them. */
+size_t bp_model_release_span(const bp_weight *w, uintptr_t *lo);
+
 /* Re-fail with "prefix: <the current message>" (copied first: bp_fail formats into the buffer
  * bp_last_error returns). */
 bp_status bp_model_fail_prefixed(bp_status s, const char *prefix);

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
@@ -29,15 +28,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The pages memory.c drops of a weight's original once it has a repacked copy. */
-static uint64_t released_bytes(const bp_weight *w) {
-    long pg = sysconf(_SC_PAGESIZE);
-    if (pg <= 0) return 0;
-    uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
-    uintptr_t hi = ((uintptr_t)w->data + w->row_bytes * (size_t)w->rows) & ~(uintptr_t)(pg - 1);
-    return hi > lo ? (uint64_t)(hi - lo) : 0;
 }
 
 static int layer_of(const char *name) {
@@ -154,7 +144,8 @@ static bp_status plan_model(bp_gguf *f, const char *path, const bp_plan_params *
         bp_cpu_call_memory(w->kind, w->rows, w->cols, w->row_bytes, 1, &copy, &act);
         t->copy_bytes = copy;
         host->copies += copy;
-        if (copy) out->released += released_bytes(w);
+        uintptr_t lo;
+        if (copy) out->released += bp_model_release_span(w, &lo); /* what memory.c drops after an eval */
     }
 
     /* host: the mapped file, the copies, every sequence's cache, the buffers */

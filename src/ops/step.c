@@ -205,11 +205,7 @@ int bp_step_route(const bp_step_prog *p, char *why, size_t why_len) {
     for (int j = 0; j < n; j++) {
         char one[300];
         if (bp_seam_takes(order[j], &c, one, sizeof one) == BP_TAKE_YES) return order[j];
-        if (why && used + 1 < why_len) {
-            int m = snprintf(why + used, why_len - used, "%s%s: %s", used ? "; " : "", bp_seam_slot_at(order[j])->caps->name,
-                             one);
-            used = m < 0 ? used : used + (size_t)m < why_len ? used + (size_t)m : why_len - 1;
-        }
+        bp_seam_why_add(why, why_len, &used, order[j], one);
     }
     return -1;
 }

@@ -265,6 +265,13 @@ bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len
     return take;
 }
 
+void bp_seam_why_add(char *why, size_t why_len, size_t *used, int slot, const char *answer) {
+    if (!why || *used + 1 >= why_len) return;
+    int m = snprintf(why + *used, why_len - *used, "%s%s: %s", *used ? "; " : "", bp_seam_slot_at(slot)->caps->name,
+                     answer);
+    *used = m < 0 ? *used : *used + (size_t)m < why_len ? *used + (size_t)m : why_len - 1;
+}
+
 int bp_seam_route(bp_op op, bp_kind k, bp_kind k2, const bp_op_shape *s, bp_run_record *pred, char *why,
                   size_t why_len) {
     int order[BP_BACKEND_COUNT + 1];
@@ -279,11 +286,7 @@ int bp_seam_route(bp_op op, bp_kind k, bp_kind k2, const bp_op_shape *s, bp_run_
             hit = order[j];
             break;
         }
-        if (why && used + 1 < why_len) {
-            int m = snprintf(why + used, why_len - used, "%s%s: %s", used ? "; " : "", bp_seam_slot_at(order[j])->caps->name,
-                             one);
-            used = m < 0 ? used : used + (size_t)m < why_len ? used + (size_t)m : why_len - 1;
-        }
+        bp_seam_why_add(why, why_len, &used, order[j], one);
     }
     if (pred) {
         /* A stand-in call carrying only what a record reads: op, kinds, shape. */

@@ -70,6 +70,9 @@ bp_seam_take bp_seam_takes_shape(int i, bp_op op, const bp_kind *kinds, const bp
                                  char *why, size_t why_len);
 /* The rule over a real call (its kinds and shapes from src/backend/op_table.c). */
 bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len);
+/* Append "; <slot's name>: answer" to why[0..*used) (the route's list of each backend's answer,
+ * cut to why_len). */
+void bp_seam_why_add(char *why, size_t why_len, size_t *used, int slot, const char *answer);
 /* Whether slot i claims op on k (a gemm: or k's matvec, run per position): the rule's claim
  * test, and a forced run's. */
 bool bp_seam_slot_claims(int i, bp_op op, bp_kind k);
