@@ -18,13 +18,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Not here: test_model_gemma and test_model_gemma_ppl (Gemma 3 270M's forward pass over hundreds
 # of tokens: over an hour each at valgrind's speed, which timed CI out once); the same forward
-# pass code runs here in test_model_tiny, test_model_kv and test_model_errors on tiny models.
-# Nor test_cpu_table (every kernel of the table, 13 min here) and test_model_batch (9 min): the
-# same kernels run here in test_cpu_kernels and test_cpu_dequant, the same batched forward pass in
-# test_model_tiny and test_model_kv, and both whole under ASan+UBSan in `make sanitize`; with them
-# the memcheck pass alone was over an hour on the 2-core VM (2026-12-02).
+# pass code runs here in test_model_tiny and test_model_errors on tiny models.
+# Nor test_cpu_table (every kernel of the table, 13 min here), test_model_batch (9 min) and
+# test_model_kv (7 min): the same kernels run here in test_cpu_kernels and test_cpu_dequant, the
+# same batched forward pass in test_model_tiny, every KV kind's append and attention in
+# test_ops_kv_cache, and all three whole under ASan+UBSan in `make sanitize`; with them the
+# memcheck pass alone was over an hour on the 2-core VM, and CI took 53 min (2026-12-02).
 progs=$(ls "$build"/test_* 2>/dev/null | grep -vE '/test_(cuda|vulkan|opencl)_[a-z_]+$' | grep -vE '\.[a-z]+$' |
-        grep -vE '/test_model_gemma(_ppl)?$' | grep -vE '/test_(cpu_table|model_batch)$')
+        grep -vE '/test_model_gemma(_ppl)?$' | grep -vE '/test_(cpu_table|model_batch|model_kv)$')
 [ -n "$progs" ] || { echo "FAIL: no test programs in $build"; exit 1; }
 run_one() {
     local p=$1 name rc t0 t1
