@@ -206,7 +206,7 @@ static int usage(int rc) {
             "               computed for 64 rows spread over the matrix (e.g. 14336 x 4096, T = 512)\n"
             "  --strict     a fallback is an error (each case runs on its backend only: none falls back)\n"
             "  a CPU implementation (lavapipe, PoCL) is verified when forced on: BACKPLANE_VULKAN=1 ...\n"
-            "       backplane verify MODEL.gguf [-f TEXT] [--backend B ...] [--ctx N] [--kv-kind K] [--max-kl X] [--json]\n"
+            "       backplane verify MODEL.gguf [-f TEXT | --peer FILE] [--backend B ...] [--ctx N] [--kv-kind K] [--max-kl X] [--json]\n"
             "  the model over a text on each backend against the CPU reference path: KL divergence, top-1\n"
             "  agreement, perplexity, non-finite logits (backplane verify MODEL.gguf --help)\n");
     return rc;

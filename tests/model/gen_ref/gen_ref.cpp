@@ -4,6 +4,7 @@
 //
 //   gen_ref --model M.gguf --out PREFIX [--threads N] [--ctx N] [--kv-kind f16|q8_0|...]
 //           [--flash-attn on|off|auto] [--logits-ids "1 2 3" | --logits-text TEXT] [--n-pos 32] [--subset 512] [--topk 64]
+//           (--n-pos 0: every token of the text; --subset 0: every vocabulary entry)
 //           [--prompts FILE --n-gen 64] [--ppl-text FILE --ppl-ctx 512 --ppl-chunks 8]
 //
 // Outputs (all little-endian; tests/model/README.md describes the formats):
@@ -148,14 +149,16 @@ int main(int argc, char **argv) {
         } else {
             ids = tokenize(vocab, logits_text, true);
         }
+        if (n_pos == 0) n_pos = (int)ids.size(); // --n-pos 0: every token of the text
         if ((int)ids.size() < n_pos) die("fewer tokens than --n-pos");
+        if (n_pos > (int)llama_n_ctx(ctx)) die("--n-pos is over --ctx");
         ids.resize(n_pos);
         llama_memory_clear(llama_get_memory(ctx), true);
         if (!eval(ctx, ids.data(), n_pos, 0, true)) die("decode failed (logits)");
         // The subset: `subset` distinct ids drawn by the LCG from seed 1; every id when the
-        // vocabulary is small enough to store whole.
+        // vocabulary is small enough to store whole, or with --subset 0 (verify --peer's files).
         std::vector<int> sub;
-        bool whole = n_vocab <= subset + topk;
+        bool whole = subset == 0 || n_vocab <= subset + topk;
         if (whole) {
             for (int v = 0; v < n_vocab; v++) sub.push_back(v);
         } else {

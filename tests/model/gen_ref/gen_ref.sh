@@ -5,14 +5,25 @@
 #
 # --tiny-only: only the tiny random-weight models' vectors (seconds; the Gemma part takes minutes).
 #
+#   tests/model/gen_ref/gen_ref.sh --peer MODEL.gguf OUT.logits.bin [TEXT_FILE] [N_POS] [LLAMA_CPP_DIR]
+#
+# --peer: llama.cpp's logits of every vocabulary entry at the first N_POS tokens (default 256) of
+# TEXT_FILE (default tests/model/gpl-3.txt), for `backplane verify MODEL --peer OUT.logits.bin`
+# (llama.cpp's distance from our reference path beside our backends'); KV=f32|q8_0|... sets its
+# KV cache kind (default f16, llama.cpp's default). Nothing is committed.
+#
 # LLAMA_CPP_DIR is a llama.cpp source tree built with shared libraries in LLAMA_CPP_DIR/build
 # (Release, CPU). The vectors committed today came from llama.cpp commit 0c1e570 (vendored by the
 # llama-cpp-python 0.3.36 sdist), built Release/native on the 2-core AMD EPYC (Zen 5) dev VM.
 # llama.cpp never enters the repository: this script compiles gen_ref.cpp (which uses only
 # llama.h) against it in a temporary directory and runs it and llama-perplexity.
 set -euo pipefail
-TINY_ONLY=0
+TINY_ONLY=0 PEER=0
 if [ "${1:-}" = --tiny-only ]; then TINY_ONLY=1; shift; fi
+if [ "${1:-}" = --peer ]; then
+  PEER=1 PEER_MODEL=$2 PEER_OUT=$3 PEER_TEXT=${4:-} PEER_NPOS=${5:-256}
+  shift 3; shift $(( $# < 2 ? $# : 2 ))
+fi
 LLAMA=${1:-/tmp/llama.cpp}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
@@ -27,6 +38,15 @@ g++ -O2 -std=c++17 "$HERE/gen_ref.cpp" -I"$LLAMA/include" -I"$LLAMA/ggml/include
     -L"$LLAMA/build/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$LLAMA/build/bin" -o "$TMP/gen_ref"
 # The sdist tree is not a git checkout: pass LLAMA_COMMIT=<hash> to record which llama.cpp it is.
 LLAMA_COMMIT=${LLAMA_COMMIT:-$(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+
+if [ $PEER = 1 ]; then
+  "$TMP/gen_ref" --model "$PEER_MODEL" --out "$TMP/peer" --threads "$THREADS" --ctx "$PEER_NPOS" --kv-kind "${KV:-f16}" \
+      --logits-text "$(head -c 100000 "${PEER_TEXT:-$ROOT/tests/model/gpl-3.txt}")" --n-pos "$PEER_NPOS" \
+      --subset 0 --topk 0
+  mv "$TMP/peer.logits.bin" "$PEER_OUT"
+  echo "gen_ref.sh: wrote $PEER_OUT (llama.cpp $LLAMA_COMMIT)"
+  exit 0
+fi
 
 if [ $TINY_ONLY = 0 ]; then
 # Gemma 3 270M: logits of the first 32 positions of a fixed sentence, greedy continuations of the
@@ -64,6 +84,27 @@ for kind, p in zip(("q8_0", "q4_0"), sys.argv[2:]):
     nmse = ((v - ref) ** 2).sum(axis=1) / (ref ** 2).sum(axis=1)
     print("%s %.3e" % (kind, nmse.max()))
 PY
+
+# llama.cpp's distance from our reference path on the first 64 tokens of gpl-3.txt, for
+# cli_verify_model.sh, which holds our CPU fast path to it (no more KL than llama.cpp's): its
+# logits of every vocabulary entry (134 MB, not committed) read by `backplane verify --peer`, and
+# the peer row's figures recorded. BP_CLI=path/to/backplane (built from this tree) is needed.
+if [ -n "${BP_CLI:-}" ]; then
+  "$TMP/gen_ref" --model "$GEMMA" --out "$TMP/gemma-peer" --threads "$THREADS" --ctx 64 \
+      --logits-text "$(head -c 100000 "$ROOT/tests/model/gpl-3.txt")" --n-pos 64 --subset 0 --topk 0 2>/dev/null
+  "$BP_CLI" verify "$GEMMA" --peer "$TMP/gemma-peer.logits.bin" --json >"$TMP/peer.json"
+  python3 - "$TMP/peer.json" "$LLAMA_COMMIT" >"$REF/gemma3-270m.peer.txt" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = [b for b in d["backends"] if b["backend"] == "peer"][0]
+print("# llama.cpp %s (gen_ref --n-pos 64 --subset 0 on tests/model/gpl-3.txt), KV F16, against" % sys.argv[2])
+print("# backplane's CPU reference path (verify --peer): its next-token distributions over %d tokens" % d["tokens"])
+for k in ("mean_kl", "p99_kl", "max_kl", "top1", "ppl_vs_ref"):
+    print(k, "%.6g" % p[k])
+PY
+else
+  echo "gen_ref.sh: BP_CLI not set: gemma3-270m.peer.txt left as it was" >&2
+fi
 
 # llama-perplexity itself on the committed text, ctx 512, 8 chunks: its running figure per chunk.
 "$LLAMA/build/bin/llama-perplexity" -m "$GEMMA" -f "$ROOT/tests/model/gpl-3.txt" -c 512 --chunks 8 \
