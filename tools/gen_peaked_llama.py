@@ -22,6 +22,22 @@ import numpy as np
 import gguf
 
 
+def copy_tokenizer(w, vocab_path):
+    """The tokenizer of vocab_path (a llama.cpp ggml-vocab-*.gguf) into writer w; its size."""
+    r = gguf.GGUFReader(vocab_path)
+    tok = {k: f.contents() for k, f in r.fields.items() if k.startswith("tokenizer.")}
+    w.add_tokenizer_model(tok["tokenizer.ggml.model"])
+    w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
+    w.add_token_list(tok["tokenizer.ggml.tokens"])
+    w.add_token_types(tok["tokenizer.ggml.token_type"])
+    if "tokenizer.ggml.merges" in tok:
+        w.add_token_merges(tok["tokenizer.ggml.merges"])
+    for key, add in (("bos", w.add_bos_token_id), ("eos", w.add_eos_token_id)):
+        if "tokenizer.ggml.%s_token_id" % key in tok:
+            add(int(tok["tokenizer.ggml.%s_token_id" % key]))
+    return len(tok["tokenizer.ggml.tokens"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("vocab")
@@ -34,9 +50,6 @@ def main():
     H = E // 64
     F = E * 3
     rng = np.random.default_rng(a.seed)
-    r = gguf.GGUFReader(a.vocab)
-    tok = {k: f.contents() for k, f in r.fields.items() if k.startswith("tokenizer.")}
-    V = len(tok["tokenizer.ggml.tokens"])
 
     w = gguf.GGUFWriter(a.out, "llama")
     w.add_name("peaked-llama-%dx%d" % (L, E))
@@ -50,13 +63,7 @@ def main():
     w.add_rope_freq_base(500000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_tokenizer_model(tok["tokenizer.ggml.model"])
-    w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
-    w.add_token_list(tok["tokenizer.ggml.tokens"])
-    w.add_token_types(tok["tokenizer.ggml.token_type"])
-    w.add_token_merges(tok["tokenizer.ggml.merges"])
-    w.add_bos_token_id(int(tok["tokenizer.ggml.bos_token_id"]))
-    w.add_eos_token_id(int(tok["tokenizer.ggml.eos_token_id"]))
+    V = copy_tokenizer(w, a.vocab)
 
     def mat(name, rows, cols, std):  # a (rows, cols) weight: rows outputs of cols inputs
         w.add_tensor(name, (rng.standard_normal((rows, cols), dtype=np.float32) * std).astype(np.float16))
