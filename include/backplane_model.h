@@ -122,7 +122,8 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
 /* Logits (n_vocab floats) of output j of the last eval, j in [0, n_out): output j belongs to
  * token n - n_out + j. NULL when out of range. Valid until the next eval. */
 const float *bp_context_logits(const bp_context *c, int64_t j);
-/* Tokens in the cache. */
+/* The position the next token takes: the tokens in the cache, or more once a range was removed
+ * from the middle (bp_context_seq_rm of sequence 0 leaves a hole). */
 int64_t bp_context_pos(const bp_context *c);
 int64_t bp_context_n_ctx(const bp_context *c);
 /* The record of what last ran a matmul of weight kind k in this context, decode (one token) or
@@ -155,9 +156,11 @@ size_t bp_context_buffer_bytes(const bp_context *c);
 
 /* A batch: n tokens, each of a sequence (seq[i], in 0 .. n_seq_max - 1; NULL: all 0) at a
  * position (pos[i]; NULL: each token continues its sequence), and whether its logits are wanted
- * (logits[i] != 0; NULL: only the last token's). A sequence's tokens must continue it without
- * gaps or rewrites: the first at its length, the next at +1, ... (remove positions first with
- * bp_context_seq_rm to rewrite them). Tokens of different sequences may interleave. */
+ * (logits[i] != 0; NULL: only the last token's). A sequence's positions increase: the first at
+ * or after bp_context_seq_pos, each next one above the one before, all below n_ctx. A position
+ * past where the sequence continues leaves a hole (as bp_context_seq_rm of a middle range does);
+ * to rewrite positions, remove them first with bp_context_seq_rm. Tokens of different sequences
+ * may interleave. */
 typedef struct bp_batch {
     int64_t n;
     const int32_t *tokens;
@@ -169,29 +172,38 @@ typedef struct bp_batch {
 /* One eval over the batch: each weight's matmul runs once over every token of every sequence
  * (split into steps of n_batch tokens), each token attending over its own sequence only. Every
  * check (ids, sequences, positions, room, embedding rows) comes before any work; on any failure
- * nothing is appended to any sequence. A batch whose tokens are all of sequence 0 with the
- * wanted logits a suffix is bp_context_eval (which may run on a device); any other batch runs
- * on the CPU, and bp_context_step_report says so (a device step holds one sequence). */
+ * nothing is appended to any sequence. A batch whose tokens are all of sequence 0, continuing it
+ * without a jump, with the wanted logits a suffix is bp_context_eval (which may run on a
+ * device); any other batch runs on the CPU, and bp_context_step_report says so (a device step
+ * holds one sequence, without holes: sequence 0 with a hole is evaluated on the CPU, its cells
+ * handed back by the device, until a truncation or seq_rm of the tail closes the hole). */
 bp_status bp_context_decode(bp_context *c, const bp_batch *b);
 /* Logits (n_vocab floats) of token i of the last bp_context_decode; NULL when it did not ask
  * for them or i is out of range. Valid until the next eval or decode. */
 const float *bp_context_batch_logits(const bp_context *c, int64_t i);
 int32_t bp_context_n_seq_max(const bp_context *c);
-/* Positions sequence seq holds (its next token's position); -1 for an unknown seq. */
+/* The position seq's next token takes (one past its last token's; the tokens it holds when it
+ * has no hole); -1 for an unknown seq. */
 int64_t bp_context_seq_pos(const bp_context *c, int32_t seq);
-/* Remove positions [p0, p1) of seq (p1 < 0: to the end). Positions are contiguous, so only a
- * tail can go: p1 must be the end (or < 0); anything else is BP_E_UNSUPPORTED. */
+/* Remove positions [p0, p1) of seq (p0 < 0: from 0; p1 < 0: to the end), as llama.cpp's
+ * memory seq_rm: the tokens at the remaining positions keep them (K was rotated at them), so a
+ * range in the middle leaves a hole in position space that attention masks (causal and sliding
+ * window) respect, and the sequence continues after its last token. p0 > p1, p1 past
+ * bp_context_seq_pos or an unknown seq is BP_E_INVAL and changes nothing. */
 bp_status bp_context_seq_rm(bp_context *c, int32_t seq, int64_t p0, int64_t p1);
-/* dst's cache becomes the first n positions of src's (n < 0: all of src), copied, not
- * recomputed (a shared system prompt). dst's earlier positions are dropped. */
+/* dst's cache becomes src's tokens at positions below n (n < 0: all of src), with their
+ * positions, copied, not recomputed (a shared system prompt). dst's earlier tokens are dropped. */
 bp_status bp_context_seq_cp(bp_context *c, int32_t src, int32_t dst, int64_t n);
 /* Every sequence but seq is cleared. */
 bp_status bp_context_seq_keep(bp_context *c, int32_t seq);
-/* The token ids seq holds: *n gets bp_context_seq_pos; the pointer is valid until the next
- * change to seq. NULL for an unknown seq. */
+/* The token ids seq holds, in position order: *n gets their count (bp_context_seq_pos when it
+ * has no hole); the pointer is valid until the next change to seq. NULL for an unknown seq.
+ * bp_context_seq_token_pos: the position of the i-th of them (i itself without a hole), -1 out
+ * of range. */
 const int32_t *bp_context_seq_tokens(const bp_context *c, int32_t seq, int64_t *n);
+int64_t bp_context_seq_token_pos(const bp_context *c, int32_t seq, int64_t i);
 
-/* A sequence's state (its token ids and K/V, after a header naming the model, the KV kind and
+/* A sequence's state (its token ids, their positions and K/V, after a header naming the model, the KV kind and
  * the lengths) in memory or in a file, to restore later into any sequence of a context over
  * the same model and KV kind with room for it (prompt caching). Restoring checks the header
  * first: another model, another KV kind, more positions than the context holds, or a short or

@@ -12,9 +12,9 @@
  *    alone (prefix, then the rest) bit for bit;
  * 3. a sequence's state saved to memory and to a file and restored into another sequence and
  *    another context continues with the same logits, bit for bit;
- * 4. bad input (unknown sequence, a position gap, no room, a bad id, n_seq_max over 256, a
- *    truncated, damaged or foreign state file, a middle range removed) is a clear error that
- *    changes nothing;
+ * 4. bad input (unknown sequence, a position going back, no room, a bad id, n_seq_max over
+ *    256, a truncated, damaged or foreign state file, a backwards range or one past the end
+ *    removed) is a clear error that changes nothing (holes: test_model_holes);
  * 5. a decode step over three sequences makes as many matmul calls as a step over one. */
 #include <math.h>
 #include <stdlib.h>
@@ -227,7 +227,7 @@ static void run_errors(bp_model *m, const model_ref_logits *r, int64_t V) {
     CHECK_OK(bp_context_eval(c, &t[2], 1, 1));
     float *before = malloc((size_t)V * sizeof(float));
     memcpy(before, bp_context_logits(c, 0), (size_t)V * sizeof(float));
-    int32_t sq_bad[2] = {0, 2}, pos_gap[2] = {3, 5}, sq1[2] = {1, 1}, bad_id[2] = {1, (int32_t)V};
+    int32_t sq_bad[2] = {0, 2}, pos_gap[2] = {3, 3}, sq1[2] = {1, 1}, bad_id[2] = {1, (int32_t)V};
     struct {
         bp_batch b;
         const char *needle;
@@ -255,7 +255,8 @@ static void run_errors(bp_model *m, const model_ref_logits *r, int64_t V) {
     bp_context *none = NULL;
     CHECK(bp_context_create(m, &many_seqs, &none) == BP_E_INVAL && !none && strstr(bp_last_error(), "n_seq_max"),
           "n_seq_max 257: %s", bp_last_error());
-    CHECK(bp_context_seq_rm(c, 0, 0, 1) == BP_E_UNSUPPORTED, "seq_rm of a middle range: %s", bp_last_error());
+    CHECK(bp_context_seq_rm(c, 0, 2, 1) == BP_E_INVAL, "seq_rm of [2, 1): %s", bp_last_error());
+    CHECK(bp_context_seq_rm(c, 0, 0, 4) == BP_E_INVAL, "seq_rm past the end: %s", bp_last_error());
     CHECK(bp_context_seq_cp(c, 0, 5, -1) == BP_E_INVAL, "seq_cp to sequence 5 accepted");
     CHECK(bp_context_seq_cp(c, 0, 1, 9) == BP_E_INVAL, "seq_cp of 9 positions of 3 accepted");
     CHECK(bp_context_seq_state_load(c, 1, "/nonexistent/state") == BP_E_IO, "missing file: %s", bp_last_error());

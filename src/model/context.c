@@ -145,15 +145,17 @@ bp_status bp_context_eval(bp_context *c, const int32_t *tokens, int64_t n, int64
     if (n < 0 || n_out < 0 || n_out > n)
         return bp_fail(BP_E_INVAL, "bp_context_eval: %lld tokens with %lld outputs (need 0 <= n_out <= n)",
                        (long long)n, (long long)n_out);
-    if (n > c->n_ctx - c->pos)
+    if (n > c->n_ctx - bp_seq_next(c, 0))
         return bp_fail(BP_E_INVAL,
-                       "bp_context_eval: %lld tokens do not fit: the context holds %lld and %lld are used "
-                       "(a context with a larger n_ctx, or fewer tokens)",
-                       (long long)n, (long long)c->n_ctx, (long long)c->pos);
+                       "bp_context_eval: %lld tokens do not fit: the context holds %lld positions and the sequence "
+                       "continues at %lld (a context with a larger n_ctx, or fewer tokens)",
+                       (long long)n, (long long)c->n_ctx, (long long)bp_seq_next(c, 0));
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->m->hp.n_vocab)
             return bp_fail(BP_E_INVAL, "bp_context_eval: token %lld is id %d, outside the vocabulary 0..%lld",
                            (long long)i, tokens[i], (long long)c->m->hp.n_vocab - 1);
+    /* A hole in the sequence's positions: only the CPU masks by each cell's position. */
+    if (bp_seq_holed(c, 0)) return bp_seq_eval_cpu(c, tokens, n, n_out);
     bp_status s = bp_context_check_rows(c, tokens, n, c->pos); /* before any work, like the ids */
     if (s) return s;
     s = bp_context_reserve_logits(c, n_out);
@@ -199,7 +201,7 @@ const float *bp_context_logits(const bp_context *c, int64_t j) {
     return c->logits + (size_t)j * (size_t)c->m->hp.n_vocab;
 }
 
-int64_t bp_context_pos(const bp_context *c) { return c ? c->pos : 0; }
+int64_t bp_context_pos(const bp_context *c) { return c ? bp_seq_next(c, 0) : 0; }
 int64_t bp_context_n_ctx(const bp_context *c) { return c ? c->n_ctx : 0; }
 size_t bp_context_kv_bytes(const bp_context *c) { return c ? bp_kv_cache_bytes(c->kv) : 0; }
 size_t bp_context_buffer_bytes(const bp_context *c) {
@@ -238,14 +240,10 @@ const char *bp_context_kind_path(const bp_context *c, bp_kind k, bool prefill) {
 
 bp_status bp_context_truncate(bp_context *c, int64_t n) {
     if (!c) return bp_fail(BP_E_INVAL, "bp_context_truncate: context is NULL");
-    if (n < 0 || n > c->pos)
-        return bp_fail(BP_E_INVAL, "bp_context_truncate: %lld is outside 0..%lld", (long long)n, (long long)c->pos);
-    bp_status s = bp_kv_cache_truncate(c->kv, -1, n);
-    bp_context_cut_states(c, n);
-    if (s) return s;
-    c->pos = n;
-    c->n_out = 0;
-    return BP_OK;
+    const int64_t end = bp_seq_next(c, 0);
+    if (n < 0 || n > end)
+        return bp_fail(BP_E_INVAL, "bp_context_truncate: %lld is outside 0..%lld", (long long)n, (long long)end);
+    return bp_seq_cut_positions(c, 0, n);
 }
 
 /* The KV kinds a context offers: every kind the op layer's cache stores (src/backend/kv_kinds.def),

@@ -9,9 +9,9 @@
 
 enum { BP_MODEL_MAX_KIND = 64, BP_CTX_BUFS = 9 /* x xn q kc vc att tmp gate up */ };
 
-/* One sequence: its own KV cache of n_ctx positions (seq 0's is c->kv, its length c->pos; the
- * others' caches are made on first use) and the token ids it holds, for prompt-cache matching
- * and state files. */
+/* One sequence: its own KV cache of n_ctx cells (seq 0's is c->kv, its length c->pos; the
+ * others' caches are made on first use) and the token id of each cell, for prompt-cache
+ * matching and state files (the cells' positions are the cache's). */
 typedef struct bp_seq {
     bp_kv_cache *kv;
     int64_t len;
@@ -22,7 +22,7 @@ struct bp_context {
     bp_model *m;
     int64_t n_ctx, n_batch;
     bp_kind kv_kind;
-    int64_t pos;          /* tokens in the cache */
+    int64_t pos;          /* seq 0's cells in the cache (its next position without a hole) */
     bp_kv_cache *kv;      /* the op layer's cache: every layer n_ctx tokens */
     /* activations of up to n_batch tokens */
     float *x, *xn, *q, *kc, *vc, *att, *tmp, *gate, *up;
@@ -67,9 +67,17 @@ bp_status bp_context_plan_bytes(const bp_model *m, const bp_context_params *p, s
 /* Room in c->logits for n_out rows (context.c). */
 bp_status bp_context_reserve_logits(bp_context *c, int64_t n_out);
 
-/* seq.c: a sequence's length and cache (seq 0: c->pos, c->kv); its cache made when missing. */
+/* seq.c: a sequence's length in cells and cache (seq 0: c->pos, c->kv); its cache made when
+ * missing. The position its next token takes (the cells held, or more after a hole); whether
+ * its cells have a hole (then only the CPU evaluates it); its cells at positions >= p dropped. */
 int64_t *bp_seq_len(bp_context *c, int32_t seq);
 bp_status bp_seq_cache(bp_context *c, int32_t seq, bp_kv_cache **out);
+int64_t bp_seq_next(const bp_context *c, int32_t seq);
+bool bp_seq_holed(const bp_context *c, int32_t seq);
+bp_status bp_seq_cut_positions(bp_context *c, int32_t seq, int64_t p);
+/* batch.c: n tokens of seq 0 continuing it, the last n_out wanted, as a bp_context_decode batch
+ * on the CPU (bp_context_eval of a sequence with a hole). */
+bp_status bp_seq_eval_cpu(bp_context *c, const int32_t *tokens, int64_t n, int64_t n_out);
 /* seq.c: the per-sequence arrays of a new context, and their release. */
 bp_status bp_seqs_create(bp_context *c, int32_t n_seq_max);
 void bp_seqs_free(bp_context *c);

@@ -1,5 +1,5 @@
 /* A sequence's state in memory or a file (prompt caching): a header naming the model, the KV
- * kind and the lengths, the token ids, the K/V rows (bp_kv_cache_state_write's layout), and a
+ * kind and the lengths, the token ids and positions of its cells, the K/V rows (bp_kv_cache_state_write's layout), and a
  * checksum over both. Restoring reads and checks all of it before the target sequence is
  * touched, so a state of another model or kind, a longer one than the context holds, or a
  * truncated or damaged file is a clear error and the sequence stays as it was. */
@@ -12,7 +12,7 @@
 #include "model/context_internal.h"
 #include "ops/ops_internal.h"
 
-enum { STATE_VERSION = 1 };
+enum { STATE_VERSION = 2 }; /* 2: the cells' positions (holes) after the token ids */
 
 typedef struct state_header {
     char magic[4]; /* "BPSQ" */
@@ -22,9 +22,9 @@ typedef struct state_header {
     int64_t n_layer, n_head_kv, head_dim_k, head_dim_v, n_vocab, n_embd, n_params;
     uint64_t weight_bytes;
     char arch[32], name[128];
-    int64_t n_pos;          /* positions (and token ids) held */
-    uint64_t kv_bytes;      /* bytes of K/V after the token ids */
-    uint64_t checksum;      /* FNV-1a 64 of the token ids and the K/V bytes */
+    int64_t n_pos;          /* cells (token ids, positions) held */
+    uint64_t kv_bytes;      /* bytes of K/V after the token ids and positions */
+    uint64_t checksum;      /* FNV-1a 64 of the ids, the positions and the K/V bytes */
 } state_header;
 
 static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
@@ -47,16 +47,22 @@ static void fill_header(const bp_context *c, state_header *h, int64_t n_pos, siz
     h->n_pos = n_pos, h->kv_bytes = kv_bytes;
 }
 
+/* The cells of seq; -1 for an unknown one. */
+static int64_t cells(const bp_context *c, int32_t seq) {
+    if (!c || seq < 0 || seq >= c->n_seq_max) return -1;
+    return seq == 0 ? c->pos : c->seqs[seq].len;
+}
+
 size_t bp_context_seq_state_size(const bp_context *c, int32_t seq) {
-    int64_t n = bp_context_seq_pos(c, seq);
+    int64_t n = cells(c, seq);
     if (n < 0) return 0;
     const bp_kv_cache *kv = c->seqs[seq].kv ? c->seqs[seq].kv : c->kv;
-    return sizeof(state_header) + (size_t)n * sizeof(int32_t) + bp_kv_cache_state_bytes(kv, n);
+    return sizeof(state_header) + 2 * (size_t)n * sizeof(int32_t) + bp_kv_cache_state_bytes(kv, n);
 }
 
 bp_status bp_context_seq_state_get(const bp_context *c, int32_t seq, void *buf, size_t cap, size_t *len) {
     if (!c || !len) return bp_fail(BP_E_INVAL, "bp_context_seq_state_get: NULL argument");
-    const int64_t n = bp_context_seq_pos(c, seq);
+    const int64_t n = cells(c, seq);
     if (n < 0)
         return bp_fail(BP_E_INVAL, "bp_context_seq_state_get: sequence %d is outside 0..%d", (int)seq,
                        (int)c->n_seq_max - 1);
@@ -66,10 +72,14 @@ bp_status bp_context_seq_state_get(const bp_context *c, int32_t seq, void *buf, 
                        (int)seq, *len, cap);
     const bp_kv_cache *kv = c->seqs[seq].kv ? c->seqs[seq].kv : c->kv;
     state_header h;
-    const size_t kv_bytes = bp_kv_cache_state_bytes(kv, n), tok_bytes = (size_t)n * sizeof(int32_t);
+    const size_t kv_bytes = bp_kv_cache_state_bytes(kv, n), tok_bytes = 2 * (size_t)n * sizeof(int32_t);
     fill_header(c, &h, n, kv_bytes);
     uint8_t *p = (uint8_t *)buf + sizeof h;
-    if (n) memcpy(p, c->seqs[seq].toks, tok_bytes);
+    if (n) memcpy(p, c->seqs[seq].toks, (size_t)n * sizeof(int32_t));
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t pos = (int32_t)bp_kv_cell_pos(kv, i);
+        memcpy(p + (size_t)(n + i) * sizeof pos, &pos, sizeof pos);
+    }
     bp_status s = bp_kv_cache_state_write(kv, n, p + tok_bytes);
     if (s) return bp_model_fail_prefixed(s, "bp_context_seq_state_get");
     h.checksum = fnv1a(0xCBF29CE484222325ull, p, tok_bytes + kv_bytes);
@@ -119,7 +129,7 @@ bp_status bp_context_seq_state_set(bp_context *c, int32_t seq, const void *buf, 
     if (h.n_pos < 0 || h.n_pos > c->n_ctx)
         return bp_fail(BP_E_INVAL, "%s: the state holds %lld positions, a sequence of this context %lld (n_ctx)", fn,
                        (long long)h.n_pos, (long long)c->n_ctx);
-    const size_t tok_bytes = (size_t)h.n_pos * sizeof(int32_t), kv_bytes = bp_kv_cache_state_bytes(c->kv, h.n_pos);
+    const size_t tok_bytes = 2 * (size_t)h.n_pos * sizeof(int32_t), kv_bytes = bp_kv_cache_state_bytes(c->kv, h.n_pos);
     if (h.kv_bytes != kv_bytes)
         return bp_fail(BP_E_FORMAT, "%s: the state's K/V is %llu bytes, %lld positions of this cache are %zu", fn,
                        (unsigned long long)h.kv_bytes, (long long)h.n_pos, kv_bytes);
@@ -136,15 +146,22 @@ bp_status bp_context_seq_state_set(bp_context *c, int32_t seq, const void *buf, 
             return bp_fail(BP_E_FORMAT, "%s: token %lld of the state is id %d, outside the vocabulary", fn, (long long)i,
                            (int)t);
     }
-    bp_kv_cache *kv;
-    bp_status s = bp_seq_cache(c, seq, &kv);
+    int32_t *pos = bp_malloc((size_t)(h.n_pos ? h.n_pos : 1) * sizeof *pos);
+    if (!pos) return bp_fail(BP_E_NOMEM, "%s: no memory for %lld positions", fn, (long long)h.n_pos);
+    if (h.n_pos) memcpy(pos, p + (size_t)h.n_pos * sizeof *pos, (size_t)h.n_pos * sizeof *pos);
+    bp_kv_cache *kv = NULL;
+    bp_status s = bp_kv_cache_check_positions(c->kv, h.n_pos, pos, c->n_ctx);
+    if (s) s = bp_fail(s, "%s: %s", fn, bp_last_error());
+    if (!s) s = bp_seq_cache(c, seq, &kv);
+    if (!s) s = bp_kv_cache_set_positions(kv, h.n_pos, pos); /* the one step that can fail, before any row */
+    bp_free(pos);
     if (s) return s;
     if (seq == 0) {
         bp_context_cut_states(c, 0); /* the device's copy of seq 0 is replaced */
         c->n_out = 0;
     }
     if ((s = bp_kv_cache_state_read(kv, h.n_pos, p + tok_bytes))) return bp_model_fail_prefixed(s, fn);
-    if (tok_bytes) memcpy(c->seqs[seq].toks, p, tok_bytes);
+    if (h.n_pos) memcpy(c->seqs[seq].toks, p, (size_t)h.n_pos * sizeof(int32_t));
     *bp_seq_len(c, seq) = h.n_pos;
     return BP_OK;
 }

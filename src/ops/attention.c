@@ -39,13 +39,14 @@ bp_status bp_attention(const bp_attn_desc *d, const float *q, int64_t t, const i
     if (!q || !out || !positions)
         return bp_fail(BP_E_INVAL, "attention: [%lld queries x %d heads x %d]: q, positions or out is NULL",
                        (long long)t, (int)d->n_heads, (int)cd->head_dim_k);
-    int64_t len = cache->layers[layer].len;
+    int64_t len = cache->layers[layer].len, end = bp_kv_next_pos(cache, len);
     for (int64_t i = 0; i < t; i++)
-        if (positions[i] < 0 || positions[i] >= len)
+        if (positions[i] < 0 || positions[i] >= end)
             return bp_fail(BP_E_SHAPE,
-                           "attention: query %lld at position %d, but layer %d holds positions [0, %lld): append "
+                           "attention: query %lld at position %d, but layer %d holds positions [0, %lld)%s: append "
                            "its key first",
-                           (long long)i, (int)positions[i], layer, (long long)len);
+                           (long long)i, (int)positions[i], layer, (long long)end,
+                           bp_kv_has_holes(cache) ? " (with a hole)" : "");
     bp_op_call c = {.op = BP_OP_ATTENTION, .kind = cd->kind_k, .kind2 = cd->kind_v};
     c.u.attn.d = d, c.u.attn.q = q, c.u.attn.t = t, c.u.attn.positions = positions;
     c.u.attn.cache = cache, c.u.attn.layer = layer, c.u.attn.out = out;
@@ -53,9 +54,11 @@ bp_status bp_attention(const bp_attn_desc *d, const float *q, int64_t t, const i
     double keys = 0;
     for (int64_t i = 0; i < t; i++) {
         int64_t j0, j1;
-        bp_attn_key_range(d, positions[i], len, &j0, &j1);
+        bp_attn_cell_range(d, cache, positions[i], len, &j0, &j1);
         keys += (double)(j1 - j0);
     }
     c.shape = (bp_op_shape){d->n_heads, (int64_t)(cd->head_dim_k * (keys / (double)t)) + 1, t};
-    return bp_op_run(&c);
+    /* Cells away from their positions: the backends' kernels mask by cell index, the CPU's by
+     * each cell's position. */
+    return bp_kv_has_holes(cache) ? bp_op_run_on(&c, "cpu") : bp_op_run(&c);
 }

@@ -81,7 +81,7 @@ static void run_item(const plan *p, int64_t it, rows *w) {
     for (int r = 0; r < R; r++) {
         int64_t i = i0 + r / p->group, h = g * p->group + r % p->group;
         w->q[r] = p->q + ((size_t)i * (size_t)nh + (size_t)h) * (size_t)dk;
-        bp_attn_key_range(p->d, p->pos[i], p->len, &w->j0[r], &w->j1[r]);
+        bp_attn_cell_range(p->d, p->cache, p->pos[i], p->len, &w->j0[r], &w->j1[r]);
         if (w->j0[r] < c0) w->j0[r] = c0;
         if (w->j1[r] > c1) w->j1[r] = c1;
         if (w->j0[r] < w->j1[r]) {

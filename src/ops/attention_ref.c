@@ -25,7 +25,7 @@ bp_status bp_ref_attention(const bp_attn_desc *d, const float *q, int64_t t, con
     float *vrow = krow + dk;
     for (int64_t i = 0; i < t; i++) {
         int64_t j0, j1;
-        bp_attn_key_range(d, positions[i], L->len, &j0, &j1);
+        bp_attn_cell_range(d, cache, positions[i], L->len, &j0, &j1);
         for (int h = 0; h < d->n_heads; h++) {
             int g = h / group;
             const float *qh = q + ((size_t)i * (size_t)d->n_heads + (size_t)h) * (size_t)dk;

@@ -104,6 +104,7 @@ void bp_kv_cache_free(bp_kv_cache *c) {
     }
     bp_free(c->layers);
     bp_free(c->layer_cap);
+    bp_free(c->cell_pos);
     bp_free(c);
 }
 
@@ -136,6 +137,9 @@ bp_status bp_kv_cache_append(bp_kv_cache *c, int layer, const float *k, const fl
     bp_status s = check_layer(c, layer, "kv_cache_append");
     if (s) return s;
     bp_kv_layer *L = &c->layers[layer];
+    if (c->cell_pos)
+        return bp_fail(BP_E_INVAL, "kv_cache_append: layer %d: the cache's cells hold positions with a hole "
+                       "(a range removed): append with positions (bp_kv_cache_append_pos)", layer);
     if (n_tokens < 0 || first_pos < 0)
         return bp_fail(BP_E_SHAPE, "kv_cache_append: layer %d: %lld tokens at position %lld: both must be >= 0", layer,
                        (long long)n_tokens, (long long)first_pos);
@@ -174,6 +178,7 @@ bp_status bp_kv_cache_truncate(bp_kv_cache *c, int layer, int64_t n_tokens) {
          * capacity, layers not yet run this step) are left as they are. */
         for (int l = 0; l < c->desc.n_layers; l++)
             if (c->layers[l].len > n_tokens) c->layers[l].len = n_tokens;
+        bp_kv_cells_normalize(c);
         return BP_OK;
     }
     bp_status s = check_layer(c, layer, "kv_cache_truncate");
@@ -182,11 +187,13 @@ bp_status bp_kv_cache_truncate(bp_kv_cache *c, int layer, int64_t n_tokens) {
         return bp_fail(BP_E_SHAPE, "kv_cache_truncate: layer %d holds %lld tokens, cannot keep %lld", layer,
                        (long long)c->layers[layer].len, (long long)n_tokens);
     c->layers[layer].len = n_tokens;
+    bp_kv_cells_normalize(c);
     return BP_OK;
 }
 
 void bp_kv_cache_clear(bp_kv_cache *c) {
     for (int l = 0; c && l < c->desc.n_layers; l++) c->layers[l].len = 0;
+    bp_kv_cells_normalize(c);
 }
 
 size_t bp_kv_cache_bytes(const bp_kv_cache *c) { return c ? c->bytes : 0; }
@@ -250,7 +257,12 @@ bp_status bp_kv_cache_copy_prefix(bp_kv_cache *dst, const bp_kv_cache *src, int6
     if (!dst || !src) return bp_fail(BP_E_INVAL, "kv_cache_copy: cache is NULL");
     if (!same_layout(dst, src)) return bp_fail(BP_E_SHAPE, "kv_cache_copy: the two caches differ in layout or kind");
     bp_status s = check_prefix(src, n, true, "kv_cache_copy");
+    if (!s && src->cell_pos) s = bp_kv_cache_set_positions(dst, n, src->cell_pos); /* before any row moves */
     if (s) return s;
+    if (!src->cell_pos) {
+        bp_free(dst->cell_pos);
+        dst->cell_pos = NULL;
+    }
     for (int l = 0; l < src->desc.n_layers; l++) {
         const bp_kv_layer *S = &src->layers[l];
         bp_kv_layer *D = &dst->layers[l];

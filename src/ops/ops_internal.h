@@ -37,6 +37,9 @@ size_t bp_attention_cpu_scratch_bytes(int n_heads, int n_kv_heads, int dk, int d
 /* RoPE with frequency divisors per pair (rope.c; Llama 3.1+ rope_freqs.weight). */
 bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, float *x, int64_t t,
                                const int32_t *positions);
+/* The host cache kv made to hold positions [0, n) again: a backend whose state holds them
+ * hands back what the host lacks (step.c; before the CPU continues or edits a sequence). */
+bp_status bp_step_pull_host(bp_kv_cache *kv, bp_step_state *const *state, int64_t n);
 /* The op `step` (step.c): run a forward step through the walk; the CPU's node-by-node run. */
 bp_status bp_step_run(const bp_step_prog *p, bp_step_io *io);
 /* On one backend only ("cpu": node by node), its record in *rec (verify). */
@@ -59,10 +62,13 @@ struct bp_kv_cache {
     size_t row_k, row_v;      /* bytes of one token of one head */
     bp_kv_layer *layers;
     size_t bytes;
+    /* NULL: cell j holds position j. Else capacity entries, the position of each cell held
+     * (strictly increasing): a hole in position space (src/ops/kv_cells.c). */
+    int32_t *cell_pos;
 };
 
-/* Whole sequences (the model's seq_cp and sequence state): dst's positions [0, n) become src's
- * (same layout and kinds; dst's length becomes n); the serialized size of positions [0, n),
+/* Whole sequences (the model's seq_cp and sequence state): dst's cells [0, n) become src's,
+ * with their positions (same layout and kinds; dst's length becomes n); the serialized size of positions [0, n),
  * and the serialization itself (per layer, per head: K rows then V rows, raw in the cache's
  * kinds). state_read makes positions [0, n) the cache's contents. */
 bp_status bp_kv_cache_copy_prefix(bp_kv_cache *dst, const bp_kv_cache *src, int64_t n);
@@ -72,6 +78,31 @@ bp_status bp_kv_cache_state_read(bp_kv_cache *c, int64_t n, const uint8_t *src);
 
 /* Keys [j0, j1) a query at position p may see in a layer holding len tokens under d. */
 void bp_attn_key_range(const bp_attn_desc *d, int64_t p, int64_t len, int64_t *j0, int64_t *j1);
+
+/* ---- cells and their positions (src/ops/kv_cells.c) ----------------------------------------- */
+/* Whether some cell holds a position other than its index (then only the CPU attends over the
+ * cache: the backends' kernels mask by index, and bp_kv_cache_append refuses it). */
+bool bp_kv_has_holes(const bp_kv_cache *c);
+int64_t bp_kv_cell_pos(const bp_kv_cache *c, int64_t j);
+/* The position after the first n cells (0 for none): where the sequence continues. */
+int64_t bp_kv_next_pos(const bp_kv_cache *c, int64_t n);
+/* The first of cells [0, n) at a position >= p (n when none is). */
+int64_t bp_kv_cell_at(const bp_kv_cache *c, int64_t n, int64_t p);
+/* bp_attn_key_range over the cells' positions: the cells [j0, j1) of len a query at position p
+ * sees (one run, positions increasing with the cell). */
+void bp_attn_cell_range(const bp_attn_desc *d, const bp_kv_cache *c, int64_t p, int64_t len, int64_t *j0, int64_t *j1);
+/* n cells at the layer's end at positions pos[n] (above the last cell's, increasing). */
+bp_status bp_kv_cache_append_pos(bp_kv_cache *c, int layer, const float *k, const float *v, int64_t n,
+                                 const int32_t *pos);
+/* Cells [i0, i1) of every layer go; the later cells move down and keep their positions. */
+bp_status bp_kv_cache_remove(bp_kv_cache *c, int64_t i0, int64_t i1);
+/* Positions pos[n] increasing, in [0, limit): BP_E_FORMAT naming the first that is not. Then
+ * make them the positions of cells [0, n) (a restored state), and read them back. */
+bp_status bp_kv_cache_check_positions(const bp_kv_cache *c, int64_t n, const int32_t *pos, int64_t limit);
+bp_status bp_kv_cache_set_positions(bp_kv_cache *c, int64_t n, const int32_t *pos);
+void bp_kv_cache_positions(const bp_kv_cache *c, int64_t n, int32_t *out);
+/* The map dropped once every cell is back at its index (after a truncation). */
+void bp_kv_cells_normalize(bp_kv_cache *c);
 
 /* ---- CPU fast paths ------------------------------------------------------------------------ */
 /* Attention (attention_cpu.c): whether the current ISA's kernels take these head dims, and the

@@ -49,20 +49,29 @@ static bp_status kv_write_raw(void *cache, int layer, bool values, int head, int
 
 static int64_t kv_length(void *cache) { return bp_kv_cache_length(cache, 0); }
 
+bp_status bp_step_pull_host(bp_kv_cache *kv, bp_step_state *const *state, int64_t n) {
+    const bp_step_kv_host host = {kv, kv_read_raw, kv_write_raw, kv_length};
+    const int64_t have = kv_length(kv);
+    for (int b = 0; state && b < BP_STEP_STATES && have < n; b++) {
+        bp_step_state *st = state[b];
+        if (st && st->kv_len >= n) return st->hand_back(st, &host, have, n);
+    }
+    return BP_OK;
+}
+
 /* ---- the CPU: node by node ---------------------------------------------------------------- */
 
-/* A step over several sequences: the keys of each run of rows that go to one cache at
- * consecutive positions are appended in one call, in append_order. */
+/* A step over several sequences: the keys of each run of consecutive rows that go to one cache
+ * are appended in one call, in append_order, at the cache's end with the rows' positions (which
+ * may jump: a hole in position space). */
 static bp_status append_seqs(const bp_step_prog *p, const bp_step_node *nd, bp_step_io *io) {
     const int64_t wk = p->width[BP_SB_K], wv = p->width[BP_SB_V];
     for (int64_t a = 0; a < nd->rows;) {
         const int32_t r = io->append_order[a];
         int64_t n = 1;
-        while (a + n < nd->rows && io->append_order[a + n] == r + n && io->row_seq[r + n] == io->row_seq[r] &&
-               io->positions[r + n] == io->positions[r] + n)
-            n++;
-        bp_status s = bp_kv_cache_append(io->seq_kv[io->row_seq[r]], nd->layer, io->host[BP_SB_K] + r * wk,
-                                         io->host[BP_SB_V] + r * wv, n, io->positions[r]);
+        while (a + n < nd->rows && io->append_order[a + n] == r + n && io->row_seq[r + n] == io->row_seq[r]) n++;
+        bp_status s = bp_kv_cache_append_pos(io->seq_kv[io->row_seq[r]], nd->layer, io->host[BP_SB_K] + r * wk,
+                                             io->host[BP_SB_V] + r * wv, n, io->positions + r);
         if (s) return s;
         a += n;
     }
@@ -162,15 +171,8 @@ bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len) {
     const bp_step_prog *p = c->u.step.prog;
     bp_step_io *io = c->u.step.io;
     /* Positions a device holds and the host does not come back first (see bp_step_state). */
-    const int64_t have = kv_length(io->kv);
-    for (int b = 0; io->state && b < BP_STEP_STATES && have < io->pos0; b++) {
-        bp_step_state *st = io->state[b];
-        if (st && st->kv_len >= io->pos0) {
-            bp_status s = st->hand_back(st, &io->kv_host, have, io->pos0);
-            if (s) return bp_fail(s, "step: the CPU cannot continue the sequence: %s", bp_last_error());
-            break;
-        }
-    }
+    bp_status s0 = bp_step_pull_host(io->kv, io->state, io->pos0);
+    if (s0) return bp_fail(s0, "step: the CPU cannot continue the sequence: %s", bp_last_error());
     if (kv_length(io->kv) < io->pos0)
         return bp_fail(BP_E_INVAL, "step: the host KV cache holds %lld positions, the step starts at %lld",
                        (long long)kv_length(io->kv), (long long)io->pos0);

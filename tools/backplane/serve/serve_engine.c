@@ -128,7 +128,9 @@ static const char *slot_take(serve_engine *e, slot *s, serve_request *r, int32_t
     int64_t held = 0, keep = 0;
     const int32_t *have = bp_context_seq_tokens(e->c, seq, &held);
     while (keep < held && keep < r->n_prompt - 1 && have[keep] == r->prompt[keep]) keep++;
-    bp_context_seq_rm(e->c, seq, keep, -1);
+    /* the tokens after the kept ones go (the position of the first of them: a sequence with a
+     * hole has its tokens at other positions than their indices) */
+    if (keep < held) bp_context_seq_rm(e->c, seq, bp_context_seq_token_pos(e->c, seq, keep), -1);
     s->r = r, s->fed = keep, s->decoding = false;
     r->started = true;
     return NULL;
