@@ -1,7 +1,7 @@
 /* The architectures added in issue 33 on their tiny random-weight models (tests/model/gen_tiny.py),
- * held to the float64 NumPy forward pass only (tests/model/ref/tiny-<arch>.f64.logits.bin,
- * np_forward.py): llama.cpp's reference logits for them were not generated (its build in /tmp was
- * not there in time); test_model_tiny.c holds the others to both. qwen3moe (q/k norm, 8 experts
+ * held to the float64 NumPy forward pass (tests/model/ref/tiny-<arch>.f64.logits.bin,
+ * np_forward.py), by more routes than test_model_tiny.c, which holds them (and the dense ones) to
+ * llama.cpp's logits too. qwen3moe (q/k norm, 8 experts
  * top 2, expert_feed_forward_length), llama-moe (Mixtral-style experts in a llama file, 6 top 2),
  * phi3 (fused attn_qkv in layer 0, fused gate-up ffn_up, NeoX RoPE), mistral3 (llama's layer, NORM
  * RoPE, rope_freqs); 32 fixed token ids, every vocabulary entry:

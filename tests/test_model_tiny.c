@@ -6,13 +6,18 @@
  *    id equal to llama.cpp's unless llama.cpp's own logits put the two within a near-tie
  *    (model_ref_same_or_tie), by three routes through the context: one 32-token batch (prefill GEMMs),
  *    one token at a time (decode matvecs), and a batch of 11 then single tokens with a cache
- *    truncated and refilled in between. llama.cpp itself is 1-3e-4 from the exact logits here
- *    (its 8-bit activation rounding), so the bound has a margin of 3x or more.
+ *    truncated and refilled in between. llama.cpp itself is 1.5-3e-4 from the exact logits here
+ *    (its 8-bit activation rounding), so the bound has a margin of 3x or more; mistral3 is the
+ *    exception: llama.cpp is 4.9e-4 from the exact logits there (we are 1.8e-4), and we are
+ *    5.4e-4 from llama.cpp, a margin of 1.85x (docs/models.md). The MoE files route through the
+ *    constructed router ties (qwen3moe's layer 0, every token of every layer of qwen3moe-ties):
+ *    the expert chosen at each tie is llama.cpp's, or the position would be far off.
  * 2. the exact float64 NumPy forward pass (tiny-<arch>.f64.logits.bin, tests/model/np_forward.py):
  *    with the CPU reference kernels (no activation rounding) and an F32 KV cache, NMSE <= 1e-9 (4e-13 measured) --
  *    a wrong RoPE base, window or norm is many orders above that. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu/cpu.h"
 #include "harness.h"
@@ -39,9 +44,36 @@ static void check_positions(const char *arch, const char *route, const model_ref
     if (getenv("BP_TEST_VERBOSE")) fprintf(stderr, "%s %s: worst NMSE %.3e over %d positions\n", arch, route, worst, n);
 }
 
+/* tiny-qwen3moe-ties.gguf's routers (F32 [6][E]): every row the multiple of row 1 that
+ * gen_tiny.py's tie_rows names, so every token ties (or nearly) at the top-2 boundary; a
+ * regenerated file without them fails here, not as a silently easier test. */
+static void check_tie_rows(const char *path) {
+    static const double mult[3][6] = {{2, 1, 1, -2, -1, -1}, {2, 1, 1 + 1e-4, -2, -1, -(1 + 1e-4)}, {1, 1, 1, -1, -1, -1}};
+    bp_gguf *f = NULL;
+    CHECK_OK(bp_gguf_open(path, &f));
+    for (int l = 0; f && l < 3; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+        const bp_gguf_tensor *t = bp_gguf_find_tensor(f, name);
+        const bool shape = t && t->kind == BP_KIND_F32 && t->ne[1] == 6;
+        CHECK(shape, "qwen3moe-ties: %s is not an F32 [6][E]", name);
+        if (!shape) continue;
+        const float *r = t->data;
+        const int64_t E = t->ne[0];
+        int64_t bad = 0;
+        for (int e = 0; e < 6; e++)
+            for (int64_t i = 0; i < E; i++)
+                bad += fabs(r[e * E + i] - mult[l][e] * r[E + i]) > 1e-6 * fabs(r[E + i]) + 1e-30;
+        CHECK(bad == 0, "qwen3moe-ties: layer %d's router rows are not the constructed multiples (%lld values)", l,
+              (long long)bad);
+    }
+    bp_gguf_close(f);
+}
+
 static void run_arch(const char *arch) {
     const char *path = model_tiny_path(arch);
     if (!path) return;
+    if (!strcmp(arch, "qwen3moe-ties")) check_tie_rows(path);
     char ref_path[256];
     snprintf(ref_path, sizeof ref_path, "tests/model/ref/tiny-%s.logits.bin", arch);
     model_ref_logits r;
@@ -125,11 +157,15 @@ static void run_exact(const char *arch) {
 }
 
 int main(void) {
-    static const char *const archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
-    for (int i = 0; i < 4; i++) run_arch(archs[i]);
+    /* the dense four, then issue 33's (also held to float64 with their routing ties by
+     * test_model_float64.c) */
+    static const char *const archs[] = {"llama",    "qwen2",         "qwen3",     "gemma3", "qwen3moe",
+                                        "qwen3moe-ties", "llama-moe", "phi3",   "mistral3"};
+    enum { N = sizeof archs / sizeof archs[0] };
+    for (int i = 0; i < N; i++) run_arch(archs[i]);
     bp_cpu_isa prev = bp_cpu_isa_current();
     CHECK_OK(bp_cpu_isa_force(BP_CPU_ISA_SCALAR));
-    for (int i = 0; i < 4; i++) run_exact(archs[i]);
+    for (int i = 0; i < N; i++) run_exact(archs[i]);
     CHECK_OK(bp_cpu_isa_force(prev));
     return bp_test_finish();
 }

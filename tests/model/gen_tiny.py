@@ -21,6 +21,10 @@ forward pass exercises many kernels:
           (expert_feed_forward_length), F32/F16 routers; layer 0's router has constructed ties:
           row 3 = row 2 (every token ties experts 2 and 3 exactly: the lower index must win) and
           row 6 = row 5 * (1 + 1e-3) (a near-tie the larger logit must win, for 4 tokens the higher index)
+  qwen3moe-ties  qwen3moe's shape, 6 experts top 2, every router row a multiple of one direction:
+          layer 0 logits (2s, s, s, -2s, -s, -s) (an exact tie at the top-2 boundary for every token:
+          the lower index wins), layer 1 the same with rows 2 and 5 x (1 + 1e-4) (a near-tie the
+          larger logit wins), layer 2 (s, s, s, -s, -s, -s) (a three-way tie for two places)
   llama-moe  Mixtral-style: a llama file with 2 layers, 6 experts top 2 of width n_ff (no
           expert_feed_forward_length), NORM RoPE, separate output
 
@@ -134,6 +138,17 @@ MODELS = {
                              (T.Q6_K, T.Q4_0, T.F16, T.Q8_0, T.Q8_0, T.IQ4_NL, T.Q4_1),
                              (T.Q4_K, T.Q8_0, T.Q5_1, T.Q5_0, T.Q5_0, T.Q4_K, T.Q8_0)],
                      routers=[T.F32, T.F16, T.F32], ties=True, embd=T.Q8_0, out=T.Q6_K),
+    # every router row a multiple of one direction u (tie_rows: the multiples per layer), so every
+    # token's logits tie, or nearly tie, at the top-2 boundary, whatever its hidden state
+    "qwen3moe-ties": dict(arch="qwen3moe", seed=51, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512,
+                          n_expert=6, n_used=2, n_ff_exp=256,
+                          layers=[(T.Q8_0, T.Q5_0, T.Q8_0, T.Q4_K, T.Q4_K, T.Q5_K, T.Q6_K),
+                                  (T.Q6_K, T.Q4_0, T.F16, T.Q8_0, T.Q8_0, T.IQ4_NL, T.Q4_1),
+                                  (T.Q4_K, T.Q8_0, T.Q5_1, T.Q5_0, T.Q5_0, T.Q4_K, T.Q8_0)],
+                          routers=[T.F32, T.F32, T.F32],
+                          tie_rows=[(2, 1, 1, -2, -1, -1), (2, 1, 1 + 1e-4, -2, -1, -(1 + 1e-4)),
+                                    (1, 1, 1, -1, -1, -1)],
+                          embd=T.Q8_0, out=T.Q6_K),
     "llama-moe": dict(arch="llama", seed=43, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=256,
                       n_expert=6, n_used=2, no_rope_freqs=True,
                       layers=[(T.Q4_K, T.Q8_0, T.Q5_0, T.Q6_K, T.Q4_K, T.Q4_K, T.Q5_K),
@@ -166,7 +181,9 @@ def make(name, path):
     arch, E, H, KV, D, F = m["arch"], m["n_embd"], m["n_head"], m["n_kv"], m["hd"], m["n_ff"]
     gemma = arch == "gemma3"
     w = gguf.GGUFWriter(path, arch)
-    w.add_name("tiny-" + name)
+    # llama.cpp patches a vocabulary by general.name: a name with "phi3" in it must have the
+    # token <|endoftext|>, which the tiny vocabulary lacks (an unordered_map::at on load)
+    w.add_name("tiny-" + name if arch != "phi3" else "tiny-phi-mini")
     w.add_context_length(256)
     w.add_embedding_length(E)
     w.add_block_count(len(m["layers"]))
@@ -236,6 +253,9 @@ def make(name, path):
             if m.get("ties") and i == 0:
                 r[3] = r[2]                   # exact tie, every token
                 r[6] = r[5] * (1.0 + 1e-3)    # near-tie: |logit 6| = |logit 5| * (1 + 1e-3)
+            if m.get("tie_rows"):             # logits c * s, s = dirn . h of unit spread
+                dirn = rng.standard_normal(E) / np.sqrt(E)
+                r = np.array([c * dirn for c in m["tie_rows"][i]])
             if m["routers"][i] == T.F32:
                 w.add_tensor(p + "ffn_gate_inp.weight", r.astype(np.float32))
             else:
