@@ -100,6 +100,13 @@ typedef struct bp_rope_desc {
     bp_rope_layout layout;
     float freq_base;     /* theta_i = pos * freq_scale * base^(-2i/n_rot), i in [0, n_rot/2) */
     float freq_scale;    /* 1 = none; linear position interpolation otherwise */
+    /* YaRN (llama.cpp's rope_yarn; gpt-oss): with ext_factor > 0, pair i's angle mixes the
+     * interpolated freq_scale * theta_i and the extrapolated theta_i by ramp(i) * ext_factor,
+     * the ramp falling from 1 to 0 between the correction dims of beta_fast and beta_slow at
+     * n_ctx_orig; cos and sin are scaled by attn_factor * (1 + 0.1 ln(1 / freq_scale)).
+     * ext_factor 0: none (the other fields are ignored). */
+    float ext_factor, attn_factor, beta_fast, beta_slow;
+    int32_t n_ctx_orig;
 } bp_rope_desc;
 
 /* In place on x[t][n_heads * head_dim]; token j is at position positions[j] (any int32). */
@@ -197,6 +204,8 @@ typedef struct bp_attn_desc {
     int64_t window;      /* > 0: sees only keys at positions j with |p - j| < window (Gemma 3's
                             sliding layers: 512); 0: none */
     float softcap;       /* > 0: logits = softcap * tanh(logits / softcap); 0: none */
+    const float *sinks;  /* n_heads learned logits, or NULL: head h's softmax denominator gains
+                            exp(sinks[h]) (a "sink" key with no value; gpt-oss's attn_sinks) */
 } bp_attn_desc;
 
 /* out[t][n_heads * head_dim_v] = softmax(scale q K^T (capped, masked)) V over layer's keys

@@ -95,6 +95,19 @@ void bp_moe_free(bp_moe *m);
 /* Geometry of an uploaded layer (any pointer may be NULL). */
 void bp_moe_shape(const bp_moe *m, int64_t *n_expert, int64_t *h, int64_t *inter);
 
+/* The expert's activation and biases (default: SwiGLU, no biases). gpt-oss's expert is
+ *     g = min(gate_e x + bg_e, limit), u = clamp(up_e x + bu_e, -limit, limit),
+ *     a = g * sigmoid(alpha g) * (u + 1), out = down_e a + bd_e
+ * (llama.cpp's swiglu_oai; gpt-oss uses alpha 1.702, limit 7). Biases are [n_expert][inter]
+ * for gate and up, [n_expert][h] for down, copied; each may be NULL (none). Set before the
+ * layer runs; a backend that cannot honour them does not take the call (the CPU does). */
+typedef enum bp_moe_act {
+    BP_MOE_ACT_SILU = 0,       /* silu(g) * u */
+    BP_MOE_ACT_SWIGLU_OAI = 1, /* the clamped form above, with alpha and limit */
+} bp_moe_act;
+bp_status bp_moe_set_act(bp_moe *m, bp_moe_act act, float alpha, float limit);
+bp_status bp_moe_set_biases(bp_moe *m, const float *b_gate, const float *b_up, const float *b_down);
+
 /* y[i][h] += sum over j < top_k of route_w[i][j] * expert_{ids[i][j]}(x[i]) for t tokens; x and y
  * are [t][h], ids and route_w [t][top_k]. A token may name one expert twice (each route counts).
  * Tokens are grouped by expert, so each expert's weights are read once per call. Every id is
@@ -116,6 +129,8 @@ const char *bp_moe_last_path(const bp_moe *m);
 typedef enum bp_moe_gate {
     BP_MOE_GATE_SOFTMAX = 0, /* softmax over all logits */
     BP_MOE_GATE_SIGMOID = 1, /* sigmoid per logit (DeepSeek-V3 style) */
+    BP_MOE_GATE_SOFTMAX_TOPK = 2, /* the top_k by logit, then softmax over those k (gpt-oss,
+                                     llama.cpp's SOFTMAX_WEIGHT; renorm is then a no-op) */
 } bp_moe_gate;
 bp_status bp_moe_route(const float *logits, int64_t t, int64_t n_expert, int64_t top_k, bp_moe_gate gate,
                        bool renorm, int32_t *ids, float *route_w);

@@ -4,7 +4,9 @@
  * llama.cpp's logits too. qwen3moe (q/k norm, 8 experts
  * top 2, expert_feed_forward_length), llama-moe (Mixtral-style experts in a llama file, 6 top 2),
  * phi3 (fused attn_qkv in layer 0, fused gate-up ffn_up, NeoX RoPE), mistral3 (llama's layer, NORM
- * RoPE, rope_freqs); 32 fixed token ids, every vocabulary entry:
+ * RoPE, rope_freqs), gpt-oss (alternating sliding window, attention sinks, q/k/v/o biases, YaRN,
+ * 6 MXFP4 experts top 3 with router and expert biases, the clamped SwiGLU); 32 fixed token ids,
+ * every vocabulary entry:
  *
  * 1. the CPU reference kernels with an F32 KV cache: NMSE <= 1e-9 per position. The routing is
  *    inside this: a different expert for one token of one layer moves that position's logits by
@@ -161,7 +163,7 @@ static void run_fast(const char *arch) {
     }
 
     /* MoE offload off: the experts on the CPU kernels, and the op's record says so */
-    if (strstr(arch, "moe")) {
+    if (strstr(arch, "moe") || !strcmp(arch, "gpt-oss")) {
         bp_set_moe_offload(false);
         CHECK_OK(bp_context_truncate(c, 0));
         CHECK_OK(bp_context_eval(c, r.tokens, P, P));
@@ -184,7 +186,7 @@ static void run_fast(const char *arch) {
 }
 
 int main(void) {
-    static const char *const archs[] = {"qwen3moe", "llama-moe", "phi3", "mistral3"};
+    static const char *const archs[] = {"qwen3moe", "llama-moe", "phi3", "mistral3", "gpt-oss"};
     enum { N = sizeof archs / sizeof archs[0] };
     for (int i = 0; i < N; i++) run_fast(archs[i]);
     bp_cpu_isa prev = bp_cpu_isa_current();

@@ -43,7 +43,7 @@ typedef enum bp_step_kind {
     BP_STEP_SOFTCAP,   /* dst = f * tanh(dst / f), rows x n */
     BP_STEP_MOE,       /* dst rows = routed experts of src rows (n = n_embd): the router logits in
                           GATE's rows (n_expert per row, written by the MATMUL before it) choose
-                          moe.top_k experts per row (bp_moe_route, softmax), their outputs summed by
+                          moe.top_k experts per row (bp_moe_route, moe.gate), their outputs summed by
                           the route weights (bp_moe_run). Only the CPU runs it: a step holding one
                           is never taken whole by a device (src/seam/route.c) */
     BP_STEP_KIND_COUNT
@@ -67,7 +67,7 @@ typedef struct bp_step_node {
     const float *rope_factors; /* ROPE: n_rot / 2 frequency divisors, or NULL */
     bp_attn_desc attn;  /* ATTENTION */
     bp_activation act;  /* GLU */
-    struct { bp_moe *m; int32_t top_k; bool renorm; } moe; /* MOE */
+    struct { bp_moe *m; int32_t top_k; bool renorm; bp_moe_gate gate; } moe; /* MOE */
 } bp_step_node;
 
 typedef struct bp_step_prog {

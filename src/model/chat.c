@@ -10,6 +10,9 @@
  *            (llama files whose vocabulary has <|start_header_id|>)
  *   llama2   [INST] {p} [/INST]                                      (other llama: Llama 2, Mistral)
  *   phi3     <|user|>\n{p}<|end|>\n<|assistant|>\n                                        (Phi-3)
+ *   harmony  <|start|>user<|message|>{p}<|end|><|start|>assistant                  (gpt-oss)
+ *            (llama.cpp's built-in OPENAI_MOE template: an assistant turn closes with <|return|>,
+ *            the others with <|end|>; the model writes its channel and message after the opening)
  *
  * A conversation (bp_model_chat_format_turns) is its turns in that shape, each closed by the
  * family's end-of-turn marker, then the opening of the assistant's turn. Gemma and Llama 2 have
@@ -27,27 +30,31 @@
 typedef struct chat_style {
     const char *name, *user, *assistant, *system, *close, *reply;
     bool system_in_user; /* no system turn: its text opens the first user turn */
+    const char *assistant_close; /* NULL: close */
 } chat_style;
 
 static chat_style style_of(const bp_model *m, const bp_tokenizer *t) {
     switch (m->arch->chat) {
     case BP_CHAT_GEMMA:
         return (chat_style){"gemma", "<start_of_turn>user\n", "<start_of_turn>model\n", NULL, "<end_of_turn>\n",
-                            "<start_of_turn>model\n", true};
+                            "<start_of_turn>model\n", true, NULL};
     case BP_CHAT_PHI3:
         return (chat_style){"phi3", "<|user|>\n", "<|assistant|>\n", "<|system|>\n", "<|end|>\n", "<|assistant|>\n",
-                            false};
+                            false, NULL};
+    case BP_CHAT_HARMONY:
+        return (chat_style){"harmony", "<|start|>user<|message|>", "<|start|>assistant<|message|>",
+                            "<|start|>system<|message|>", "<|end|>", "<|start|>assistant", false, "<|return|>"};
     case BP_CHAT_CHATML:
         return (chat_style){"chatml", "<|im_start|>user\n", "<|im_start|>assistant\n", "<|im_start|>system\n",
-                            "<|im_end|>\n", "<|im_start|>assistant\n", false};
+                            "<|im_end|>\n", "<|im_start|>assistant\n", false, NULL};
     default: {
         static const char hdr[] = "<|start_header_id|>";
         if (t && bp_tokenizer_find(t, hdr, sizeof hdr - 1) != BP_TOKEN_NULL)
             return (chat_style){"llama3", "<|start_header_id|>user<|end_header_id|>\n\n",
                                 "<|start_header_id|>assistant<|end_header_id|>\n\n",
                                 "<|start_header_id|>system<|end_header_id|>\n\n", "<|eot_id|>",
-                                "<|start_header_id|>assistant<|end_header_id|>\n\n", false};
-        return (chat_style){"llama2", "[INST] ", "", NULL, " [/INST]", "", true};
+                                "<|start_header_id|>assistant<|end_header_id|>\n\n", false, NULL};
+        return (chat_style){"llama2", "[INST] ", "", NULL, " [/INST]", "", true, NULL};
     }
     }
 }
@@ -89,7 +96,7 @@ bp_status bp_model_chat_format_turns(const bp_model *m, const bp_tokenizer *t, c
             return bp_fail(BP_E_INVAL, "chat format: turn %zu has role '%s' (system, developer, user or assistant)", i, r);
         }
         put(buf, cap, &at, x);
-        put(buf, cap, &at, st.close);
+        put(buf, cap, &at, st.assistant_close && !strcmp(r, "assistant") ? st.assistant_close : st.close);
     }
     put(buf, cap, &at, st.reply);
     *len = at;

@@ -10,7 +10,9 @@
  *               g, u = h Wgate, h Wup                      one matmul submission
  *               f = (act(g) * u) Wdown; post-norm (Gemma)
  *                 or, a layer with routed experts (qwen3moe, Mixtral):
- *               r = h Wrouter; per token the top k experts of softmax(r), weights / their sum
+ *               r = h Wrouter (+ bias); per token the top k experts of softmax(r), weights / their
+ *                 sum (gpt-oss: the top k of r, softmax over those k; its experts' biases and
+ *                 clamped SwiGLU, attention sinks, YaRN: archs.def)
  *               f = sum_j w_j down_j(silu(gate_j h) * up_j h)  the MoE op: each expert's weights
  *                                                          read once for all its tokens
  *               x += f
@@ -74,7 +76,10 @@ static void rope(bp_step_prog *p, const bp_model *m, bp_step_buf b, int64_t rows
     bp_step_node *nd = add(p, BP_STEP_ROPE, b, b, 0, rows, (int64_t)heads * hp->head_dim_k);
     if (!nd) return;
     nd->rope = (bp_rope_desc){.n_heads = heads, .head_dim = (int32_t)hp->head_dim_k, .n_rot = (int32_t)hp->n_rot,
-                              .layout = m->arch->rope, .freq_base = base, .freq_scale = scale};
+                              .layout = m->arch->rope, .freq_base = base, .freq_scale = scale,
+                              .ext_factor = hp->yarn_ext_factor, .attn_factor = hp->yarn_attn_factor,
+                              .beta_fast = hp->yarn_beta_fast, .beta_slow = hp->yarn_beta_slow,
+                              .n_ctx_orig = (int32_t)hp->yarn_n_ctx_orig};
     nd->rope_factors = m->rope_freqs;
 }
 
@@ -97,9 +102,9 @@ static void layer(bp_step_prog *p, const bp_model *m, int il, int64_t t, int64_t
     bias(p, BP_SB_V, 0, t, KV * D, L->bv, TN_bv);
     if (L->q_norm) norm(p, BP_SB_Q, BP_SB_Q, 0, t * H, D, L->q_norm, TN_q_norm, eps);
     if (L->k_norm) norm(p, BP_SB_K, BP_SB_K, 0, t * KV, D, L->k_norm, TN_k_norm, eps);
-    /* Sliding layers use the local base and no position scaling (Gemma 3: linear scaling is a
-     * property of the global layers' long-context extension). */
-    float base = swa ? hp->rope_base_swa : hp->rope_base, scale = swa ? 1.0f : hp->rope_freq_scale;
+    /* Sliding layers use the local base and their own scaling (Gemma 3: none, linear scaling is
+     * a property of the global layers' long-context extension; gpt-oss: the global YaRN). */
+    float base = swa ? hp->rope_base_swa : hp->rope_base, scale = swa ? hp->rope_freq_scale_swa : hp->rope_freq_scale;
     rope(p, m, BP_SB_Q, t, (int32_t)H, base, scale);
     rope(p, m, BP_SB_K, t, (int32_t)KV, base, scale);
     bp_step_node *nd = add(p, BP_STEP_KV_APPEND, BP_SB_K, BP_SB_K, 0, t, KV * D);
@@ -107,7 +112,8 @@ static void layer(bp_step_prog *p, const bp_model *m, int il, int64_t t, int64_t
     const int64_t r0 = t - keep; /* first row carried on */
     if ((nd = add(p, BP_STEP_ATTENTION, BP_SB_ATT, BP_SB_Q, r0, keep, H * D))) {
         nd->attn = (bp_attn_desc){.n_heads = (int32_t)H, .n_kv_heads = (int32_t)KV, .scale = hp->attn_scale,
-                                  .causal = true, .window = swa ? hp->swa_window : 0, .softcap = 0};
+                                  .causal = true, .window = swa ? hp->swa_window : 0, .softcap = 0,
+                                  .sinks = L->sinks};
     }
     mm(p, BP_SB_ATT, r0, keep, 1, L->wo, BP_SB_TMP, TN_wo, NULL, 0, NULL, NULL, 0, NULL);
     bias(p, BP_SB_TMP, r0, keep, E, L->bo, TN_bo);
@@ -117,8 +123,10 @@ static void layer(bp_step_prog *p, const bp_model *m, int il, int64_t t, int64_t
     norm(p, BP_SB_XN, BP_SB_X, r0, keep, E, L->ffn_norm, TN_ffn_norm, eps);
     if (L->experts) {
         mm(p, BP_SB_XN, r0, keep, 1, L->w_router, BP_SB_GATE, TN_w_router, NULL, 0, NULL, NULL, 0, NULL);
+        bias(p, BP_SB_GATE, r0, keep, hp->n_expert, L->b_router, TN_b_router);
         if ((nd = add(p, BP_STEP_MOE, BP_SB_TMP, BP_SB_XN, r0, keep, E))) {
             nd->moe.m = L->experts, nd->moe.top_k = (int32_t)hp->n_expert_used, nd->moe.renorm = hp->expert_norm;
+            nd->moe.gate = hp->expert_gate;
             nd->tensor = "ffn_*_exps";
         }
         add(p, BP_STEP_ADD, BP_SB_X, BP_SB_TMP, r0, keep, E);

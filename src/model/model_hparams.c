@@ -149,6 +149,13 @@ static bp_status read_moe(const bp_gguf *f, const bp_arch *a, bp_hparams *hp) {
             return bp_fail(BP_E_UNSUPPORTED, "model: %s.%s = %lld is not supported (routed experts only)", n, refused[i],
                            (long long)v);
     }
+    if (a->id == BP_ARCH_GPTOSS) {
+        /* llama.cpp's openai_moe fixes its routing whatever the file says: the top k biased
+         * logits, softmax over those k, no further normalization or scale */
+        hp->expert_gate = BP_MOE_GATE_SOFTMAX_TOPK, hp->expert_norm = false;
+        bp_clear_error();
+        return BP_OK;
+    }
     int64_t gating;
     if ((s = get_int(f, n, "expert_gating_func", false, 1, 0, 16, &gating))) return s;
     if (gating > 1) /* llama.cpp's numbering: 0 unset, 1 softmax, 2 sigmoid, 3 softmax over the top k */
@@ -205,8 +212,13 @@ bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *
         (s = get_float(f, n, "final_logit_softcapping", false, 0.0, 0.0, 1e6, &hp->final_softcap)))
         return s;
 
-    /* RoPE scaling: none, or linear (positions divided by the factor). YaRN and LongRoPE change
-     * the rotation itself and are refused by name rather than run wrong. */
+    /* gpt-oss's sliding layers take the global base unless the file names theirs (llama.cpp) */
+    if (a->id == BP_ARCH_GPTOSS &&
+        (s = get_float(f, n, "rope.freq_base_swa", false, hp->rope_base, 1e-3, 1e12, &hp->rope_base_swa)))
+        return s;
+
+    /* RoPE scaling: none, or linear (positions divided by the factor); YaRN for gpt-oss.
+     * YaRN elsewhere and LongRoPE are refused by name rather than run wrong. */
     hp->rope_freq_scale = 1.0f;
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", n);
@@ -214,13 +226,30 @@ bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *
     size_t stlen;
     if (bp_gguf_find_key(f, key) >= 0 && !bp_gguf_get_str(f, key, &st, &stlen) &&
         !(stlen == 4 && !memcmp(st, "none", 4))) {
-        if (!(stlen == 6 && !memcmp(st, "linear", 6)))
-            return bp_fail(BP_E_UNSUPPORTED, "model: %s = \"%.*s\" is not supported (none and linear are)", key,
-                           (int)stlen, st);
+        const bool yarn = stlen == 4 && !memcmp(st, "yarn", 4) && a->id == BP_ARCH_GPTOSS;
+        if (!(stlen == 6 && !memcmp(st, "linear", 6)) && !yarn)
+            return bp_fail(BP_E_UNSUPPORTED, "model: %s = \"%.*s\" is not supported (none and linear are%s)", key,
+                           (int)stlen, st, a->id == BP_ARCH_GPTOSS ? ", and yarn" : "");
         float factor;
         if ((s = get_float(f, n, "rope.scaling.factor", false, 1.0, 1e-3, 1e6, &factor))) return s;
         hp->rope_freq_scale = 1.0f / factor;
+        if (yarn) {
+            float rope_attn;
+            if ((s = get_int(f, n, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, MAX_CTX,
+                             &hp->yarn_n_ctx_orig)) ||
+                (s = get_float(f, n, "rope.scaling.attn_factor", false, 1.0, 1e-6, 1e6, &rope_attn)))
+                return s;
+            /* llama.cpp's context: the magnitude 0.1 ln(factor) + 1 (1 for factor <= 1), divided by
+             * the 1 + 0.1 ln(factor) that rope_yarn multiplies in again, times the file's factor;
+             * all in float as there */
+            const float fs = 1.0f / hp->rope_freq_scale;
+            float att = fs <= 1.0f ? 1.0f : 0.1f * logf(fs) + 1.0f;
+            att *= 1.0f / (1.0f + 0.1f * logf(fs));
+            hp->yarn_ext_factor = 1.0f, hp->yarn_attn_factor = att * rope_attn;
+            hp->yarn_beta_fast = 32.0f, hp->yarn_beta_slow = 1.0f;
+        }
     }
+    hp->rope_freq_scale_swa = a->id == BP_ARCH_GPTOSS ? hp->rope_freq_scale : 1.0f;
 
     /* Attention scale: `<arch>.attention.scale` when the file has one; Gemma 3 27B (62 layers)
      * scales by 1/sqrt(n_embd / n_head) (its query_pre_attn_scalar), every other model here by

@@ -6,7 +6,7 @@
 #include "backplane_model.h"
 #include "seam/seam.h"
 
-typedef enum bp_chat_kind { BP_CHAT_LLAMA = 0, BP_CHAT_CHATML = 1, BP_CHAT_GEMMA = 2, BP_CHAT_PHI3 = 3 } bp_chat_kind;
+typedef enum bp_chat_kind { BP_CHAT_LLAMA = 0, BP_CHAT_CHATML = 1, BP_CHAT_GEMMA = 2, BP_CHAT_PHI3 = 3, BP_CHAT_HARMONY = 4 } bp_chat_kind;
 
 typedef enum bp_moe_mode { BP_MOE_NONE = 0, BP_MOE_OPTIONAL = 1, BP_MOE_ALWAYS = 2 } bp_moe_mode;
 
@@ -37,7 +37,7 @@ const bp_arch *bp_arch_at(int i); /* NULL out of range */
 /* tensors.def's `need` column. */
 typedef enum bp_need {
     BP_NEED_ALWAYS, BP_NEED_OPTIONAL, BP_NEED_QK_NORM, BP_NEED_POST_NORMS, BP_NEED_DENSE, BP_NEED_DENSE_OPT,
-    BP_NEED_MOE
+    BP_NEED_MOE, BP_NEED_GPTOSS
 } bp_need;
 
 /* Hyperparameters, all from `<arch>.*` metadata (model_hparams.c), validated. */
@@ -48,7 +48,14 @@ typedef struct bp_hparams {
     int64_t n_ctx_train;
     float rms_eps;
     float rope_base, rope_base_swa; /* global and sliding-window layers' RoPE bases */
-    float rope_freq_scale;          /* 1 / rope.scaling.factor for linear scaling, else 1 */
+    float rope_freq_scale;          /* 1 / rope.scaling.factor for linear or YaRN scaling, else 1 */
+    float rope_freq_scale_swa;      /* the sliding layers' (Gemma 3: 1; gpt-oss: rope_freq_scale) */
+    /* YaRN (gpt-oss with rope.scaling.type "yarn"; ext_factor 0: none): as llama.cpp's context
+     * computes them (llama-context.cpp): ext_factor 1, attn_factor (the cos/sin magnitude
+     * before rope_yarn's own 1 + 0.1 ln factor), beta_fast 32 / beta_slow 1, and
+     * rope.scaling.original_context_length (default context_length) */
+    float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+    int64_t yarn_n_ctx_orig;
     float attn_scale;               /* applied to q.k */
     float final_softcap;            /* 0: none */
     float emb_scale;                /* 1, or sqrt(n_embd) */
@@ -59,6 +66,7 @@ typedef struct bp_hparams {
      * llama's experts are n_ff wide), whether the top-k weights are divided by their sum. */
     int64_t n_expert, n_expert_used, n_ff_exp;
     bool expert_norm;
+    bp_moe_gate expert_gate;        /* softmax over all (default); gpt-oss: softmax of the top k */
 } bp_hparams;
 
 typedef struct bp_layer {

@@ -126,6 +126,54 @@ static bp_status find_experts(binder *b, int64_t il, const char *what, int64_t r
     return BP_OK;
 }
 
+/* One expert bias blk.<il>.<what>.bias: ne {n, NE}, F32/F16/BF16, as [NE][n] floats in *out
+ * (NULL in a shell, which never runs). */
+static bp_status find_expert_bias(binder *b, int64_t il, const char *what, int64_t n, float **out) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%lld.%s.bias", (long long)il, what);
+    *out = NULL;
+    const bp_gguf_tensor *t = bp_gguf_find_tensor(b->m->file, name);
+    bp_clear_error();
+    if (!t) return bp_fail(BP_E_NOT_FOUND, "%s: %s model has no tensor %s", b->path, b->m->arch->name, name);
+    if (t->n_dims != 2 || t->ne[0] != n || t->ne[1] != b->NE)
+        return bp_fail(BP_E_SHAPE, "%s: tensor %s has %u dimensions [%lld, %lld], expected [%lld, %lld]", b->path, name,
+                       t->n_dims, (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1), (long long)n,
+                       (long long)b->NE);
+    if (t->kind != BP_KIND_F32 && t->kind != BP_KIND_F16 && t->kind != BP_KIND_BF16)
+        return bp_fail(BP_E_KIND, "%s: tensor %s is %s; biases must be F32, F16 or BF16", b->path, name,
+                       t->kind_info->name);
+    mark(b, t);
+    b->m->n_params += t->n_elems;
+    b->m->weight_bytes += t->bytes;
+    if (b->m->shell) return BP_OK;
+    const size_t count = (size_t)(n * b->NE);
+    if (!(*out = bp_malloc(count * sizeof(float)))) return bp_fail(BP_E_NOMEM, "%s: no memory for tensor %s", b->path, name);
+    bp_status s = bp_dequantize(t->kind, t->data, t->bytes, *out, (int64_t)count);
+    if (s) return bp_model_fail_prefixed(s, name);
+    b->m->vector_bytes += count * sizeof(float);
+    return BP_OK;
+}
+
+/* gpt-oss's experts: a bias after each projection and the clamped SwiGLU (alpha 1.702, limit 7,
+ * llama.cpp's LLM_FFN_SWIGLU_OAI_MOE constants). */
+static bp_status bind_expert_extras(binder *b, int64_t il) {
+    const int64_t E = b->E, FE = b->m->hp.n_ff_exp;
+    bp_moe *m = b->m->layers[il].experts;
+    float *bg = NULL, *bu = NULL, *bd = NULL;
+    bp_status s = find_expert_bias(b, il, "ffn_gate_exps", FE, &bg);
+    if (!s) s = find_expert_bias(b, il, "ffn_up_exps", FE, &bu);
+    if (!s) s = find_expert_bias(b, il, "ffn_down_exps", E, &bd);
+    if (!s && !b->m->shell) s = bp_moe_set_biases(m, bg, bu, bd);
+    if (!s) s = bp_moe_set_act(m, BP_MOE_ACT_SWIGLU_OAI, 1.702f, 7.0f);
+    bp_free(bg), bp_free(bu), bp_free(bd);
+    if (s && !strstr(bp_last_error(), b->path)) {
+        char pre[160];
+        snprintf(pre, sizeof pre, "%s: layer %lld's experts", b->path, (long long)il);
+        return bp_model_fail_prefixed(s, pre);
+    }
+    return s;
+}
+
 static bp_status bind_experts(binder *b, int64_t il) {
     const int64_t E = b->E, FE = b->m->hp.n_ff_exp;
     bp_moe_tensor g, u, d;
@@ -138,7 +186,7 @@ static bp_status bind_experts(binder *b, int64_t il) {
         snprintf(pre, sizeof pre, "%s: layer %lld's experts", b->path, (long long)il);
         return bp_model_fail_prefixed(s, pre);
     }
-    return BP_OK;
+    return b->m->arch->id == BP_ARCH_GPTOSS ? bind_expert_extras(b, il) : BP_OK;
 }
 
 /* Rows [row0, row0 + rows) of matrix t as a zero-copy weight (a fused tensor's part). */
@@ -209,13 +257,20 @@ static bp_status bind_layer(binder *b, int64_t il) {
     bp_status s;
     bp_status fs = bind_fused(b, il);
     if (fs) return fs;
+    /* gpt-oss: the tensor named post_attention_norm is the FFN's input norm (llama.cpp's
+     * openai_moe normalizes x + attention with it before the experts); it has no ffn_norm */
+    snprintf(name, sizeof name, "blk.%lld.post_attention_norm.weight", (long long)il);
+    if (a->id == BP_ARCH_GPTOSS &&
+        ((s = find(b, name, 1, E, true, &t)) || (s = add_vector(b, t, &L->ffn_norm))))
+        return s;
     /* A tensor the layer does not use is left unbound, and check_all_bound names it; a field a
      * fused tensor filled is not looked for again. */
 #define BP_LAYER_TENSOR(field, tname, matrix, rows, cols, need)                                             \
     {                                                                                                      \
         bool used = need == BP_NEED_ALWAYS || need == BP_NEED_OPTIONAL ||                                  \
                     (need == BP_NEED_QK_NORM && a->qk_norm) || (need == BP_NEED_POST_NORMS && a->post_norms) || \
-                    ((need == BP_NEED_DENSE || need == BP_NEED_DENSE_OPT) && !moe) || (need == BP_NEED_MOE && moe); \
+                    ((need == BP_NEED_DENSE || need == BP_NEED_DENSE_OPT) && !moe) || (need == BP_NEED_MOE && moe) || \
+                    (need == BP_NEED_GPTOSS && a->id == BP_ARCH_GPTOSS);                                   \
         bool required = need != BP_NEED_OPTIONAL && need != BP_NEED_DENSE_OPT;                             \
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)il, tname);                                 \
         if (used && !L->field) {                                                                           \
@@ -316,16 +371,6 @@ static bp_status load(bp_model *m, const char *path, const bp_model_params *p) {
     char arch[64];
     snprintf(arch, sizeof arch, "%.*s", (int)(alen < 63 ? alen : 63), an);
     m->arch = bp_arch_lookup(arch);
-    /* Families people run whose features are not implemented yet: named, so that the error says
-     * what is missing rather than only "not supported". */
-    static const struct { const char *arch, *missing; } later[] = {
-        {"gpt-oss", "MXFP4 expert weights with biases and its own activation, attention sinks, alternating "
-                    "sliding-window layers, YaRN RoPE scaling"},
-    };
-    for (size_t i = 0; !m->arch && i < sizeof later / sizeof later[0]; i++)
-        if (alen == strlen(later[i].arch) && !memcmp(an, later[i].arch, alen))
-            return bp_fail(BP_E_UNSUPPORTED, "%s: architecture '%s' is not supported: %s are not implemented", path,
-                           later[i].arch, later[i].missing);
     if (!m->arch || alen >= 63) {
         char list[160] = "";
         for (int i = 0; bp_arch_at(i); i++)

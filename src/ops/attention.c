@@ -34,6 +34,8 @@ bp_status bp_attention(const bp_attn_desc *d, const float *q, int64_t t, const i
     if (!(d->softcap >= 0) || !isfinite(d->softcap))
         return bp_fail(BP_E_INVAL, "attention: softcap %g must be finite and >= 0 (0: none)", d->softcap);
     if (d->window < 0) return bp_fail(BP_E_INVAL, "attention: window %lld must be >= 0 (0: none)", (long long)d->window);
+    for (int32_t h = 0; d->sinks && h < d->n_heads; h++)
+        if (!isfinite(d->sinks[h])) return bp_fail(BP_E_INVAL, "attention: sink of head %d is %g, not finite", (int)h, d->sinks[h]);
     if (t < 0) return bp_fail(BP_E_SHAPE, "attention: negative query count %lld", (long long)t);
     if (t == 0) return BP_OK;
     if (!q || !out || !positions)

@@ -10,7 +10,10 @@
  * Decode over a long context has few rows per kv head, so the keys are split into chunks
  * (flash-decoding): each chunk is an item with its own (m, l, acc), combined at the end. The
  * split depends only on the shape, never on the thread count, so results are identical for any
- * number of threads (each item is computed by one thread, in one order). */
+ * number of threads (each item is computed by one thread, in one order).
+ *
+ * A sink (desc.sinks, gpt-oss) joins only the final normalization: with the row's (m, l, acc),
+ * out = acc / (l + exp(sink - m)), the same as a first key of score sink and no value. */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -71,6 +74,12 @@ static void carve(const plan *p, uint8_t *buf, rows *w) {
 }
 
 static float softcap(float s, float cap) { return cap * tanhf(s / cap); }
+
+/* 1 / the softmax denominator of head h's row with running max m and sum l (0: no key seen). */
+static float inv_denom(const bp_attn_desc *d, int64_t h, float m, float l) {
+    if (!(l > 0)) return 0.0f;
+    return 1.0f / (d->sinks ? l + expf(d->sinks[h] - m) : l);
+}
 
 static void run_item(const plan *p, int64_t it, rows *w) {
     int64_t g = it / (p->n_qb * p->n_kc), rem = it % (p->n_qb * p->n_kc), qb = rem / p->n_kc, kc = rem % p->n_kc;
@@ -159,7 +168,7 @@ static void run_item(const plan *p, int64_t it, rows *w) {
         }
         int64_t i = i0 + r / p->group, h = g * p->group + r % p->group;
         float *o = p->out + ((size_t)i * (size_t)nh + (size_t)h) * (size_t)dv;
-        float inv = w->l[r] > 0 ? 1.0f / w->l[r] : 0.0f;
+        float inv = inv_denom(p->d, h, w->m[r], w->l[r]);
         for (int e = 0; e < dv; e++) o[e] = w->acc[r][e] * inv;
     }
 }
@@ -200,7 +209,7 @@ static void combine(const plan *p) {
                 l += f * pr[1];
                 for (int e = 0; e < dv; e++) o[e] += f * pr[2 + e];
             }
-            float inv = l > 0 ? 1.0f / l : 0.0f;
+            float inv = inv_denom(p->d, h, m, l);
             for (int e = 0; e < dv; e++) o[e] *= inv;
         }
     }
@@ -301,8 +310,8 @@ bp_status bp_attention_cpu(const bp_op_call *c, char *label, size_t label_len) {
     else worker(&p, 0, 1);
     if (p.n_kc > 1) combine(&p);
     if (label)
-        snprintf(label, label_len, "CPU %s attention K %s V %s%s", p.kn->isa, bp_kind_lookup(p.cache->desc.kind_k)->name,
-                 bp_kind_lookup(p.cache->desc.kind_v)->name, p.exact ? " (exact)" : "");
+        snprintf(label, label_len, "CPU %s attention K %s V %s%s%s", p.kn->isa, bp_kind_lookup(p.cache->desc.kind_k)->name,
+                 bp_kind_lookup(p.cache->desc.kind_v)->name, p.d->sinks ? ", sinks" : "", p.exact ? " (exact)" : "");
 out:
     if (held) bp_pool_release();
     if (own) bp_free(mem);

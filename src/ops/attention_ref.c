@@ -1,6 +1,7 @@
 /* The attention reference: one query head at a time, keys in order, online softmax (running
  * max, rescaled sum and accumulator) in double, K and V rows dequantized with the kind's
- * reference dequantizer. The oracle for every fast path and backend; its memory is one K row,
+ * reference dequantizer. A sink (desc.sinks) is a first key of score sinks[h] and no value: the
+ * running max starts at it with sum 1. The oracle for every fast path and backend; its memory is one K row,
  * one V row and one accumulator, whatever the context. */
 #include <math.h>
 
@@ -31,7 +32,7 @@ bp_status bp_ref_attention(const bp_attn_desc *d, const float *q, int64_t t, con
             const float *qh = q + ((size_t)i * (size_t)d->n_heads + (size_t)h) * (size_t)dk;
             const uint8_t *kbase = L->k + (size_t)g * (size_t)L->cap * cache->row_k;
             const uint8_t *vbase = L->v + (size_t)g * (size_t)L->cap * cache->row_v;
-            double m = -INFINITY, l = 0;
+            double m = d->sinks ? d->sinks[h] : -INFINITY, l = d->sinks ? 1.0 : 0.0;
             for (int e = 0; e < dv; e++) acc[e] = 0;
             for (int64_t j = j0; j < j1; j++) {
                 kk->dequant(kbase + (size_t)j * cache->row_k, krow, nbk);

@@ -1,6 +1,7 @@
 /* MoE: uploading a layer's experts (fused gate/up per expert, or the GGUF 3-D stacked tensors),
  * the checks every path shares, the public entry points and the offload switch. Which backend
  * runs a call is the op layer's walk; the CPU path is moe_cpu.c, its oracle moe_ref.c. */
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -72,7 +73,68 @@ void bp_moe_free(bp_moe *m) {
     bp_free(m->gate);
     bp_free(m->up);
     bp_free(m->down);
+    bp_free(m->b_gate);
+    bp_free(m->b_up);
+    bp_free(m->b_down);
     bp_free(m);
+}
+
+bp_status bp_moe_set_act(bp_moe *m, bp_moe_act act, float alpha, float limit) {
+    if (!m) return bp_fail(BP_E_INVAL, "bp_moe_set_act: layer is NULL");
+    if (act != BP_MOE_ACT_SILU && act != BP_MOE_ACT_SWIGLU_OAI)
+        return bp_fail(BP_E_INVAL, "bp_moe_set_act: unknown activation %d (0 silu, 1 swiglu_oai)", (int)act);
+    if (act == BP_MOE_ACT_SWIGLU_OAI && (!isfinite(alpha) || !(limit > 0) || !isfinite(limit)))
+        return bp_fail(BP_E_INVAL, "bp_moe_set_act: swiglu_oai alpha %g, limit %g: need finite alpha, limit > 0",
+                       (double)alpha, (double)limit);
+    m->act = act, m->alpha = alpha, m->limit = limit;
+    return BP_OK;
+}
+
+/* A copy of n floats, every one finite (what names the bias in the error). */
+static bp_status copy_bias(const char *what, const float *src, int64_t n, float **dst) {
+    *dst = NULL;
+    if (!src) return BP_OK;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(src[i])) return bp_fail(BP_E_INVAL, "bp_moe_set_biases: %s[%lld] is %g, not finite", what, (long long)i, (double)src[i]);
+    if (!(*dst = bp_malloc(sizeof(float) * (size_t)n))) return bp_fail(BP_E_NOMEM, "bp_moe_set_biases: no memory for %s", what);
+    memcpy(*dst, src, sizeof(float) * (size_t)n);
+    return BP_OK;
+}
+
+bp_status bp_moe_set_biases(bp_moe *m, const float *b_gate, const float *b_up, const float *b_down) {
+    if (!m) return bp_fail(BP_E_INVAL, "bp_moe_set_biases: layer is NULL");
+    float *g = NULL, *u = NULL, *d = NULL;
+    bp_status s = copy_bias("gate bias", b_gate, m->n_expert * m->inter, &g);
+    if (!s) s = copy_bias("up bias", b_up, m->n_expert * m->inter, &u);
+    if (!s) s = copy_bias("down bias", b_down, m->n_expert * m->h, &d);
+    if (s) { /* nothing replaced */
+        bp_free(g), bp_free(u), bp_free(d);
+        return s;
+    }
+    bp_free(m->b_gate), bp_free(m->b_up), bp_free(m->b_down);
+    m->b_gate = g, m->b_up = u, m->b_down = d;
+    return BP_OK;
+}
+
+void bp_moe_activate(const bp_moe *m, int64_t e, float *G, const float *U, int64_t n) {
+    const int64_t I = m->inter;
+    const float *bg = m->b_gate ? m->b_gate + e * I : NULL, *bu = m->b_up ? m->b_up + e * I : NULL;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < I; c++) {
+            float g = G[r * I + c] + (bg ? bg[c] : 0.0f), u = U[r * I + c] + (bu ? bu[c] : 0.0f);
+            if (m->act == BP_MOE_ACT_SWIGLU_OAI) {
+                g = fminf(g, m->limit);
+                u = fminf(fmaxf(u, -m->limit), m->limit);
+                G[r * I + c] = g / (1.0f + expf(-m->alpha * g)) * (u + 1.0f);
+            } else
+                G[r * I + c] = g / (1.0f + expf(-g)) * u;
+        }
+}
+
+void bp_moe_add_down_bias(const bp_moe *m, int64_t e, float w, float *y) {
+    if (!m->b_down) return;
+    const float *b = m->b_down + e * m->h;
+    for (int64_t c = 0; c < m->h; c++) y[c] += w * b[c];
 }
 
 void bp_moe_shape(const bp_moe *m, int64_t *n_expert, int64_t *h, int64_t *inter) {

@@ -3,7 +3,8 @@
  *
  *   1. count routes per expert, prefix-sum, and list (token, weight) per expert in token order;
  *   2. per used expert e with n routes: gather those tokens' rows of x into X [n][h];
- *      G = X gate_e^T, U = X up_e^T, A = silu(G) * U, D = A down_e^T;
+ *      G = X gate_e^T, U = X up_e^T, A = silu(G) * U, D = A down_e^T (gpt-oss: biases and its
+ *      clamped SwiGLU, bp_moe_set_act / bp_moe_set_biases);
  *   3. y[token] += weight * D[row], expert by expert (ascending id).
  * Decode (t = 1) skips the grouping: every routed expert's gate and up share the one x.
  *
@@ -59,6 +60,17 @@ static bp_status gate_up(bp_moe *m, bp_moe_matmul how, int64_t e, const float *X
 /* The SiLU's table: the vector exp, or libm in exact mode (as the op layer's activations). */
 static const bp_op_kern *silu_kern(void) { return bp_exact_mode() ? bp_op_kern_portable() : bp_op_kern_current(); }
 
+/* A = act(G, U) for n rows of expert e: the vector SwiGLU for a plain layer, else the layer's
+ * biases and activation (bp_moe_activate, in place in G, copied to A). */
+static void activate(const bp_moe *m, int64_t e, float *G, const float *U, float *A, int64_t n) {
+    if (m->act == BP_MOE_ACT_SILU && !m->b_gate && !m->b_up) {
+        silu_kern()->act(BP_SILU, G, U, A, n * m->inter); /* A = silu(G) * U */
+        return;
+    }
+    bp_moe_activate(m, e, G, U, n);
+    memcpy(A, G, sizeof(float) * (size_t)(n * m->inter));
+}
+
 /* y += w * D for one row. */
 static void add_scaled(float *y, const float *d, float w, int64_t h) {
     for (int64_t c = 0; c < h; c++) y[c] += w * d[c];
@@ -79,7 +91,7 @@ static bp_status decode(bp_moe *m, bp_moe_matmul how, const float *x, int64_t to
     }
     *used_out = used;
     float *G = buf, *U = G + used * inter, *A = U + used * inter, *D = A + used * inter;
-    bp_matmul_job jobs[128];
+    bp_matmul_job jobs[128] = {{0}}; /* (gcc 12 cannot see that 2 * used are written) */
     for (int64_t u = 0; u < used; u++) {
         jobs[2 * u] = (bp_matmul_job){m->gate[ex[u]], G + u * inter};
         jobs[2 * u + 1] = (bp_matmul_job){m->up[ex[u]], U + u * inter};
@@ -87,10 +99,13 @@ static bp_status decode(bp_moe *m, bp_moe_matmul how, const float *x, int64_t to
     char gu[96] = "";
     bp_status s = bp_cpu_jobs(x, 1, jobs, (int)(2 * used), gu, sizeof gu);
     if (s) return s;
-    silu_kern()->act(BP_SILU, G, U, A, used * inter); /* A = silu(G) * U */
+    for (int64_t u = 0; u < used; u++) activate(m, ex[u], G + u * inter, U + u * inter, A + u * inter, 1);
     for (int64_t u = 0; u < used && !s; u++) s = gemm(m->down[ex[u]], how, A + u * inter, 1, D + u * h);
     if (s) return s;
-    for (int64_t u = 0; u < used; u++) add_scaled(y, D + u * h, ws[u], h);
+    for (int64_t u = 0; u < used; u++) {
+        add_scaled(y, D + u * h, ws[u], h);
+        bp_moe_add_down_bias(m, ex[u], ws[u], y);
+    }
     snprintf(label, label_len, "gate/up %s; down %s", gu, bp_weight_last_path(m->down[ex[0]]));
     return BP_OK;
 }
@@ -155,10 +170,13 @@ bp_status bp_moe_cpu(bp_moe *m, bp_moe_matmul how, const float *x, int64_t t, in
         for (int64_t r = 0; r < n; r++) memcpy(X + r * h, x + tok[r0 + r] * h, sizeof(float) * (size_t)h);
         s = gate_up(m, how, e, X, n, G, U, mm, sizeof mm);
         if (s) break;
-        silu_kern()->act(BP_SILU, G, U, A, n * inter); /* A = silu(G) * U */
+        activate(m, e, G, U, A, n);
         s = gemm(m->down[e], how, A, n, D);
         if (s) break;
-        for (int64_t r = 0; r < n; r++) add_scaled(y + tok[r0 + r] * h, D + r * h, wt[r0 + r], h);
+        for (int64_t r = 0; r < n; r++) {
+            add_scaled(y + tok[r0 + r] * h, D + r * h, wt[r0 + r], h);
+            bp_moe_add_down_bias(m, e, wt[r0 + r], y + tok[r0 + r] * h);
+        }
         last = e;
     }
     if (!s && last >= 0 && label)

@@ -12,6 +12,9 @@ struct bp_moe {
      * layout the first and second half of one buffer), down ([h][inter]). Each is a bp_weight,
      * so every backend caches its own copy or repacked layout inside it, as for any matmul. */
     bp_weight **gate, **up, **down;
+    bp_moe_act act;                 /* bp_moe_set_act */
+    float alpha, limit;             /* BP_MOE_ACT_SWIGLU_OAI */
+    float *b_gate, *b_up, *b_down;  /* owned copies ([n_expert][inter] / [n_expert][h]) or NULL */
     char last_path[600];
 };
 
@@ -23,6 +26,12 @@ void bp_moe_set_path(bp_moe *m, const char *fmt, ...) __attribute__((format(prin
  * [0, n_expert) (the first bad one named by token and slot). Nothing is written on failure. */
 bp_status bp_moe_check_run(const char *who, const bp_moe *m, const float *x, int64_t t, int64_t top_k,
                            const int32_t *ids, const float *route_w, const float *y);
+
+/* The expert activation in place over n rows of inter: G = act(G + bg_e, U + bu_e) (biases
+ * added first when the layer has them), in double for the reference (moe_ref.c) and float here. */
+void bp_moe_activate(const bp_moe *m, int64_t e, float *G, const float *U, int64_t n);
+/* y += the down bias of expert e times w (nothing without one). */
+void bp_moe_add_down_bias(const bp_moe *m, int64_t e, float w, float *y);
 
 /* How the CPU path runs each expert's matmuls. */
 typedef enum bp_moe_matmul {

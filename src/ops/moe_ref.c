@@ -1,7 +1,8 @@
 /* MoE, the float64 reference: the oracle for the CPU path and every backend (beside the NumPy
  * vectors of tests/vectors/conv_moe). For each expert in turn, its three matrices dequantized
  * whole by the reference dequantizer, then every (token, route) naming it computed in double:
- * g = gate x, u = up x, acc[token] += weight * down (silu(g) * u). y += acc at the end. Extra
+ * g = gate x, u = up x, acc[token] += weight * down (silu(g) * u) -- or, a gpt-oss layer, with
+ * its biases and clamped SwiGLU (bp_moe_set_act). y += acc at the end. Extra
  * memory: 3 * h * inter floats + (t * h + inter) doubles. */
 #include <math.h>
 #include <string.h>
@@ -54,12 +55,20 @@ bp_status bp_moe_ref(const bp_moe *m, const float *x, int64_t t, int64_t top_k, 
                 const float *xi = x + i * h;
                 for (int64_t r = 0; r < inter; r++) {
                     double g = dot(wg + r * h, xi, h), u = dot(wu + r * h, xi, h);
-                    act[r] = g / (1.0 + exp(-g)) * u;
+                    if (m->b_gate) g += m->b_gate[e * inter + r];
+                    if (m->b_up) u += m->b_up[e * inter + r];
+                    if (m->act == BP_MOE_ACT_SWIGLU_OAI) {
+                        const double lim = m->limit;
+                        g = g < lim ? g : lim;
+                        u = u < -lim ? -lim : u > lim ? lim : u;
+                        act[r] = g / (1.0 + exp(-(double)m->alpha * g)) * (u + 1.0);
+                    } else
+                        act[r] = g / (1.0 + exp(-g)) * u;
                 }
                 double rw = route_w[i * top_k + j];
                 for (int64_t r = 0; r < h; r++) {
                     const float *dr = wd + r * inter;
-                    double d = 0;
+                    double d = m->b_down ? m->b_down[e * h + r] : 0.0;
                     for (int64_t c = 0; c < inter; c++) d += (double)dr[c] * act[c];
                     acc[i * h + r] += rw * d;
                 }

@@ -14,9 +14,10 @@
 #include "core/error.h"
 #include "ops/moe_internal.h"
 
-/* The gate's weight for logit v: softmax over all logits (max and denominator given), or sigmoid. */
+/* The gate's weight for logit v: softmax over all logits or over the chosen ones (their max and
+ * denominator given), or sigmoid. */
 static double gate_value(bp_moe_gate gate, double v, double max, double denom) {
-    return gate == BP_MOE_GATE_SOFTMAX ? exp(v - max) / denom : 1.0 / (1.0 + exp(-v));
+    return gate != BP_MOE_GATE_SIGMOID ? exp(v - max) / denom : 1.0 / (1.0 + exp(-v));
 }
 
 bp_status bp_moe_route(const float *logits, int64_t t, int64_t n_expert, int64_t top_k, bp_moe_gate gate, bool renorm,
@@ -24,8 +25,9 @@ bp_status bp_moe_route(const float *logits, int64_t t, int64_t n_expert, int64_t
     if (t < 0 || n_expert < 1 || n_expert > INT32_MAX || top_k < 1 || top_k > n_expert)
         return bp_fail(BP_E_SHAPE, "bp_moe_route: t %lld, %lld experts, top_k %lld: need t >= 0 and 1 <= top_k <= experts",
                        (long long)t, (long long)n_expert, (long long)top_k);
-    if (gate != BP_MOE_GATE_SOFTMAX && gate != BP_MOE_GATE_SIGMOID)
-        return bp_fail(BP_E_INVAL, "bp_moe_route: unknown gate %d (0 softmax, 1 sigmoid)", (int)gate);
+    if (gate != BP_MOE_GATE_SOFTMAX && gate != BP_MOE_GATE_SIGMOID && gate != BP_MOE_GATE_SOFTMAX_TOPK)
+        return bp_fail(BP_E_INVAL, "bp_moe_route: unknown gate %d (0 softmax, 1 sigmoid, 2 softmax of the top k)",
+                       (int)gate);
     if (t && (!logits || !ids || !route_w)) return bp_fail(BP_E_INVAL, "bp_moe_route: logits, ids or weights is NULL");
     for (int64_t i = 0; i < t * n_expert; i++)
         if (!isfinite(logits[i]))
@@ -43,7 +45,8 @@ bp_status bp_moe_route(const float *logits, int64_t t, int64_t n_expert, int64_t
         double fsum = 0;
         for (int64_t e = 0; gate == BP_MOE_GATE_SOFTMAX && e < n_expert; e++) fsum += (double)expf(l[e] - (float)max);
         const float finv = (float)(1.0 / fsum);
-#define RANK(e) (gate == BP_MOE_GATE_SOFTMAX ? expf(l[e] - (float)max) * finv : 1.0f / (1.0f + expf(-l[e])))
+#define RANK(e) (gate == BP_MOE_GATE_SOFTMAX ? expf(l[e] - (float)max) * finv \
+                 : gate == BP_MOE_GATE_SIGMOID ? 1.0f / (1.0f + expf(-l[e])) : l[e])
         /* Selection: top_k passes, each the largest value not taken yet (first index on ties). */
         for (int64_t j = 0; j < top_k; j++) {
             int64_t best = -1;
@@ -57,6 +60,10 @@ bp_status bp_moe_route(const float *logits, int64_t t, int64_t n_expert, int64_t
             id[j] = (int32_t)best;
         }
 #undef RANK
+        if (gate == BP_MOE_GATE_SOFTMAX_TOPK) { /* softmax over the chosen: the first is their max */
+            max = l[id[0]], denom = 0;
+            for (int64_t j = 0; j < top_k; j++) denom += exp((double)l[id[j]] - max);
+        }
         for (int64_t j = 0; j < top_k; j++) sum += gate_value(gate, l[id[j]], max, denom);
         for (int64_t j = 0; j < top_k; j++) {
             double g = gate_value(gate, l[id[j]], max, denom);

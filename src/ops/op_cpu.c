@@ -25,7 +25,8 @@ bp_status bp_op_cpu(const bp_op_call *c, char *label, size_t label_len) {
     }
     case BP_OP_ATTENTION:
         if (bp_attention_cpu_fast_ok(c)) return bp_attention_cpu(c, label, label_len);
-        snprintf(label, label_len, "CPU reference attention K %s V %s", kind_name(c->kind), kind_name(c->kind2));
+        snprintf(label, label_len, "CPU reference attention K %s V %s%s", kind_name(c->kind), kind_name(c->kind2),
+                 c->u.attn.d->sinks ? ", sinks" : "");
         return bp_op_reference(c);
     case BP_OP_NORM:
     case BP_OP_ROPE:

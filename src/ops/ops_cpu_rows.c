@@ -80,8 +80,9 @@ enum { ROPE_MAX_PAIRS = 1024 };
 static void rope_rows(const bp_rope_desc *d, float *x, int64_t j0, int64_t j1, const int32_t *pos) {
     int half = d->n_rot / 2;
     float cs[2 * ROPE_MAX_PAIRS];
-    double inv[ROPE_MAX_PAIRS];
-    for (int i = 0; i < half; i++) inv[i] = (double)d->freq_scale * pow((double)d->freq_base, -2.0 * i / (double)d->n_rot);
+    double inv[ROPE_MAX_PAIRS], ms = 1.0;
+    for (int i = 0; i < half; i++) inv[i] = bp_rope_pair_scale(d, i, &ms) * pow((double)d->freq_base, -2.0 * i / (double)d->n_rot);
+    const float mf = (float)ms; /* YaRN's magnitude, 1 without it */
     int64_t row = (int64_t)d->n_heads * d->head_dim;
     for (int64_t j = j0; j < j1; j++) {
         for (int i = 0; i < half; i++) {
@@ -89,7 +90,7 @@ static void rope_rows(const bp_rope_desc *d, float *x, int64_t j0, int64_t j1, c
             th -= 6.283185307179586 * nearbyint(th * 0.15915494309189535);
             float sn, cn;
             sincosf((float)th, &sn, &cn);
-            cs[2 * i] = cn, cs[2 * i + 1] = sn;
+            cs[2 * i] = cn * mf, cs[2 * i + 1] = sn * mf;
         }
         for (int h = 0; h < d->n_heads; h++) {
             float *v = x + j * row + (int64_t)h * d->head_dim;

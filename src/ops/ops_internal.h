@@ -22,6 +22,9 @@ bp_status bp_op_reference(const bp_op_call *c);
 /* ---- references (in each op's file): plain loops, double accumulators ------------------------ */
 void bp_ref_norm(const bp_norm_desc *d, const float *x, int64_t t, float *y);
 void bp_ref_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *positions);
+/* Pair i's multiplier of pos * base^(-2i/n_rot): freq_scale, or YaRN's mix of it and 1; *mscale
+ * gets the factor on cos and sin (1 without YaRN). rope.c, for the reference and the fast path. */
+double bp_rope_pair_scale(const bp_rope_desc *d, int i, double *mscale);
 void bp_ref_act(bp_activation a, const float *x, int64_t n, float *y);
 void bp_ref_glu(bp_activation a, const float *gate, const float *up, int64_t n, float *y);
 void bp_ref_softmax(const float *x, int64_t t, int64_t n, float scale, float softcap, const float *mask, float *y);

@@ -1,11 +1,30 @@
 /* Rotary position embedding, in place: NORMAL (adjacent pairs) and NEOX (half-split pairs),
  * partial rotation (n_rot < head_dim passes the rest through), frequency base and linear
  * scale, a position per token. theta_i = pos * freq_scale * base^(-2i / n_rot) for pair i (the
- * published RoPE formula, and ggml's). The reference computes angles in double. */
+ * published RoPE formula, and ggml's), or YaRN's per-pair mix (bp_rope_pair_scale). The
+ * reference computes angles in double. */
 #include <math.h>
 
 #include "core/error.h"
 #include "ops/ops_internal.h"
+
+/* ggml's correction dim: the pair index whose wavelength fits n_rot_turns turns in n_ctx_orig. */
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot_turns, float base) {
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot_turns * 2.0f * 3.14159265358979323846f)) / (2.0f * logf(base));
+}
+
+double bp_rope_pair_scale(const bp_rope_desc *d, int i, double *mscale) {
+    *mscale = 1.0;
+    if (!(d->ext_factor > 0)) return d->freq_scale;
+    /* the correction dims in float, floored and ceiled as ggml's (they pick whole pairs) */
+    float lo = floorf(yarn_corr_dim(d->n_rot, d->n_ctx_orig, d->beta_fast, d->freq_base));
+    float hi = ceilf(yarn_corr_dim(d->n_rot, d->n_ctx_orig, d->beta_slow, d->freq_base));
+    lo = lo > 0 ? lo : 0, hi = hi < (float)(d->n_rot - 1) ? hi : (float)(d->n_rot - 1);
+    double y = ((double)i - lo) / (hi - lo > 0.001f ? hi - lo : 0.001f);
+    double ramp = (1.0 - (y < 0 ? 0 : y > 1 ? 1 : y)) * d->ext_factor;
+    *mscale = (double)d->attn_factor * (1.0 + 0.1 * log(1.0 / (double)d->freq_scale));
+    return (double)d->freq_scale * (1.0 - ramp) + ramp;
+}
 
 void bp_ref_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *positions) {
     int64_t row = (int64_t)d->n_heads * d->head_dim;
@@ -14,9 +33,9 @@ void bp_ref_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *posi
         for (int h = 0; h < d->n_heads; h++) {
             float *v = x + j * row + (int64_t)h * d->head_dim;
             for (int i = 0; i < half; i++) {
-                double theta = (double)positions[j] * (double)d->freq_scale *
-                               pow((double)d->freq_base, -2.0 * i / (double)d->n_rot);
-                double c = cos(theta), s = sin(theta);
+                double ms, theta = (double)positions[j] * bp_rope_pair_scale(d, i, &ms) *
+                                   pow((double)d->freq_base, -2.0 * i / (double)d->n_rot);
+                double c = cos(theta) * ms, s = sin(theta) * ms;
                 int a = d->layout == BP_ROPE_NEOX ? i : 2 * i, b = d->layout == BP_ROPE_NEOX ? i + half : 2 * i + 1;
                 double x0 = v[a], x1 = v[b];
                 v[a] = (float)(x0 * c - x1 * s);
@@ -31,6 +50,7 @@ void bp_ref_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *posi
 bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, float *x, int64_t t,
                                const int32_t *positions) {
     if (!d || !factors || (t > 0 && (!x || !positions))) return bp_fail(BP_E_INVAL, "rope (factors): NULL argument");
+    if (d->ext_factor > 0) return bp_fail(BP_E_UNSUPPORTED, "rope (factors): frequency factors with YaRN are not supported");
     if (d->n_rot <= 0 || d->n_rot % 2 || d->n_rot > d->head_dim || d->n_heads <= 0)
         return bp_fail(BP_E_SHAPE, "rope (factors): n_rot %d, head_dim %d, %d heads", (int)d->n_rot,
                        (int)d->head_dim, (int)d->n_heads);
@@ -65,6 +85,11 @@ bp_status bp_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *pos
     if (!(d->freq_base > 0) || !isfinite(d->freq_base) || !(d->freq_scale > 0) || !isfinite(d->freq_scale))
         return bp_fail(BP_E_INVAL, "rope: freq_base %g and freq_scale %g must be finite and positive", d->freq_base,
                        d->freq_scale);
+    if (d->ext_factor > 0 && (!isfinite(d->ext_factor) || !isfinite(d->attn_factor) || !isfinite(d->beta_fast) ||
+                              !isfinite(d->beta_slow) || !(d->beta_fast > 0) || !(d->beta_slow > 0) || d->n_ctx_orig < 1))
+        return bp_fail(BP_E_INVAL, "rope: YaRN ext_factor %g, attn_factor %g, beta_fast %g, beta_slow %g, n_ctx_orig %d: "
+                       "need finite values, positive betas and context", d->ext_factor, d->attn_factor, d->beta_fast,
+                       d->beta_slow, (int)d->n_ctx_orig);
     if (t == 0) return BP_OK;
     if (!x || !positions) return bp_fail(BP_E_INVAL, "rope: [%lld][%d x %d]: x or positions is NULL", (long long)t,
                                          (int)d->n_heads, (int)d->head_dim);

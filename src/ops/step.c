@@ -103,7 +103,7 @@ static bp_status moe_node(const bp_step_prog *p, const bp_step_node *nd, bp_step
     int32_t *ids = bp_malloc(sizeof *ids * (size_t)(rows * k));
     float *w = bp_malloc(sizeof *w * (size_t)(rows * k));
     bp_status s = ids && w ? BP_OK : bp_fail(BP_E_NOMEM, "step: no memory to route %lld rows", (long long)rows);
-    if (!s) s = bp_moe_route(logits, rows, ne, k, BP_MOE_GATE_SOFTMAX, nd->moe.renorm, ids, w);
+    if (!s) s = bp_moe_route(logits, rows, ne, k, nd->moe.gate, nd->moe.renorm, ids, w);
     if (!s) {
         memset(dst, 0, sizeof *dst * (size_t)(rows * nd->n));
         s = bp_moe_run(nd->moe.m, src, rows, k, ids, w, dst);

@@ -31,6 +31,8 @@ forward pass exercises many kernels:
   phi3    2 layers, GQA 4:2, head 64, NeoX RoPE; layer 0's Q/K/V fused in attn_qkv, layer 1's
           separate; gate and up fused in ffn_up (2 x n_ff rows, gate first), as Phi-3 files store them
   mistral3  2 layers, GQA 4:2, head 64, NORM RoPE with rope_freqs factors (llama's layer)
+  gpt-oss  4 layers, GQA 4:2, head 64, alternating sliding window, attention sinks, biases, YaRN,
+          6 MXFP4 experts top 3 with biases (make_gptoss)
 
 Expert tensors are stacked [expert][rows][cols] as GGUF stores ffn_{gate,up,down}_exps.
 
@@ -163,6 +165,12 @@ MODELS = {
                      layers=[(T.Q6_K, T.Q4_K, T.Q8_0, T.Q5_0, T.Q4_K, T.Q5_K, T.Q6_K),
                              (T.Q8_0, T.Q5_1, T.F16, T.Q4_K, T.IQ4_NL, T.Q4_0, T.Q8_0)],
                      embd=T.Q4_K, out=T.Q8_0),
+    # gpt-oss: per layer (q, k, v, o) kinds; experts always MXFP4 (as its files store them)
+    "gpt-oss": dict(arch="gpt-oss", seed=81, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=128,
+                    n_expert=6, n_used=3, n_ff_exp=128,
+                    layers=[(T.Q8_0, T.F16, T.Q8_0, T.Q5_0), (T.BF16, T.Q8_0, T.F32, T.Q8_0),
+                            (T.Q5_0, T.Q8_0, T.F16, T.Q4_0), (T.Q8_0, T.Q4_1, T.Q8_0, T.F16)],
+                    embd=T.Q8_0, out=T.Q8_0),
 }
 
 # Router weights: logits of rms ~4 (h is about unit rms per element). A top-k choice decided by a
@@ -175,8 +183,94 @@ MODELS = {
 ROUTER_STD = 0.25
 
 
+def make_gptoss(m, name, path):
+    """gpt-oss (llama.cpp's openai_moe): 4 layers, sliding window 8 on layers 0 and 2 (its
+    pattern 2), NeoX RoPE with YaRN (factor 32 from 4096, base 150000, as gpt-oss-20b), biases on
+    q/k/v/o, per-head attention sinks, post_attention_norm as the FFN's input norm, 6 MXFP4
+    experts top 3 with a router bias and gate/up/down biases; the clamped SwiGLU's limit 7 is
+    reached by construction (the gate/up biases below). The router is twice the others' spread,
+    and seed 81 was picked from 51-100 as the one whose every top-3 choice (32 fixed tokens, 4
+    layers) is decided by a float64 margin of more than 0.12 (0.1205), as for the other MoE models."""
+    rng = np.random.Generator(np.random.PCG64(m["seed"]))
+    E, H, KV, D, NE, FE = m["n_embd"], m["n_head"], m["n_kv"], m["hd"], m["n_expert"], m["n_ff_exp"]
+    w = gguf.GGUFWriter(path, m["arch"])
+    w.add_name("tiny-" + name)
+    w.add_context_length(256)
+    w.add_embedding_length(E)
+    w.add_block_count(len(m["layers"]))
+    w.add_feed_forward_length(m["n_ff"])
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(150000.0)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(32.0)
+    w.add_rope_scaling_orig_ctx_len(4096)
+    w.add_sliding_window(8)
+    w.add_expert_count(NE)
+    w.add_expert_used_count(m["n_used"])
+    w.add_expert_feed_forward_length(FE)
+    w.add_file_type(1)
+    vocab(w, False)
+
+    def vec(n, std, centre=0.0):
+        return (centre + std * rng.standard_normal(n)).astype(np.float32)
+
+    def add(name_, kind, rows, cols, std):
+        arr, raw = weight(rng, kind, rows, cols, std)
+        w.add_tensor(name_, arr, raw_dtype=raw)
+
+    def experts(name_, rows, cols, std, zero=()):
+        x = (rng.standard_normal((NE, rows, cols)) * std).astype(np.float32)
+        x[:, list(zero)] = 0.0
+        w.add_tensor(name_, np.stack([gguf.quants.quantize(x[e], T.MXFP4) for e in range(NE)]), raw_dtype=T.MXFP4)
+
+    add("token_embd.weight", m["embd"], N_VOCAB, E, 2.0)
+    w.add_tensor("output_norm.weight", vec(E, 0.1, 1.0))
+    add("output.weight", m["out"], N_VOCAB, E, 1.0 / np.sqrt(E))
+    for i, (q, k, v, o) in enumerate(m["layers"]):
+        p = "blk.%d." % i
+        w.add_tensor(p + "attn_norm.weight", vec(E, 0.1, 1.0))
+        add(p + "attn_q.weight", q, H * D, E, 1.0 / np.sqrt(E))
+        add(p + "attn_k.weight", k, KV * D, E, 1.0 / np.sqrt(E))
+        add(p + "attn_v.weight", v, KV * D, E, 1.0 / np.sqrt(E))
+        for t_, n in (("q", H * D), ("k", KV * D), ("v", KV * D)):
+            w.add_tensor(p + "attn_%s.bias" % t_, vec(n, 0.1))
+        add(p + "attn_output.weight", o, E, H * D, 1.0 / np.sqrt(H * D))
+        w.add_tensor(p + "attn_output.bias", vec(E, 0.1))
+        w.add_tensor(p + "attn_sinks.weight", vec(H, 1.0))
+        w.add_tensor(p + "post_attention_norm.weight", vec(E, 0.1, 1.0))
+        w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((NE, E)) * 2 * ROUTER_STD).astype(np.float32))
+        w.add_tensor(p + "ffn_gate_inp.bias", vec(NE, 0.5))
+        # The clamps, reached by construction: units 0-1 have gate biases of 9 (g is cut to 7)
+        # and a constant up of -0.9 (zero up rows), units 32-33 up biases of -9 (u is cut to -7),
+        # units 64-65 of 9 (u is cut to 7), both with a constant gate of 0.3. So no activation
+        # grows far past the others: an 8-bit activation block holding 7 x 8 = 56 among values
+        # near 0.5 would round them coarsely, in llama.cpp as here (NMSE 5e-3 against float64).
+        bg, bu = 0.1 * rng.standard_normal((NE, FE)), 0.1 * rng.standard_normal((NE, FE))
+        bg[:, 0:2] += 9.0
+        bu[:, 0:2] = -0.9
+        bu[:, 32:34] -= 9.0
+        bu[:, 64:66] += 9.0
+        bg[:, 32:34] = bg[:, 64:66] = 0.3
+        experts(p + "ffn_gate_exps.weight", FE, E, 1.0 / np.sqrt(E), zero=(32, 33, 64, 65))
+        w.add_tensor(p + "ffn_gate_exps.bias", bg.astype(np.float32))
+        experts(p + "ffn_up_exps.weight", FE, E, 1.0 / np.sqrt(E), zero=(0, 1))
+        w.add_tensor(p + "ffn_up_exps.bias", bu.astype(np.float32))
+        experts(p + "ffn_down_exps.weight", E, FE, 1.0 / np.sqrt(FE))
+        w.add_tensor(p + "ffn_down_exps.bias", (0.1 * rng.standard_normal((NE, E))).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def make(name, path):
     m = MODELS[name]
+    if m["arch"] == "gpt-oss":
+        return make_gptoss(m, name, path)
     rng = np.random.Generator(np.random.PCG64(m["seed"]))
     arch, E, H, KV, D, F = m["arch"], m["n_embd"], m["n_head"], m["n_kv"], m["hd"], m["n_ff"]
     gemma = arch == "gemma3"

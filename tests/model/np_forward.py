@@ -15,7 +15,8 @@ attention with the layer's sliding window (fused attn_qkv split into its q, k, v
 q/k norms, post-norms and final soft-cap; routed experts (qwen3moe, llama with experts): softmax
 over the router logits, the top expert_used_count by llama.cpp's rule (it ranks the float32
 softmax values with a sort that, for up to 16 experts, keeps equal values in index order: ties go
-to the lower index), weights divided by their sum, each expert a SwiGLU FFN. It writes every position's full logits in
+to the lower index), weights divided by their sum, each expert a SwiGLU FFN; gpt-oss
+(forward_gptoss: sinks, biases, YaRN, its routing and clamped SwiGLU). It writes every position's full logits in
 gen_ref.cpp's format, so the same test code reads either reference.
 
 llama.cpp rounds activations to 8 bits inside its quantized dot products, as our optimized CPU
@@ -93,8 +94,86 @@ def moe(t, p, h, k, norm_w):
     return out
 
 
+def yarn_inv(d, base, factor, orig, beta_fast=32.0, beta_slow=1.0):
+    """YaRN (Peng et al. 2023, as llama.cpp applies it): per pair i the angle step base^(-2i/d)
+    mixes interpolation (/ factor) and extrapolation by a ramp that is 1 below the pair whose
+    wavelength makes beta_fast turns in orig positions and 0 above the one making beta_slow
+    (those pair indices floored / ceiled); cos and sin are scaled by 0.1 ln(factor) + 1."""
+    corr = lambda b: d * np.log(orig / (b * 2 * np.pi)) / (2 * np.log(base))
+    lo, hi = max(0.0, np.floor(corr(beta_fast))), min(d - 1.0, np.ceil(corr(beta_slow)))
+    i = np.arange(d // 2)
+    ramp = 1 - np.clip((i - lo) / max(0.001, hi - lo), 0, 1)
+    inv = base ** (-2.0 * i / d) * ((1 - ramp) / factor + ramp)
+    return inv, 0.1 * np.log(factor) + 1.0
+
+
+def rope_inv(x, pos, inv, mscale):  # NeoX halves with given angle steps and magnitude
+    d = x.shape[-1]
+    ang = pos[:, None] * inv[None, :]
+    c, s = mscale * np.cos(ang)[:, None, :], mscale * np.sin(ang)[:, None, :]
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
+
+
+def forward_gptoss(kv, t, ids):
+    """gpt-oss: every even layer slides (pattern 2); attention with a per-head sink logit in the
+    softmax denominator; q/k/v/o biases; post_attention_norm before the experts; router logits
+    plus bias, the top k by float32 logit (ties to the lower index), softmax over those k;
+    experts g = gate h + bg, u = up h + bu, a = min(g, 7) sigmoid(1.702 min(g, 7)) (clip(u, +-7) + 1),
+    down a + bd."""
+    g = lambda k, d=None: kv.get("gpt-oss.%s" % k, d)
+    E, L, H = g("embedding_length"), g("block_count"), g("attention.head_count")
+    KV, D = g("attention.head_count_kv", H), g("attention.key_length", E // H)
+    eps, window, k_used = g("attention.layer_norm_rms_epsilon"), g("attention.sliding_window"), g("expert_used_count")
+    base = g("rope.freq_base", 10000.0)
+    if kv.get("gpt-oss.rope.scaling.type") == "yarn":
+        inv, msc = yarn_inv(D, base, g("rope.scaling.factor"), g("rope.scaling.original_context_length"))
+    else:
+        inv, msc = base ** (-2.0 * np.arange(D // 2) / D), 1.0
+    T = len(ids)
+    pos = np.arange(T, dtype=np.float64)
+    x = t["token_embd.weight"][ids].copy()
+    ii, jj = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
+    for il in range(L):
+        p = "blk.%d." % il
+        swa = il % 2 == 0
+        h = rmsnorm(x, t[p + "attn_norm.weight"], eps)
+        q = (h @ t[p + "attn_q.weight"].T + t[p + "attn_q.bias"]).reshape(T, H, D)
+        k = (h @ t[p + "attn_k.weight"].T + t[p + "attn_k.bias"]).reshape(T, KV, D)
+        v = (h @ t[p + "attn_v.weight"].T + t[p + "attn_v.bias"]).reshape(T, KV, D)
+        q, k = rope_inv(q, pos, inv, msc), rope_inv(k, pos, inv, msc)
+        out = np.zeros((T, H, D))
+        mask = (jj > ii) | ((ii - jj >= window) if swa else False)
+        for hh in range(H):
+            sink = t[p + "attn_sinks.weight"][hh]
+            s = np.where(mask, -np.inf, q[:, hh] @ k[:, hh // (H // KV)].T / np.sqrt(D))
+            m = np.maximum(s.max(axis=1, keepdims=True), sink)
+            e = np.exp(s - m)
+            out[:, hh] = e @ v[:, hh // (H // KV)] / (e.sum(axis=1, keepdims=True) + np.exp(sink - m))
+        x = x + out.reshape(T, H * D) @ t[p + "attn_output.weight"].T + t[p + "attn_output.bias"]
+        h = rmsnorm(x, t[p + "post_attention_norm.weight"], eps)
+        r = h @ t[p + "ffn_gate_inp.weight"].T + t[p + "ffn_gate_inp.bias"]
+        sel = np.argsort(-r.astype(np.float32), axis=1, kind="stable")[:, :k_used]
+        rs = np.take_along_axis(r, sel, axis=1)
+        wts = np.exp(rs - rs.max(axis=1, keepdims=True))
+        wts /= wts.sum(axis=1, keepdims=True)
+        ge, ue, de = t[p + "ffn_gate_exps.weight"], t[p + "ffn_up_exps.weight"], t[p + "ffn_down_exps.weight"]
+        gb, ub, db = t[p + "ffn_gate_exps.bias"], t[p + "ffn_up_exps.bias"], t[p + "ffn_down_exps.bias"]
+        f = np.zeros_like(x)
+        for i in range(T):
+            for j in range(k_used):
+                e_ = sel[i, j]
+                gt = np.minimum(ge[e_] @ h[i] + gb[e_], 7.0)
+                up = np.clip(ue[e_] @ h[i] + ub[e_], -7.0, 7.0)
+                f[i] += wts[i, j] * (de[e_] @ (gt / (1 + np.exp(-1.702 * gt)) * (up + 1)) + db[e_])
+        x = x + f
+    return rmsnorm(x, t["output_norm.weight"], eps) @ t["output.weight"].T
+
+
 def forward(kv, t, ids):
     arch = kv["general.architecture"]
+    if arch == "gpt-oss":
+        return forward_gptoss(kv, t, ids)
     g = lambda k, d=None: kv.get("%s.%s" % (arch, k), d)
     E, L, H = g("embedding_length"), g("block_count"), g("attention.head_count")
     KV = g("attention.head_count_kv", H)
