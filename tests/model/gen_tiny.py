@@ -166,7 +166,7 @@ MODELS = {
                              (T.Q8_0, T.Q5_1, T.F16, T.Q4_K, T.IQ4_NL, T.Q4_0, T.Q8_0)],
                      embd=T.Q4_K, out=T.Q8_0),
     # gpt-oss: per layer (q, k, v, o) kinds; experts always MXFP4 (as its files store them)
-    "gpt-oss": dict(arch="gpt-oss", seed=81, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=128,
+    "gpt-oss": dict(arch="gpt-oss", seed=58, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=128,
                     n_expert=6, n_used=3, n_ff_exp=128,
                     layers=[(T.Q8_0, T.F16, T.Q8_0, T.Q5_0), (T.BF16, T.Q8_0, T.F32, T.Q8_0),
                             (T.Q5_0, T.Q8_0, T.F16, T.Q4_0), (T.Q8_0, T.Q4_1, T.Q8_0, T.F16)],
@@ -189,8 +189,8 @@ def make_gptoss(m, name, path):
     q/k/v/o, per-head attention sinks, post_attention_norm as the FFN's input norm, 6 MXFP4
     experts top 3 with a router bias and gate/up/down biases; the clamped SwiGLU's limit 7 is
     reached by construction (the gate/up biases below). The router is twice the others' spread,
-    and seed 81 was picked from 51-100 as the one whose every top-3 choice (32 fixed tokens, 4
-    layers) is decided by a float64 margin of more than 0.12 (0.1205), as for the other MoE models."""
+    and seed 58 was picked from 51-100 as the one whose every top-3 choice (32 fixed tokens, 4
+    layers) is decided by a float64 margin of more than 0.12 (0.146), as for the other MoE models."""
     rng = np.random.Generator(np.random.PCG64(m["seed"]))
     E, H, KV, D, NE, FE = m["n_embd"], m["n_head"], m["n_kv"], m["hd"], m["n_expert"], m["n_ff_exp"]
     w = gguf.GGUFWriter(path, m["arch"])
@@ -259,7 +259,7 @@ def make_gptoss(m, name, path):
         w.add_tensor(p + "ffn_gate_exps.bias", bg.astype(np.float32))
         experts(p + "ffn_up_exps.weight", FE, E, 1.0 / np.sqrt(E), zero=(0, 1))
         w.add_tensor(p + "ffn_up_exps.bias", bu.astype(np.float32))
-        experts(p + "ffn_down_exps.weight", E, FE, 1.0 / np.sqrt(FE))
+        experts(p + "ffn_down_exps.weight", E, FE, 0.5 / np.sqrt(FE))
         w.add_tensor(p + "ffn_down_exps.bias", (0.1 * rng.standard_normal((NE, E))).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -120,7 +120,7 @@ fi
 # The tiny random-weight models: generated, their sha256 recorded, logits of 32 fixed ids.
 python3 "$ROOT/tests/model/gen_tiny.py" "$TMP/tiny" >"$REF/tiny.sha256"
 IDS="1 45 102 300 7 18 260 261 99 150 151 33 319 2 200 201 77 78 79 262 263 264 5 6 12 280 281 290 110 111 112 113"
-for m in llama qwen2 qwen3 gemma3 qwen3moe qwen3moe-ties llama-moe phi3 mistral3; do
+for m in llama qwen2 qwen3 gemma3 qwen3moe qwen3moe-ties llama-moe phi3 mistral3 gpt-oss; do
   ids=$IDS
   [ $m = gemma3 ] && ids="2${IDS#1}"   # Gemma's BOS is id 2
   "$TMP/gen_ref" --model "$TMP/tiny/tiny-$m.gguf" --out "$REF/tiny-$m" --threads "$THREADS" --ctx 64 \
