@@ -227,11 +227,11 @@ static void test_alloc_failures(void) {
 static void test_unsupported(void) {
     /* model_tiny_path's answer is one static buffer: each path is copied before the next */
     static char llama[PATH_MAX + 64], moe[PATH_MAX + 64], lmoe[PATH_MAX + 64], qwen3[PATH_MAX + 64],
-        phi3[PATH_MAX + 64], mistral3[PATH_MAX + 64];
-    static const char *const names[] = {"qwen3moe", "llama-moe", "qwen3", "phi3", "mistral3"};
-    char *bufs[] = {moe, lmoe, qwen3, phi3, mistral3};
+        phi3[PATH_MAX + 64], mistral3[PATH_MAX + 64], gptoss[PATH_MAX + 64];
+    static const char *const names[] = {"qwen3moe", "llama-moe", "qwen3", "phi3", "mistral3", "gpt-oss"};
+    char *bufs[] = {moe, lmoe, qwen3, phi3, mistral3, gptoss};
     snprintf(llama, sizeof llama, "%s", g_src);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         const char *p = model_tiny_path(names[i]);
         if (!p) return;
         snprintf(bufs[i], PATH_MAX + 64, "%s", p);
@@ -292,6 +292,28 @@ static void test_unsupported(void) {
     if (write_variant(NULL, "mistral3.attention.temperature_scale", 1, NULL, NULL, false, 0))
         expect_load_error("mistral3 temperature", BP_E_UNSUPPORTED, "mistral3.attention.temperature_scale",
                           (char *)NULL);
+    /* gpt-oss: each of its own tensors required by name, keys it does not implement refused */
+    g_src = gptoss;
+    static const char *const need[] = {"blk.1.attn_sinks.weight", "blk.0.ffn_gate_inp.bias", "blk.2.ffn_up_exps.bias",
+                                       "blk.3.ffn_down_exps.bias", "blk.1.post_attention_norm.weight"};
+    for (int i = 0; i < 5; i++)
+        if (write_variant(NULL, NULL, 0, NULL, need[i], true, 0))
+            expect_load_error("gpt-oss without one of its tensors", BP_E_NOT_FOUND, need[i], (char *)NULL);
+    if (write_variant(NULL, "gpt-oss.expert_shared_count", 1, NULL, NULL, false, 0))
+        expect_load_error("gpt-oss shared experts", BP_E_UNSUPPORTED, "gpt-oss.expert_shared_count", (char *)NULL);
+    if (write_variant(NULL, "gpt-oss.rope.scaling.type", 0, "longrope", NULL, false, 0))
+        expect_load_error("gpt-oss LongRoPE", BP_E_UNSUPPORTED, "gpt-oss.rope.scaling.type", "longrope", (char *)NULL);
+    g_extra = "rope_freqs.weight";
+    if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("gpt-oss YaRN with frequency factors", BP_E_UNSUPPORTED, "rope_freqs.weight", "YaRN",
+                          (char *)NULL);
+    g_extra = NULL;
+    /* its sinks in another family: a tensor that family does not read, named */
+    g_src = qwen3;
+    g_extra = "blk.0.attn_sinks.weight";
+    if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
+        expect_load_error("sinks in a qwen3 file", BP_E_UNSUPPORTED, "blk.0.attn_sinks.weight", "not used", (char *)NULL);
+    g_extra = NULL;
     g_src = llama;
 }
 

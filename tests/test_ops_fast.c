@@ -27,17 +27,20 @@ typedef struct shape {
     bool causal;
     int64_t window;
     float softcap;
+    bool sinks; /* a random per-head sink logit (gpt-oss) */
 } shape;
 
 static const shape shapes[] = {
-    {"decode GQA 8:1 d128", 1, 333, 8, 1, 128, 128, true, 0, 0},
-    {"long decode (split keys) d64", 1, 1500, 4, 2, 64, 64, true, 0, 0},
-    {"long decode window 400 d256", 1, 700, 4, 1, 256, 256, true, 400, 0},
-    {"gemma3-like prefill", 24, 200, 4, 1, 256, 256, true, 0, 0},
-    {"gemma3-like prefill window 32", 24, 200, 4, 1, 256, 256, true, 32, 0},
-    {"MHA prefill softcap dk!=dv", 21, 80, 3, 3, 64, 128, true, 0, 25},
-    {"non-causal window 9", 17, 40, 4, 2, 80, 80, false, 9, 0},
-    {"head dim 40 (not a multiple of 16)", 3, 50, 2, 1, 40, 40, true, 0, 0},
+    {"decode GQA 8:1 d128", 1, 333, 8, 1, 128, 128, true, 0, 0, false},
+    {"long decode (split keys) d64", 1, 1500, 4, 2, 64, 64, true, 0, 0, false},
+    {"long decode window 400 d256", 1, 700, 4, 1, 256, 256, true, 400, 0, false},
+    {"gemma3-like prefill", 24, 200, 4, 1, 256, 256, true, 0, 0, false},
+    {"gemma3-like prefill window 32", 24, 200, 4, 1, 256, 256, true, 32, 0, false},
+    {"MHA prefill softcap dk!=dv", 21, 80, 3, 3, 64, 128, true, 0, 25, false},
+    {"non-causal window 9", 17, 40, 4, 2, 80, 80, false, 9, 0, false},
+    {"head dim 40 (not a multiple of 16)", 3, 50, 2, 1, 40, 40, true, 0, 0, false},
+    {"long decode (split keys) with sinks", 1, 1500, 4, 2, 64, 64, true, 0, 0, true},
+    {"prefill window 8 with sinks", 12, 40, 4, 2, 64, 64, true, 8, 0, true},
 };
 
 static void run_attention(const shape *sh, bp_kind kk, bp_kind kv, uint64_t *rng) {
@@ -60,12 +63,22 @@ static void run_attention(const shape *sh, bp_kind kk, bp_kind kv, uint64_t *rng
         goto done;
     }
     CHECK_OK(bp_kv_cache_append(c, 0, K, V, len, 0));
+    float sinks[16];
+    /* a long context outweighs a sink near 0: there it is raised to weigh as much as the keys */
+    for (int h = 0; h < sh->nh && h < 16; h++) sinks[h] = 3.0f * bp_test_randf(rng) + (len > 100 ? logf((float)len) : 0);
     bp_attn_desc d = {.n_heads = sh->nh, .n_kv_heads = sh->nkv, .scale = 1.0f / sqrtf((float)sh->dk),
                       .causal = sh->causal, .window = sh->window, .softcap = sh->softcap};
     bp_op_call rc = {.op = BP_OP_ATTENTION, .kind = kk, .kind2 = kv};
     rc.u.attn.d = &d, rc.u.attn.q = q, rc.u.attn.t = t, rc.u.attn.positions = pos, rc.u.attn.cache = c;
     rc.u.attn.out = ref;
     CHECK_OK(bp_op_reference(&rc));
+    if (sh->sinks) { /* the sinks change the result (else this shape would test nothing new) */
+        d.sinks = sinks;
+        memcpy(first, ref, no * 4);
+        CHECK_OK(bp_op_reference(&rc));
+        CHECK(bp_test_nmse(ref, first, no) > 1e-3, "%s: sinks moved the reference by only %.3g", sh->name,
+              bp_test_nmse(ref, first, no));
+    }
     const char *kn = bp_kind_lookup(kk)->name, *vn = bp_kind_lookup(kv)->name;
     for (int isa = 0; isa < BP_CPU_ISA_COUNT; isa++) {
         if (!bp_cpu_isa_available((bp_cpu_isa)isa)) continue;
@@ -102,7 +115,7 @@ static void test_attention(void) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         /* every kind as K and V on the first shapes; the costly prefill shapes on a subset (and
          * every shape on that subset under BP_TEST_QUICK: valgrind) */
-        bool all = (s < 2 || s >= 5) && !bp_test_quick();
+        bool all = (s < 2 || (s >= 5 && !shapes[s].sinks)) && !bp_test_quick();
         for (int i = 0; i < NKV; i++) {
             if (!all && i % 3) continue;
             run_attention(&shapes[s], kv_kinds[i], kv_kinds[i], &rng);
@@ -127,6 +140,10 @@ static void test_rows(void) {
         {.type = BP_NORM_GROUP, .n = N, .channels = 10, .groups = 5, .eps = 1e-5f, .gamma = g, .beta = b, .silu = true},
     };
     bp_rope_desc rd = {.n_heads = 5, .head_dim = 206, .n_rot = 128, .layout = BP_ROPE_NEOX, .freq_base = 1e6f, .freq_scale = 0.5f};
+    /* YaRN as gpt-oss-20b's (factor 32 from 4096, base 150000): the ramp covers pairs 8..18 */
+    bp_rope_desc ry = {.n_heads = 5, .head_dim = 206, .n_rot = 64, .layout = BP_ROPE_NEOX, .freq_base = 150000.0f,
+                       .freq_scale = 1.0f / 32, .ext_factor = 1, .attn_factor = 1, .beta_fast = 32, .beta_slow = 1,
+                       .n_ctx_orig = 4096};
     for (int pass = 0; pass < 2 * BP_CPU_ISA_COUNT; pass++) {
         int isa = pass / 2, exact = pass % 2;
         if (!bp_cpu_isa_available((bp_cpu_isa)isa)) continue;
@@ -158,6 +175,10 @@ static void test_rows(void) {
         CHECK_OK(bp_rope(&rd, y, T, pos));
         CHECK(bp_test_nmse(y, r, (size_t)T * 5 * 206) <= 1e-12, "%s rope: %.3g", in, bp_test_nmse(y, r, (size_t)T * 5 * 206));
         CHECK(strstr(bp_op_last_path("rope"), in) != NULL, "rope ran on %s: %s", in, bp_op_last_path("rope"));
+        memcpy(r, x, sizeof r), memcpy(y, x, sizeof y);
+        bp_ref_rope(&ry, r, T, pos);
+        CHECK_OK(bp_rope(&ry, y, T, pos));
+        CHECK(bp_test_nmse(y, r, (size_t)T * 5 * 206) <= 1e-12, "%s YaRN rope: %.3g", in, bp_test_nmse(y, r, (size_t)T * 5 * 206));
         CHECK(!exact == !strstr(bp_op_last_path("glu"), "(exact)"), "glu path says exact mode: %s", bp_op_last_path("glu"));
     }
     bp_set_exact_mode(false);

@@ -446,6 +446,10 @@ static bp_status bind_all(bp_model *m, binder *bp, const bp_model_params *p) {
     } else {
         m->output = m->tok_embd; /* tied */
     }
+    if (hp->yarn_ext_factor > 0 && bp_gguf_find_tensor(m->file, "rope_freqs.weight"))
+        return bp_fail(BP_E_UNSUPPORTED, "%s: tensor rope_freqs.weight: RoPE frequency factors with YaRN scaling are not "
+                       "supported", path);
+    bp_clear_error();
     if ((s = find(&b, "rope_freqs.weight", 1, hp->n_rot / 2, false, &t))) return s;
     if (t && (s = add_vector(&b, t, &m->rope_freqs))) return s;
     /* theta / factor: a factor <= 0 turns or flips every angle (0: an infinite one, NaN
