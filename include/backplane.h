@@ -156,6 +156,8 @@ typedef struct bp_run_record {
     char fallback_from[16]; /* the first backend that failed this call (display name); "" when
                                none did */
     char cause[200];        /* its error */
+    bool part;              /* a step: the first part of a step split by a device budget (the
+                               CPU's layers); the step's tokens are counted by its other part */
 } bp_run_record;
 /* One line for a record: "Vulkan Q4_K gemm", "Vulkan attention Q8_0", "CPU avx2 Q4_K",
  * "Vulkan per-position matvec", "... (fallback from CUDA: <cause>)". Writes buf, returns it. */

@@ -92,6 +92,12 @@ typedef struct bp_context_params {
      * positions (made on its first use). 0: 1. Sequence 0 is the one bp_context_eval and the
      * other single-sequence calls use. */
     int32_t n_seq_max;
+    /* Bytes the device taking the forward step may hold; 0: no limit. When the whole step does
+     * not fit, the device takes the last layers that do (their weights and KV cache, plus its
+     * activations, logits and tables once) and the output, and the CPU runs the embedding and
+     * the layers before; a budget too small for one layer leaves every layer on the CPU. The
+     * layers are those bp_plan names for the same budget (bp_plan.n_layers_device). */
+    uint64_t device_budget;
 } bp_context_params;
 
 bp_context_params bp_context_default_params(void);
@@ -146,6 +152,11 @@ typedef struct bp_step_report {
     bool recorded;                      /* the step recorded its submission rather than replay it */
 } bp_step_report;
 bp_status bp_context_step_report(const bp_context *c, bool prefill, bp_step_report *out);
+/* Under a device budget (bp_context_params.device_budget), decided at the first eval: the layers
+ * the device holds (the last *n_layers_device of the model; 0: every layer on the CPU) and a line
+ * saying how the budget decided ("layers 12-17 and the output on vulkan (215.9 MiB), ..."), as
+ * bp_plan's budget_note. BP_E_NOT_FOUND without a budget or before the first eval. */
+bp_status bp_context_offload(const bp_context *c, int32_t *n_layers_device, const char **note);
 /* Forget positions >= n (0 clears the cache). BP_E_INVAL when n > bp_context_pos. */
 bp_status bp_context_truncate(bp_context *c, int64_t n);
 /* Bytes of the KV cache (K and V, every layer), and of the context's other buffers. */
@@ -303,12 +314,15 @@ typedef struct bp_plan {
     uint64_t file_bytes;
     char step_backend[24];   /* what takes the step whole; "cpu": op by op on the CPU */
     char why[1024];          /* for "cpu": each backend's answer */
-    bp_plan_memory mem[2];   /* [0] the host, [1] the device when one takes the step */
+    bp_plan_memory mem[2];   /* [0] the host, [1] the device when one takes the step (or its
+                                last layers) */
     int n_mem;
     uint64_t heap;           /* of mem[0]: the host allocations (all but the mapped file) */
     uint64_t released;       /* of mem[0].weights: the originals' pages dropped after each eval
                                 (bp_model_params.release_originals) */
-    int32_t n_layers, n_layers_device;
+    int32_t n_layers, n_layers_device; /* the device's layers are the last n_layers_device */
+    bool split;              /* the device takes layers [n_layers - n_layers_device, n_layers) and
+                                the output, the CPU the embedding and the layers before */
     char budget_note[256];   /* how device_budget decided, or "" */
     bp_plan_tensor *tensors; /* every matrix of the model */
     int64_t n_tensors;

@@ -32,7 +32,7 @@ static result measure(const char *path, const bp_plan_params *pp, int64_t fill, 
     bp_model *m = NULL;
     bp_context *c = NULL;
     bp_context_params cp = bp_context_default_params();
-    cp.n_ctx = pp->n_ctx, cp.kv_kind = pp->kv_kind;
+    cp.n_ctx = pp->n_ctx, cp.kv_kind = pp->kv_kind, cp.device_budget = pp->device_budget;
     if (bp_model_load(path, NULL, &m) || bp_context_create(m, &cp, &c)) goto out;
     bp_model_info info;
     bp_model_get_info(m, &info);
@@ -88,22 +88,66 @@ static void within(const char *what, const char *label, uint64_t measured, uint6
               (unsigned long long)measured, (unsigned long long)plan);
 }
 
-static void one_case(const char *path, const char *name, int64_t n_ctx, bp_kind kv, int64_t fill, bool vulkan) {
-    char label[160];
+/* A plan of path with Vulkan forced: a budget that splits its layers nearest the middle
+ * (bisected between 0 and the whole step's bytes), in a child (see vulkan_here); 0 when none
+ * does. */
+static uint64_t split_budget(const char *path, int64_t n_ctx, bp_kind kv) {
+    int fd[2];
+    if (pipe(fd)) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        uint64_t best = 0;
+        bp_plan_params pp = bp_plan_default_params();
+        pp.n_ctx = n_ctx, pp.kv_kind = kv;
+        bp_plan *p = NULL;
+        if (!bp_set_backend_preference("vulkan", BP_FORCE) && !bp_plan_file(path, &pp, &p) && p->n_mem > 1) {
+            uint64_t lo = 0, hi = p->mem[1].total;
+            const int L = p->n_layers, want = L / 2 > 0 ? L / 2 : 1;
+            int best_d = -L;
+            for (int i = 0; i < 16 && best_d != want; i++) {
+                bp_plan *q = NULL;
+                pp.device_budget = lo + (hi - lo) / 2;
+                if (bp_plan_file(path, &pp, &q)) break;
+                const int d = q->split ? q->n_layers_device : q->n_mem > 1 ? L : 0;
+                bp_plan_free(q);
+                if (d > 0 && d < L && abs(2 * d - L) < abs(2 * best_d - L)) best_d = d, best = pp.device_budget;
+                if (d < want) lo = pp.device_budget;
+                else hi = pp.device_budget;
+            }
+        }
+        bp_plan_free(p);
+        ssize_t w = write(fd[1], &best, sizeof best);
+        _exit(w == (ssize_t)sizeof best ? 0 : 1);
+    }
+    close(fd[1]);
+    uint64_t b = 0;
+    if (read(fd[0], &b, sizeof b) != (ssize_t)sizeof b) b = 0;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    return b;
+}
+
+static void one_case_budget(const char *path, const char *name, int64_t n_ctx, bp_kind kv, int64_t fill, bool vulkan,
+                            uint64_t budget) {
+    char label[200];
     snprintf(label, sizeof label, "%s ctx %lld KV %s%s", name, (long long)n_ctx, bp_kind_lookup((uint32_t)kv)->name,
              vulkan ? " vulkan" : "");
+    if (budget)
+        snprintf(label + strlen(label), sizeof label - strlen(label), " budget %.2f MiB", (double)budget / 1048576.0);
     bp_plan_params pp = bp_plan_default_params();
-    pp.n_ctx = n_ctx, pp.kv_kind = kv;
+    pp.n_ctx = n_ctx, pp.kv_kind = kv, pp.device_budget = budget;
     /* the plan in a child too: a plan with Vulkan forced must be made where it is forced */
     int fd[2];
     CHECK(pipe(fd) == 0, "pipe(fd) == 0");
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
-        uint64_t v[3] = {0};
+        uint64_t v[5] = {0};
         bp_plan *p = NULL;
         if ((!vulkan || !bp_set_backend_preference("vulkan", BP_FORCE)) && !bp_plan_file(path, &pp, &p)) {
             v[0] = p->heap, v[1] = p->n_mem > 1 ? p->mem[1].total : 0, v[2] = (uint64_t)(p->n_mem > 1);
+            v[3] = p->split, v[4] = (uint64_t)p->n_layers_device;
             bp_plan_free(p);
         } else
             fprintf(stderr, "plan: %s\n", bp_last_error());
@@ -111,17 +155,31 @@ static void one_case(const char *path, const char *name, int64_t n_ctx, bp_kind 
         _exit(w == (ssize_t)sizeof v ? 0 : 1);
     }
     close(fd[1]);
-    uint64_t v[3] = {0};
+    uint64_t v[5] = {0};
     CHECK(read(fd[0], v, sizeof v) == (ssize_t)sizeof v, "read(fd[0], v, sizeof v) == (ssize_t)sizeof v");
     close(fd[0]);
     waitpid(pid, NULL, 0);
     CHECK(v[0] > 0, "%s: no plan", label);
     CHECK(!vulkan || v[2], "%s: the plan does not put the step on Vulkan", label);
+    CHECK(!budget || v[3], "%s: the plan does not split the layers", label);
+    if (budget && getenv("BP_TEST_VERBOSE")) fprintf(stderr, "%s: %llu layers on the device\n", label, (unsigned long long)v[4]);
     result r = measure_fresh(path, &pp, fill, vulkan);
     CHECK(r.ok, "%s: the run failed", label);
     if (!r.ok || !v[0]) return;
-    if (!vulkan) within("host heap", label, r.heap, v[0]);
-    else within("device ledger", label, r.dev, v[1]);
+    /* a split: the CPU's part (and its share of the host) by the heap, the device's by the ledger */
+    if (!vulkan || v[3]) within("host heap", label, r.heap, v[0]);
+    if (vulkan) within("device ledger", label, r.dev, v[1]);
+}
+
+static void one_case(const char *path, const char *name, int64_t n_ctx, bp_kind kv, int64_t fill, bool vulkan) {
+    one_case_budget(path, name, n_ctx, kv, fill, vulkan, 0);
+}
+
+/* A device budget that splits the layers: the plan names the split, the run places it. */
+static void split_case(const char *path, const char *name, int64_t n_ctx, bp_kind kv, int64_t fill) {
+    const uint64_t b = split_budget(path, n_ctx, kv);
+    CHECK(b > 0, "%s ctx %lld: no device budget splits the layers", name, (long long)n_ctx);
+    if (b) one_case_budget(path, name, n_ctx, kv, fill, true, b);
 }
 
 /* The plan made from a copy of the file whose tensor pages cannot be read: any read of tensor
@@ -221,8 +279,13 @@ int main(void) {
             if (!path) break;
             one_case(path, archs[a], 512, BP_KIND_F16, 40, true);
             one_case(path, archs[a], 64, BP_KIND_Q8_0, 62, true);
+            split_case(path, archs[a], 512, BP_KIND_F16, 510);
+            split_case(path, archs[a], 64, BP_KIND_Q8_0, 62);
         }
-        if (gemma) one_case(gemma, "gemma3-270m", 1024, BP_KIND_F16, 20, true);
+        if (gemma) {
+            one_case(gemma, "gemma3-270m", 1024, BP_KIND_F16, 20, true);
+            split_case(gemma, "gemma3-270m", 1024, BP_KIND_F16, 20);
+        }
     } else {
         BP_SKIP("test_plan's Vulkan cases: no Vulkan device here (lavapipe: apt-get install mesa-vulkan-drivers)");
     }

@@ -95,7 +95,8 @@ class ModelInfo(ctypes.Structure):  # bp_model_info
 
 
 class ContextParams(ctypes.Structure):  # bp_context_params
-    _fields_ = [("n_ctx", c_int64), ("kv_kind", c_int), ("n_batch", c_int64), ("n_seq_max", ctypes.c_int32)]
+    _fields_ = [("n_ctx", c_int64), ("kv_kind", c_int), ("n_batch", c_int64), ("n_seq_max", ctypes.c_int32),
+                ("device_budget", ctypes.c_uint64)]
 
 
 # Every struct the binding mirrors, by C name: tests compare sizes and offsets with the C compiler's.

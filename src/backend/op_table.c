@@ -87,6 +87,17 @@ const bp_weight *bp_step_next_weight(const bp_step_prog *p, int *it) {
     return NULL;
 }
 
+void bp_step_split(const bp_step_prog *p, int n_dev, bp_step_prog *first, bp_step_prog *last) {
+    const int l0 = p->n_layers - n_dev;
+    int cut = 0;
+    while (cut < p->n_nodes && p->nodes[cut].layer < l0) cut++; /* the embedding's layer is -1 */
+    *first = *p, *last = *p;
+    first->cap = last->cap = 0; /* views: the nodes are p's */
+    first->n_nodes = cut, first->n_out = 0, first->n_layers = l0, first->part = 1;
+    last->nodes = p->nodes + cut, last->n_nodes = p->n_nodes - cut;
+    last->n_layers = n_dev, last->layer0 = p->layer0 + l0, last->part = 2, last->embed = NULL;
+}
+
 bool bp_step_has_node(const bp_step_prog *p, bp_step_kind k) {
     for (int i = 0; p && i < p->n_nodes; i++)
         if (p->nodes[i].kind == k) return true;

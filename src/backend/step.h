@@ -83,6 +83,13 @@ typedef struct bp_step_prog {
     bp_weight *embed;               /* the embedding weight (its kind is claimed too) */
     uint64_t gen;                   /* bumped whenever nodes change: a device's recording of
                                        an older gen is stale */
+    /* A part of a split step (bp_step_split): the layers [layer0, layer0 + n_layers) of the
+     * model, its nodes a view of the whole program's (not owned). part 1: the first (the
+     * CPU's, no logits); part 2: the second, whose residual stream's t rows come from the
+     * host's X buffer (the layers before ran elsewhere), so a device uploads them before its
+     * launches. The whole program: layer0 0, part 0. */
+    int layer0;
+    int part;
 } bp_step_prog;
 
 typedef struct bp_step_kv_host bp_step_kv_host;
@@ -108,7 +115,7 @@ struct bp_step_kv_host {
     bp_status (*read_raw)(void *cache, int layer, bool values, int head, int64_t first, int64_t rows, void *dst);
     bp_status (*write_raw)(void *cache, int layer, bool values, int head, int64_t first, int64_t rows,
                            const void *src);
-    int64_t (*length)(void *cache);  /* positions the host holds (every layer alike) */
+    int64_t (*length)(void *cache, int layer);  /* positions the host holds in that layer */
 };
 
 /* What a step moved between host and device, counted by the device wrappers (the backend that
@@ -130,6 +137,7 @@ typedef struct bp_step_bytes {
     size_t logits;       /* host-visible where the device has it */
     size_t io;           /* the step's input */
     size_t extra;        /* the backend's own tables (Vulkan's IQ grids) */
+    size_t host;         /* host memory: the placement's and recordings' tables (not device bytes) */
     int n_arenas;
 } bp_step_bytes;
 
@@ -173,6 +181,13 @@ struct bp_step_io {
     bp_step_tap_fn tap;        /* see bp_step_tap_fn; NULL: none */
     void *tap_user;
 };
+
+/* Program p split for a device that takes its last n_dev layers (0 < n_dev <= n_layers) and
+ * the head (output norm, output matmul, soft-cap): *first gets the embedding and the layers
+ * before (layers [0, n_layers - n_dev), no logits: n_out 0), *last the rest (layer0 = n_layers - n_dev, part 2, no embedding),
+ * both views of p's nodes, valid while p's are. The hidden state crosses once, host to device,
+ * between the two. */
+void bp_step_split(const bp_step_prog *p, int n_dev, bp_step_prog *first, bp_step_prog *last);
 
 /* The weight kinds the program's matmuls and embedding use (each once): a backend taking the
  * step must claim `jobs` for every one of them (the rule, src/seam/route.c). */

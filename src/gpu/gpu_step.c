@@ -56,8 +56,8 @@ typedef struct gpu_state {
     void **lg;                /* the logits, lg_rows rows per buffer (a vocabulary row is large) */
     int n_lg;
     int64_t lg_rows;
-    void **kv;                /* [layer][2]: K, V */
-    int n_layers;
+    void **kv;                /* [layer - layer0][2]: K, V of the layers the program holds */
+    int n_layers, layer0;
     int32_t kv_heads, head_dim;
     int64_t cap;
     bp_kind kv_kind;
@@ -150,6 +150,21 @@ static bp_status alloc_zero(bp_device *dev, size_t bytes, bool host, void **out)
     return st;
 }
 
+/* The logits buffers for `want` rows (at least one): only the rows that want logits, not
+ * n_batch (Gemma 3 270M at n_batch 512: 512 MiB of a 262144-entry vocabulary for one row used);
+ * a later program wanting more rows grows them (grow_logits). lg_rows per buffer, at most
+ * one binding's. */
+static bp_status logits_layout(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p, int64_t want) {
+    if (want < 1) want = 1;
+    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
+    const int64_t fit = (int64_t)((b->max_binding - 4) / lrow);
+    s->lg_rows = fit < want ? fit : want;
+    if (b->logits_rows > 0 && b->logits_rows < s->lg_rows) s->lg_rows = b->logits_rows;
+    if (s->lg_rows < 1) return bp_fail(BP_E_SHAPE, "%s step: one row of logits exceeds a binding", b->display);
+    s->n_lg = (int)((want + s->lg_rows - 1) / s->lg_rows);
+    return BP_OK;
+}
+
 /* Where p's weights, vectors, KV cache and buffers go, host-side only (no device call): the
  * pieces of every weight in arenas of at most max_binding bytes, *fill per arena (bp_calloc'd,
  * the caller frees it), the vector table, the cache and logits geometry. place() allocates
@@ -218,7 +233,7 @@ static bp_status layout(const bp_gpu_backend *b, gpu_state *s, const bp_step_pro
     s->params_floats = total;
     /* KV cache */
     const bp_kind_traits *kt = bp_kind_traits_of(p->kv_kind);
-    s->n_layers = p->n_layers, s->kv_heads = p->n_kv_heads, s->head_dim = p->head_dim, s->cap = p->ctx;
+    s->n_layers = p->n_layers, s->layer0 = p->layer0, s->kv_heads = p->n_kv_heads, s->head_dim = p->head_dim, s->cap = p->ctx;
     s->kv_kind = p->kv_kind;
     s->kv_row = (size_t)p->head_dim / kt->info.block_elems * kt->info.block_bytes;
     s->kv_bytes = s->kv_row * (size_t)p->n_kv_heads * (size_t)p->ctx;
@@ -227,11 +242,8 @@ static bp_status layout(const bp_gpu_backend *b, gpu_state *s, const bp_step_pro
                        s->kv_bytes, range);
     /* activations, input, logits (logits and input host-visible where the device has it) */
     s->n_batch = p->n_batch;
-    const size_t lrow = (size_t)p->width[BP_SB_LOGITS] * sizeof(float);
-    s->lg_rows = (int64_t)((range - 4) / lrow) < p->n_batch ? (int64_t)((range - 4) / lrow) : p->n_batch;
-    if (b->logits_rows > 0 && b->logits_rows < s->lg_rows) s->lg_rows = b->logits_rows;
-    if (s->lg_rows < 1) return bp_fail(BP_E_SHAPE, "%s step: one row of logits exceeds a binding", b->display);
-    s->n_lg = (int)((p->n_batch + s->lg_rows - 1) / s->lg_rows);
+    st = logits_layout(b, s, p, p->n_out);
+    if (st) return st;
     s->io_bytes = (size_t)(2 + 2 * p->n_batch) * sizeof(int32_t);
     return BP_OK;
 }
@@ -242,27 +254,8 @@ static size_t lg_bytes(const gpu_state *s, const bp_step_prog *p) {
     return (size_t)s->lg_rows * (size_t)p->width[BP_SB_LOGITS] * sizeof(float) + 4;
 }
 
-bp_status bp_gpu_step_bytes(const bp_gpu_backend *b, const bp_step_prog *p, bp_step_bytes *out) {
-    memset(out, 0, sizeof *out);
-    gpu_state tmp = {0};
-    size_t *fill = NULL;
-    bp_status st = layout(b, &tmp, p, &fill);
-    if (!st) {
-        for (int a = 0; a < tmp.n_arenas; a++) out->weights += fill[a];
-        out->params = (tmp.params_floats ? tmp.params_floats : 1) * sizeof(float);
-        out->kv = 2 * (size_t)p->n_layers * (tmp.kv_bytes + 4);
-        for (int i = 0; i < BP_SB_COUNT; i++)
-            if (i != BP_SB_LOGITS) out->activations += act_bytes(p, i);
-        out->logits = (size_t)tmp.n_lg * lg_bytes(&tmp, p);
-        out->io = tmp.io_bytes;
-        out->n_arenas = tmp.n_arenas;
-    }
-    bp_free(fill);
-    bp_free(tmp.w);
-    bp_free(tmp.arenas);
-    bp_free(tmp.vecs);
-    return st;
-}
+
+static bp_status alloc_logits(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p);
 
 /* The weights, vectors, KV cache and buffers of p on the device, as layout() says. */
 static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p) {
@@ -310,11 +303,33 @@ static bp_status place(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog
     s->placed_bytes += 2 * (size_t)p->n_layers * s->kv_bytes;
     for (int i = 0; i < BP_SB_COUNT && !st; i++)
         if (i != BP_SB_LOGITS) st = alloc_zero(dev, act_bytes(p, i), false, &s->act[i]);
-    if (!st && !(s->lg = bp_calloc((size_t)s->n_lg, sizeof *s->lg)))
-        st = bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
-    for (int i = 0; i < s->n_lg && !st; i++) st = alloc_zero(dev, lg_bytes(s, p), true, &s->lg[i]);
+    if (!st) st = alloc_logits(b, s, p);
     if (!st) st = alloc_zero(dev, s->io_bytes, true, &s->io);
     return st;
+}
+
+/* The logits buffers as logits_layout said (host-visible). */
+static bp_status alloc_logits(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p) {
+    if (!(s->lg = bp_calloc((size_t)s->n_lg, sizeof *s->lg))) return bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
+    bp_status st = BP_OK;
+    for (int i = 0; i < s->n_lg && !st; i++) st = alloc_zero(s->dev, lg_bytes(s, p), true, &s->lg[i]);
+    return st;
+}
+
+/* A program wanting more logit rows than the placement holds (a perplexity eval after a
+ * generation's placement): new logits buffers, and every recording made over the old ones
+ * dropped, so both slots compile again. */
+static bp_status grow_logits(const bp_gpu_backend *b, gpu_state *s, const bp_step_prog *p) {
+    for (int i = 0; i < s->n_lg; i++) bp_dev_free(s->dev, s->lg[i]);
+    bp_free(s->lg);
+    s->lg = NULL, s->n_lg = 0;
+    for (int i = 0; i < 2; i++) {
+        if (s->c[i].graph) bp_dev_graph_destroy(s->dev, s->c[i].graph);
+        if (s->c[i].old) bp_dev_graph_destroy(s->dev, s->c[i].old);
+        s->c[i].graph = s->c[i].old = NULL, s->c[i].prog = NULL;
+    }
+    bp_status st = logits_layout(b, s, p, p->n_out);
+    return st ? st : alloc_logits(b, s, p);
 }
 
 /* ---- compile: the program as launches -------------------------------------------------------- */
@@ -324,10 +339,12 @@ typedef struct builder {
     gpu_state *s;
     launch *l;
     int n, cap;
+    bool dry; /* count the launches only (bp_gpu_step_bytes: no device, nothing placed) */
 } builder;
 
 static bp_status emit(builder *B, const char *kname, uint32_t gx, uint32_t gy, void *const *bufs, int nbuf,
                       const void *args, size_t nargs) {
+    if (B->dry) return B->n++, BP_OK;
     if (B->n == B->cap) {
         int nc = B->cap ? 2 * B->cap : 256;
         launch *l = bp_realloc(B->l, (size_t)nc * sizeof *l);
@@ -352,6 +369,9 @@ static bp_status emit(builder *B, const char *kname, uint32_t gx, uint32_t gy, v
 }
 
 static const char *kind_name(bp_kind k) { return bp_kind_traits_of(k)->info.name; }
+/* A logits or KV buffer; NULL in a dry run (nothing placed) */
+static void *lg_at(const gpu_state *s, int64_t i) { return s->lg ? s->lg[i] : NULL; }
+static void *kv_at(const gpu_state *s, int i) { return s->kv ? s->kv[i] : NULL; }
 
 static uint32_t off_of(const gpu_state *s, const void *host, int kind) {
     for (int v = 0; v < s->n_vecs; v++)
@@ -385,7 +405,7 @@ static bp_status emit_mm(builder *B, const bp_step_prog *p, const bp_step_node *
                                 .nsub = (uint32_t)(w->cols / tr->info.block_elems) * spb, .t = (uint32_t)tn,
                                 .y_row0 = (uint32_t)(dr0 * p->width[d] + pc->row0), .y_stride = (uint32_t)p->width[d],
                                 .x_off = (uint32_t)((nd->r0 + t0) * p->width[nd->src]), .w_off = (uint32_t)pc->off};
-            void *bufs[4] = {s->arenas[pc->arena], s->act[nd->src], lg ? s->lg[t0 / per] : s->act[d], B->b->extra};
+            void *bufs[4] = {s->arenas[pc->arena], s->act[nd->src], lg ? lg_at(s, t0 / per) : s->act[d], B->b->extra};
             const bool g = tn > 1;
             char kn[48];
             snprintf(kn, sizeof kn, "%s_%s", g ? "gemm" : "matvec", kind_name(w->kind));
@@ -436,7 +456,7 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
             for (int64_t t0 = 0; t0 < nd->rows && !st; t0 += s->lg_rows) {
                 const uint32_t count = (uint32_t)((nd->rows - t0 < s->lg_rows ? nd->rows - t0 : s->lg_rows) * nd->n);
                 bp_gpu_elt_args a = {count, 2u, 0, 0, n, nd->f};
-                void *bufs[2] = {s->lg[t0 / s->lg_rows], s->params};
+                void *bufs[2] = {lg_at(s, t0 / s->lg_rows), s->params};
                 st = emit(B, "eltwise", (count + 255) / 256, 1, bufs, 2, &a, sizeof a);
             }
             return st;
@@ -473,7 +493,7 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
         for (int v = 0; v < 2 && !st; v++) {
             bp_gpu_kv_args a = {rows, (uint32_t)s->kv_heads, (uint32_t)s->head_dim, (uint32_t)s->cap,
                                 (uint32_t)(nd->r0 * p->width[v ? BP_SB_V : BP_SB_K]), (uint32_t)s->kv_row};
-            void *bufs[3] = {s->act[v ? BP_SB_V : BP_SB_K], s->kv[2 * nd->layer + v], s->io};
+            void *bufs[3] = {s->act[v ? BP_SB_V : BP_SB_K], kv_at(s, 2 * (nd->layer - s->layer0) + v), s->io};
             st = emit(B, kname, (total + 63) / 64, 1, bufs, 3, &a, sizeof a);
         }
         return st;
@@ -484,7 +504,8 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
         bp_gpu_attn_args a = {rows, (uint32_t)nd->attn.n_heads, (uint32_t)nd->attn.n_kv_heads, (uint32_t)s->head_dim,
                               (uint32_t)s->cap, (uint32_t)(nd->r0 * p->width[BP_SB_Q]), base, pos_idx, nd->attn.scale,
                               nd->attn.softcap, (uint32_t)nd->attn.window, (uint32_t)s->kv_row};
-        void *bufs[5] = {s->act[BP_SB_Q], s->kv[2 * nd->layer], s->kv[2 * nd->layer + 1], s->act[nd->dst], s->io};
+        const int kl = 2 * (nd->layer - s->layer0);
+        void *bufs[5] = {s->act[BP_SB_Q], kv_at(s, kl), kv_at(s, kl + 1), s->act[nd->dst], s->io};
         return emit(B, kname, (uint32_t)nd->attn.n_heads, rows, bufs, 5, &a, sizeof a);
     }
     case BP_STEP_MOE: /* the seam never gives a device a step with experts (src/seam/route.c) */
@@ -494,6 +515,46 @@ static bp_status emit_node(builder *B, const bp_step_prog *p, const bp_step_node
     return bp_fail(BP_E_INVAL, "%s step: node kind %d unknown", B->b->display, (int)nd->kind);
 }
 
+/* The host tables a placement and its two recordings take (bp_malloc'd, so `plan` can add them
+ * to the heap), an upper bound: the state, the placement records, the arenas' fill table, the
+ * vector table and its staging copy, the launch lists (grown by doubling from 256) and their
+ * node ends of both slots, the step input's staging. */
+static size_t host_tables(const gpu_state *s, const bp_step_prog *p, int n_launch) {
+    size_t cap = 256, vcap = 64;
+    while ((int)cap < n_launch) cap *= 2;
+    while ((int)vcap < s->n_vecs) vcap *= 2;
+    const size_t arenas = (size_t)s->n_w * MAX_PIECES + 1;
+    return sizeof(gpu_state) + (size_t)s->n_w * sizeof(placed) + arenas * (sizeof(size_t) + sizeof(void *)) +
+           vcap * sizeof(vecref) + (s->params_floats + 1) * sizeof(float) + 2 * (size_t)p->n_layers * sizeof(void *) +
+           (size_t)s->n_lg * sizeof(void *) + 2 * (cap * sizeof(launch) + (size_t)p->n_nodes * sizeof(int)) +
+           s->io_bytes + 16 * 32; /* the C library's per-block rounding, 32 bytes for each of them */
+}
+
+bp_status bp_gpu_step_bytes(const bp_gpu_backend *b, const bp_step_prog *p, bp_step_bytes *out) {
+    memset(out, 0, sizeof *out);
+    gpu_state tmp = {0};
+    size_t *fill = NULL;
+    bp_status st = layout(b, &tmp, p, &fill);
+    if (!st) {
+        for (int a = 0; a < tmp.n_arenas; a++) out->weights += fill[a];
+        out->params = (tmp.params_floats ? tmp.params_floats : 1) * sizeof(float);
+        out->kv = 2 * (size_t)p->n_layers * (tmp.kv_bytes + 4);
+        for (int i = 0; i < BP_SB_COUNT; i++)
+            if (i != BP_SB_LOGITS) out->activations += act_bytes(p, i);
+        out->logits = (size_t)tmp.n_lg * lg_bytes(&tmp, p);
+        out->io = tmp.io_bytes;
+        out->n_arenas = tmp.n_arenas;
+        /* the launches, counted by the compiler itself run dry (no kernel looked up) */
+        builder B = {b, &tmp, NULL, 0, 0, true};
+        for (int i = 0; i < p->n_nodes && !st; i++) st = emit_node(&B, p, &p->nodes[i]);
+        out->host = host_tables(&tmp, p, B.n);
+    }
+    bp_free(fill);
+    bp_free(tmp.w);
+    bp_free(tmp.arenas);
+    bp_free(tmp.vecs);
+    return st;
+}
 bool bp_gpu_step_has_kernels(bp_kind kv, const char *prefix, bool (*has)(const char *name)) {
     if (!bp_gpu_step_kv_kind(kv)) return false;
     static const char *const fixed[] = {"kv_append_", "attention_", "rms_norm", "rope", "glu", "eltwise"};
@@ -537,7 +598,7 @@ static bp_status compile(const bp_gpu_backend *b, gpu_state *s, const bp_step_pr
     bp_free(s->c[slot].node_end);
     memset(&s->c[slot], 0, sizeof s->c[slot]);
     s->c[slot].old = old;
-    builder B = {b, s, NULL, 0, 0};
+    builder B = {b, s, NULL, 0, 0, false};
     int *node_end = bp_malloc((size_t)(p->n_nodes ? p->n_nodes : 1) * sizeof *node_end);
     bp_status st = node_end ? BP_OK : bp_fail(BP_E_NOMEM, "%s step: out of host memory", b->display);
     for (int i = 0; i < p->n_nodes && !st; i++) {
@@ -620,11 +681,11 @@ static bp_status kv_move(gpu_state *s, const bp_step_kv_host *kv, int64_t from, 
             for (int h = 0; h < s->kv_heads && !st; h++) {
                 const size_t off = ((size_t)h * (size_t)s->cap + (size_t)from) * s->kv_row;
                 if (up) {
-                    st = kv->read_raw(kv->cache, l, v, h, from, to - from, tmp);
+                    st = kv->read_raw(kv->cache, s->layer0 + l, v, h, from, to - from, tmp);
                     if (!st) st = bp_dev_h2d(s->dev, s->kv[2 * l + v], off, tmp, n);
                 } else {
                     st = bp_dev_d2h(s->dev, tmp, s->kv[2 * l + v], off, n);
-                    if (!st) st = kv->write_raw(kv->cache, l, v, h, from, to - from, tmp);
+                    if (!st) st = kv->write_raw(kv->cache, s->layer0 + l, v, h, from, to - from, tmp);
                 }
             }
     bp_free(tmp);
@@ -649,7 +710,8 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     bp_status st = check(b, p);
     if (st) return st;
     gpu_state *s = (gpu_state *)io->state[b->id];
-    if (s && (s->dev != dev || s->n_batch != p->n_batch || s->cap != p->ctx || s->kv_kind != p->kv_kind)) {
+    if (s && (s->dev != dev || s->n_batch != p->n_batch || s->cap != p->ctx || s->kv_kind != p->kv_kind ||
+              s->layer0 != p->layer0 || s->n_layers != p->n_layers)) {
         state_free(&s->base); /* the device was reopened, or the context changed shape */
         io->state[b->id] = NULL;
         s = NULL;
@@ -673,6 +735,7 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     /* the positions before this step: on the device, or brought up from the host */
     if (s->base.kv_len < io->pos0 && (st = kv_move(s, &io->kv_host, s->base.kv_len, io->pos0, true))) return st;
     if (s->base.kv_len > io->pos0) s->base.kv_len = io->pos0;
+    if (p->n_out > (int64_t)s->n_lg * s->lg_rows && (st = grow_logits(b, s, p))) return st;
     if (s->c[slot].prog != p || s->c[slot].gen != p->gen) {
         if ((st = compile(b, s, p, slot))) return st;
     }
@@ -684,6 +747,9 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
     for (int64_t i = 0; i < p->t; i++) in[2 + 2 * i] = io->positions[i], in[3 + 2 * i] = io->tokens[i];
     st = bp_dev_h2d(dev, s->io, 0, in, in_bytes);
     bp_free(in);
+    /* a split step's second part: the residual stream the host's layers left (the one crossing) */
+    if (!st && p->part == 2)
+        st = bp_dev_h2d(dev, s->act[BP_SB_X], 0, io->host[BP_SB_X], (size_t)(p->t * p->width[BP_SB_X]) * sizeof(float));
     if (st) return st;
     bool recorded = false, ran = false, updated = false;
     bp_stream *q = b->stream;
@@ -747,7 +813,9 @@ bp_status bp_gpu_step_run(const bp_gpu_backend *b, bp_device *dev, const bp_op_c
         snprintf(r->display, sizeof r->display, "%s", b->display);
         snprintf(r->kernel, sizeof r->kernel, "%s (in the step)", kind_name(k));
     }
-    snprintf(label, len, "%s step: %d kernels in %s%s", b->display, s->c[slot].n,
+    char part[64] = "";
+    if (p->part == 2) snprintf(part, sizeof part, " (layers %d-%d and the output)", p->layer0, p->layer0 + p->n_layers - 1);
+    snprintf(label, len, "%s step%s: %d kernels in %s%s", b->display, part, s->c[slot].n,
              io->tap ? "node by node (tapped)" : s->c[slot].graph ? "one recorded submission" : "one queue",
              placed_now ? " (model placed now)" : "");
     return BP_OK;

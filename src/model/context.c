@@ -99,6 +99,7 @@ bp_status bp_context_create(bp_model *m, const bp_context_params *params, bp_con
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
     c->kv_kind = p.kv_kind;
+    c->device_budget = p.device_budget;
     const int64_t B = p.n_batch;
     int64_t w[BP_CTX_BUFS];
     buf_widths(hp, w);
@@ -217,6 +218,14 @@ bp_status bp_context_step_report(const bp_context *c, bool prefill, bp_step_repo
     out->record = c->step_rec[prefill];
     out->uploads = t->h2d, out->downloads = t->d2h, out->bytes_in = t->h2d_bytes, out->bytes_out = t->d2h_bytes;
     out->submissions = t->submits, out->launches = t->launches, out->recorded = t->recorded;
+    return BP_OK;
+}
+
+bp_status bp_context_offload(const bp_context *c, int32_t *n_layers_device, const char **note) {
+    if (!c) return bp_fail(BP_E_INVAL, "bp_context_offload: context is NULL");
+    if (!c->offload_decided) return bp_fail(BP_E_NOT_FOUND, "bp_context_offload: no device budget, or no eval yet");
+    if (n_layers_device) *n_layers_device = c->offload.n_dev;
+    if (note) *note = c->offload.note;
     return BP_OK;
 }
 

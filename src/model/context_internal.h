@@ -18,6 +18,21 @@ typedef struct bp_seq {
     int32_t *toks;
 } bp_seq;
 
+/* Which part of the step a device takes under a byte budget (offload.c): the seam slot that
+ * takes it (-1: none, the CPU runs every layer), its last n_dev layers and the head (whole: the
+ * step whole, the embedding included, as without a budget), what it places there (the
+ * backend's step_bytes of that part, `total` their sum), and a line saying so. */
+typedef struct bp_offload {
+    int slot, n_dev;
+    bool whole;
+    bp_step_bytes bytes;
+    uint64_t total;
+    char note[256];
+    char why[1024]; /* slot -1 with no budget reason: each backend's answer (bp_step_route) */
+} bp_offload;
+/* Decided from the decode program p (t 1, n_out 1): budget 0 is no limit. */
+bp_status bp_forward_offload(const bp_step_prog *p, uint64_t budget, bp_offload *out);
+
 struct bp_context {
     bp_model *m;
     int64_t n_ctx, n_batch;
@@ -38,6 +53,14 @@ struct bp_context {
     bp_run_record step_rec[2];
     bp_step_state *step_state[BP_STEP_STATES];
     bp_step_traffic last_traffic[2];
+    /* a device budget (bp_context_params.device_budget): decided at the first step; a split
+     * step's two parts per shape ([t > 1][0] the CPU's, [1] the device's, views of prog[]) and
+     * the record of the CPU's part */
+    uint64_t device_budget;
+    bool offload_decided;
+    bp_offload offload;
+    bp_step_prog part[2][2];
+    bp_run_record part_rec[2];
     /* called after every node of every step (bp_step_tap_fn); NULL: none */
     bp_step_tap_fn tap;
     void *tap_user;

@@ -203,20 +203,56 @@ static bp_status run(bp_context *c, const int32_t *tokens, int64_t t, int64_t n_
     io.logits = c->logits + (size_t)c->n_out * (size_t)V;
     float *host[BP_SB_COUNT] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->tmp, c->gate, c->up, io.logits};
     memcpy(io.host, host, sizeof host);
-    if (rows) {
-        if ((s = bp_step_run_on(p, &io, "cpu", &c->step_rec[t > 1]))) return s;
+    /* a device budget: decided once, from the decode program (as bp_plan decides it) */
+    if (!rows && c->device_budget && !c->offload_decided) {
+        bp_step_prog *d = &c->prog[0];
+        if ((d->t != 1 || d->n_out != 1 || !d->n_nodes) &&
+            (s = bp_forward_program(c->m, c->n_batch, c->n_ctx, c->kv_kind, d, 1, 1)))
+            return s;
+        if ((s = bp_forward_offload(d, c->device_budget, &c->offload))) return s;
+        c->offload_decided = true;
+    }
+    const bool budget = !rows && c->offload_decided;
+    const bool split = budget && c->offload.n_dev > 0 && !c->offload.whole;
+    const bp_step_prog *cpu_part = NULL; /* the nodes the CPU ran, for the weight records */
+    memset(&c->part_rec[t > 1], 0, sizeof c->part_rec[t > 1]);
+    if (rows || (budget && c->offload.n_dev == 0)) {
+        /* several sequences, or a budget too small for one layer: the CPU, by name (under a
+         * budget its ops too: a device was given no memory) */
+        const bool was = bp_seam_set_cpu_only(budget);
+        s = bp_step_run_on(p, &io, "cpu", &c->step_rec[t > 1]);
+        bp_seam_set_cpu_only(was);
+        if (s) return s;
+        cpu_part = p;
+    } else if (split) {
+        /* the CPU's layers, every op of them on the CPU; then the device's in one submission:
+         * the residual crosses once */
+        bp_step_prog *a = &c->part[t > 1][0], *b = &c->part[t > 1][1];
+        bp_step_split(p, c->offload.n_dev, a, b);
+        const bool was = bp_seam_set_cpu_only(true);
+        s = bp_step_run_on(a, &io, "cpu", &c->part_rec[t > 1]);
+        bp_seam_set_cpu_only(was);
+        if (s) return s;
+        if ((s = bp_step_run(b, &io))) return s;
+        bp_op_last_record("step", &c->step_rec[t > 1]);
+        cpu_part = strcmp(c->step_rec[t > 1].backend, "cpu") ? a : p;
     } else {
         if ((s = bp_step_run(p, &io))) return s;
         bp_op_last_record("step", &c->step_rec[t > 1]);
+        if (!strcmp(c->step_rec[t > 1].backend, "cpu")) cpu_part = p;
     }
     c->last_traffic[t > 1] = io.traffic;
-    /* per weight kind, the record of what ran its last job: the device's, or (a step run op by op)
-     * the one the seam wrote into the weight */
-    const bool whole = strcmp(c->step_rec[t > 1].backend, "cpu") != 0;
-    for (int i = 0; !whole && i < p->n_nodes; i++)
-        for (int j = 0; p->nodes[i].kind == BP_STEP_MATMUL && j < p->nodes[i].n_jobs; j++) {
-            const bp_weight *w = p->nodes[i].job[j].w;
-            if ((unsigned)w->kind < BP_MODEL_MAX_KIND) bp_weight_last_record(w, &c->kind_rec[t > 1][w->kind]);
+    /* per weight kind, the record of what ran its last job: the device's (written by the step),
+     * or for the nodes the CPU ran the one the seam wrote into the weight; a kind both parts of
+     * a split step run keeps the device's */
+    bp_kind dev_kinds[32];
+    const int n_dev_kinds = split && cpu_part != p ? bp_step_weight_kinds(&c->part[t > 1][1], dev_kinds, 32) : 0;
+    for (int i = 0; cpu_part && i < cpu_part->n_nodes; i++)
+        for (int j = 0; cpu_part->nodes[i].kind == BP_STEP_MATMUL && j < cpu_part->nodes[i].n_jobs; j++) {
+            const bp_weight *w = cpu_part->nodes[i].job[j].w;
+            bool dev = false;
+            for (int k = 0; k < n_dev_kinds; k++) dev |= dev_kinds[k] == w->kind;
+            if (!dev && (unsigned)w->kind < BP_MODEL_MAX_KIND) bp_weight_last_record(w, &c->kind_rec[t > 1][w->kind]);
         }
     c->n_out += n_out;
     return BP_OK;

@@ -80,36 +80,37 @@ static bp_status plan_model(bp_gguf *f, const char *path, const bp_plan_params *
     out->n_layers = (int32_t)m->hp.n_layer;
     out->file_bytes = bp_gguf_file_size(m->file);
 
-    /* who takes the decode step whole, and what it places there */
-    const int slot = bp_step_route(&prog[0], out->why, sizeof out->why);
-    if (slot < 0 && !out->why[0]) snprintf(out->why, sizeof out->why, "no other backend is compiled in or enabled");
-    const bp_seam_slot *sl = slot >= 0 ? bp_seam_slot_at(slot) : NULL;
+    /* who takes the decode step, whole or its last layers under the budget, and what it
+     * places there (offload.c: the run decides by the same function) */
+    bp_offload off;
+    if ((s = bp_forward_offload(&prog[0], pp->device_budget, &off))) goto done;
+    snprintf(out->why, sizeof out->why, "%s", off.why);
+    if (off.slot < 0 && !out->why[0] && !off.note[0])
+        snprintf(out->why, sizeof out->why, "no other backend is compiled in or enabled");
+    if (off.slot < 0 && off.note[0]) snprintf(out->why, sizeof out->why, "the device budget");
+    snprintf(out->budget_note, sizeof out->budget_note, "%s", off.note);
+    const bp_seam_slot *sl = off.slot >= 0 ? bp_seam_slot_at(off.slot) : NULL;
     snprintf(out->step_backend, sizeof out->step_backend, "%s", sl ? sl->caps->name : "cpu");
     bp_plan_memory *host = &out->mem[0];
     snprintf(host->name, sizeof host->name, "host");
     out->n_mem = 1;
-    bp_step_bytes sb = {0};
+    out->n_layers_device = off.n_dev;
+    out->split = sl && !off.whole;
     if (sl) {
         bp_plan_memory *d = &out->mem[out->n_mem++];
         snprintf(d->name, sizeof d->name, "%s", sl->caps->name);
         d->known = sl->dispatch->step_bytes != NULL;
-        if (d->known && (s = sl->dispatch->step_bytes(&prog[0], &sb))) goto done;
-        d->weights = sb.weights, d->kv = sb.kv, d->activations = sb.activations, d->logits = sb.logits;
-        d->scratch = sb.params + sb.io + sb.extra;
+        const bp_step_bytes *sb = &off.bytes;
+        d->weights = sb->weights, d->kv = sb->kv, d->activations = sb->activations, d->logits = sb->logits;
+        d->scratch = sb->params + sb->io + sb->extra;
         total(d);
-        out->n_layers_device = out->n_layers;
-        if (pp->device_budget && d->total > pp->device_budget) {
-            /* The device step takes the model whole or not at all: a budget the whole step does
-             * not fit sends every layer to the CPU, and the run does the same. */
-            snprintf(out->budget_note, sizeof out->budget_note,
-                     "the %s step needs %llu bytes, more than the %llu-byte budget; the step is placed whole or "
-                     "not at all, so every layer runs on the CPU",
-                     sl->caps->name, (unsigned long long)d->total, (unsigned long long)pp->device_budget);
-            out->n_mem = 1, out->n_layers_device = 0;
-            memset(d, 0, sizeof *d);
-            snprintf(out->step_backend, sizeof out->step_backend, "cpu");
-            sl = NULL;
-        }
+    }
+    /* the nodes the CPU runs: every one, none (a whole device step), or a split's first part */
+    const int first_dev = out->n_layers - off.n_dev; /* the device's first layer (n_layers: none) */
+    bp_step_prog cpu_prog[2], dev_prog[2];
+    for (int k = 0; k < 2; k++) {
+        cpu_prog[k] = prog[k];
+        if (out->split) bp_step_split(&prog[k], off.n_dev, &cpu_prog[k], &dev_prog[k]);
     }
 
     /* every matrix: where its matmuls run, the kernels, the CPU's copy */
@@ -118,7 +119,7 @@ static bp_status plan_model(bp_gguf *f, const char *path, const bp_plan_params *
         s = bp_fail(BP_E_NOMEM, "plan: no memory for %lld tensors", (long long)m->n_weights);
         goto done;
     }
-    const bool on_cpu = sl == NULL;
+    const bool on_cpu = sl == NULL, cpu_runs = on_cpu || out->split;
     for (int64_t i = 0; i < m->n_weights; i++) {
         const bp_weight *w = m->weights[i].w;
         bp_plan_tensor *t = &out->tensors[out->n_tensors++];
@@ -126,7 +127,10 @@ static bp_status plan_model(bp_gguf *f, const char *path, const bp_plan_params *
         t->layer = layer_of(t->name);
         t->kind = w->kind, t->rows = w->rows, t->cols = w->cols, t->bytes = (uint64_t)w->row_bytes * (uint64_t)w->rows;
         const bool matmul = !(w == m->tok_embd && m->output != m->tok_embd); /* an untied embedding is only looked up */
-        if (!on_cpu) {
+        /* on the device: every tensor of a whole step; of a split, its layers' and the head's
+         * (a tied embedding is the output's matrix there, and only looked up on the CPU) */
+        const bool dev = !on_cpu && (!out->split || t->layer >= first_dev || (t->layer < 0 && matmul));
+        if (dev) {
             snprintf(t->backend, sizeof t->backend, "%s", out->step_backend);
             snprintf(t->kernel, sizeof t->kernel, "%s %s", out->step_backend, bp_kind_traits_of(w->kind)->info.name);
             snprintf(t->kernel_batch, sizeof t->kernel_batch, "%s", t->kernel);
@@ -153,15 +157,15 @@ static bp_status plan_model(bp_gguf *f, const char *path, const bp_plan_params *
     host->kv = (uint64_t)kv * (uint64_t)cp.n_seq_max;
     host->activations = bufs;
     host->logits = (uint64_t)m->hp.n_vocab * sizeof(float); /* one position's (generation) */
-    if (on_cpu) {
+    if (cpu_runs) {
         /* the pool's thread scratch, and the largest activation buffer and attention scratch a
          * step asks for (both kept by the pool, grown to the largest): a decode step and a
-         * whole prefill step at a full cache bound them */
-        const uint64_t a0 = cpu_act_bytes(&prog[0]), a1 = cpu_act_bytes(&prog[1]);
+         * whole prefill step at a full cache bound them (of a split, the CPU's part) */
+        const uint64_t a0 = cpu_act_bytes(&cpu_prog[0]), a1 = cpu_act_bytes(&cpu_prog[1]);
         const bp_hparams *hp = &m->hp;
         const int nth = bp_cpu_threads();
         uint64_t at = 0;
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 2 && bp_step_has_node(&cpu_prog[0], BP_STEP_ATTENTION); k++) {
             const uint64_t b = bp_attention_cpu_scratch_bytes((int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim_k,
                                                               (int)hp->head_dim_v, k ? cp.n_batch : 1, cp.n_ctx, nth);
             if (b > at) at = b;
@@ -172,11 +176,12 @@ static bp_status plan_model(bp_gguf *f, const char *path, const bp_plan_params *
                         (uint64_t)nth * (16u << 10);
     }
     /* the context's own tables: itself (its run records), the per-sequence arrays and token
-     * ids (seq.c), the cache's per-layer table, the step programs */
+     * ids (seq.c), the cache's per-layer table, the step programs, a device step's placement
+     * and launch lists */
     host->other = tables + sizeof(bp_context) + (uint64_t)(prog[0].cap + prog[1].cap) * sizeof(bp_step_node) +
                   (uint64_t)cp.n_seq_max * (sizeof(bp_seq) + sizeof(bp_kv_cache *) + (uint64_t)cp.n_ctx * sizeof(int32_t)) +
                   4 * (uint64_t)cp.n_batch * sizeof(int32_t) + sizeof(bp_kv_cache) +
-                  (uint64_t)m->hp.n_layer * sizeof(bp_kv_layer);
+                  (uint64_t)m->hp.n_layer * sizeof(bp_kv_layer) + off.bytes.host;
     total(host);
     host->known = true;
     out->heap = host->total - host->weights;

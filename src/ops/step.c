@@ -3,6 +3,7 @@
  * of it on its device; otherwise the CPU runs the nodes one by one here, each through the op
  * layer's public ops, so every op of the step is routed and recorded on its own as before. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,16 +48,30 @@ static bp_status kv_write_raw(void *cache, int layer, bool values, int head, int
     return BP_OK;
 }
 
-static int64_t kv_length(void *cache) { return bp_kv_cache_length(cache, 0); }
+static int64_t kv_length(void *cache, int layer) { return bp_kv_cache_length(cache, layer); }
 
-bp_status bp_step_pull_host(bp_kv_cache *kv, bp_step_state *const *state, int64_t n) {
+/* The fewest positions the host holds over layers [l0, l1). */
+static int64_t host_length(bp_kv_cache *kv, int l0, int l1) {
+    int64_t have = INT64_MAX;
+    for (int l = l0; l < l1; l++)
+        if (kv_length(kv, l) < have) have = kv_length(kv, l);
+    return have;
+}
+
+/* Positions [have, n) of layers [l0, l1) back from the state that holds them: a split step's
+ * device holds only its layers, so the shortest of the range is what the host lacks. */
+static bp_status pull_layers(bp_kv_cache *kv, bp_step_state *const *state, int l0, int l1, int64_t n) {
     const bp_step_kv_host host = {kv, kv_read_raw, kv_write_raw, kv_length};
-    const int64_t have = kv_length(kv);
+    const int64_t have = host_length(kv, l0, l1);
     for (int b = 0; state && b < BP_STEP_STATES && have < n; b++) {
         bp_step_state *st = state[b];
         if (st && st->kv_len >= n) return st->hand_back(st, &host, have, n);
     }
     return BP_OK;
+}
+
+bp_status bp_step_pull_host(bp_kv_cache *kv, bp_step_state *const *state, int64_t n) {
+    return pull_layers(kv, state, 0, bp_kv_cache_info(kv)->n_layers, n);
 }
 
 /* ---- the CPU: node by node ---------------------------------------------------------------- */
@@ -171,17 +186,23 @@ bp_status bp_step_cpu(const bp_op_call *c, char *label, size_t label_len) {
     const bp_step_prog *p = c->u.step.prog;
     bp_step_io *io = c->u.step.io;
     /* Positions a device holds and the host does not come back first (see bp_step_state). */
-    bp_status s0 = bp_step_pull_host(io->kv, io->state, io->pos0);
+    const int l0 = p->layer0, l1 = p->layer0 + p->n_layers;
+    bp_status s0 = pull_layers(io->kv, io->state, l0, l1, io->pos0);
     if (s0) return bp_fail(s0, "step: the CPU cannot continue the sequence: %s", bp_last_error());
-    if (kv_length(io->kv) < io->pos0)
+    const int64_t have = host_length(io->kv, l0, l1);
+    if (have < io->pos0)
         return bp_fail(BP_E_INVAL, "step: the host KV cache holds %lld positions, the step starts at %lld",
-                       (long long)kv_length(io->kv), (long long)io->pos0);
+                       (long long)have, (long long)io->pos0);
     for (int i = 0; i < p->n_nodes; i++) {
         bp_status s = node_cpu(p, &p->nodes[i], io);
         if (s) return s;
         if (io->tap) io->tap(io->tap_user, p, i, io);
     }
-    snprintf(label, label_len, "CPU, op by op (%d ops)", p->n_nodes);
+    if (p->part == 1 && !p->n_layers) snprintf(label, label_len, "CPU, the embedding of a split step");
+    else if (p->part == 1) /* a split step's first part: the embedding and layers [0, n_layers) */
+        snprintf(label, label_len, "CPU, op by op (%d ops: the embedding and layers 0-%d of a split step)", p->n_nodes,
+                 p->n_layers - 1);
+    else snprintf(label, label_len, "CPU, op by op (%d ops)", p->n_nodes);
     return BP_OK;
 }
 

@@ -31,6 +31,7 @@ void bp_seam_record_fill(bp_run_record *r, const bp_op_call *c, int i, const cha
     r->kind = bp_op_call_kind(c, 0);
     r->kind2 = c->op == BP_OP_ATTENTION || c->op == BP_OP_MOE || c->op == BP_OP_STEP ? c->kind2 : r->kind;
     r->batch = bp_op_call_shape(c, 0).t;
+    r->part = c->op == BP_OP_STEP && c->u.step.prog && c->u.step.prog->part == 1;
     const bp_seam_slot *s = i >= 0 ? bp_seam_slot_at(i) : NULL;
     if (!s) {
         copy(r->backend, sizeof r->backend, "cpu");
@@ -134,7 +135,7 @@ static unsigned long long tally_dropped;
 
 static bool same_row(const bp_run_record *a, const bp_run_record *b) {
     return a->op == b->op && a->kind == b->kind && a->kind2 == b->kind2 && (a->batch == 1) == (b->batch == 1) &&
-           a->per_position == b->per_position && !strcmp(a->backend, b->backend) && !strcmp(a->kernel, b->kernel) &&
+           a->per_position == b->per_position && a->part == b->part && !strcmp(a->backend, b->backend) && !strcmp(a->kernel, b->kernel) &&
            !strcmp(a->fallback_from, b->fallback_from);
 }
 

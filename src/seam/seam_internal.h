@@ -104,6 +104,10 @@ typedef bp_status (*bp_seam_cpu_fn)(const bp_op_call *c, char *kernel, size_t ke
  * written where readers find it -- the weights' (matvec, gemm, each job), this thread's last
  * record of the op, the tally -- and to rec (may be NULL). */
 bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *rec);
+/* While on, every walk on this thread runs the CPU alone, as c->cpu_only does: the CPU's part of
+ * a step split by a device budget (its ops must not take device memory the budget did not give
+ * them). Returns the previous setting, for the caller to restore. */
+bool bp_seam_set_cpu_only(bool on);
 /* c on one backend only: "cpu" (cpu, no walk), or a slot's name, which must be compiled,
  * enabled and claim every kind of the call; its launch error is the call's error (BP_E_DEVICE,
  * BP_E_DEVICE_LOST), never covered by another backend. Records as bp_seam_run. */

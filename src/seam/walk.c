@@ -182,6 +182,14 @@ static void finish(const bp_op_call *c, int slot, const char *cpu_kernel, const 
     if (out) *out = r;
 }
 
+static _Thread_local bool cpu_pinned;
+
+bool bp_seam_set_cpu_only(bool on) {
+    const bool was = cpu_pinned;
+    cpu_pinned = on;
+    return was;
+}
+
 bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *rec) {
     const double t0 = bp_seam_now();
     bp_dev_traffic moved0;
@@ -189,7 +197,7 @@ bp_status bp_seam_run(const bp_op_call *c, bp_seam_cpu_fn cpu, bp_run_record *re
     pending p = {0};
     char err[200];
     int order[BP_BACKEND_COUNT + 1];
-    const int n = c->cpu_only ? 0 : bp_seam_order(order, BP_BACKEND_COUNT + 1);
+    const int n = c->cpu_only || cpu_pinned ? 0 : bp_seam_order(order, BP_BACKEND_COUNT + 1);
     for (int j = 0; j < n; j++) {
         const int i = order[j];
         const bp_seam_slot *s = bp_seam_slot_at(i);

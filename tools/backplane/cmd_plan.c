@@ -20,7 +20,8 @@ static int usage(FILE *f, int rc) {
             "  --kv-kind KIND       KV cache kind (default F16)\n"
             "  --parallel N         sequences, each with its own KV cache (default 1)\n"
             "  --batch N            tokens per prefill step (default 512)\n"
-            "  --device-budget MIB  the device may hold at most this much\n"
+            "  --device-budget MIB  the device may hold at most this much: the last layers that fit go\n"
+            "                       there with the output, the rest stay on the CPU\n"
             "  --tensors            every tensor with its kernels (text); --json always lists them\n");
     return rc;
 }
@@ -36,6 +37,11 @@ static void print_mem_json(FILE *f, const bp_plan_memory *m) {
             m->known ? "true" : "false", (unsigned long long)m->weights, (unsigned long long)m->copies,
             (unsigned long long)m->kv, (unsigned long long)m->activations, (unsigned long long)m->logits,
             (unsigned long long)m->scratch, (unsigned long long)m->other, (unsigned long long)m->total);
+}
+
+/* What runs layer l (its weights, its KV cache): the device holds the last n_layers_device. */
+static const char *layer_backend(const bp_plan *p, int l) {
+    return strcmp(p->step_backend, "cpu") && l >= p->n_layers - p->n_layers_device ? p->step_backend : "cpu";
 }
 
 static void print_json(FILE *f, const char *path, const bp_plan *p) {
@@ -56,6 +62,13 @@ static void print_json(FILE *f, const char *path, const bp_plan *p) {
     fprintf(f, ", \"n_layers\": %d, \"n_layers_device\": %d, \"budget_note\": ", (int)p->n_layers,
             (int)p->n_layers_device);
     bp_cli_json_str(f, p->budget_note);
+    fprintf(f, ", \"split\": %s, \"layers\": [", p->split ? "true" : "false");
+    for (int l = 0; l < p->n_layers; l++) {
+        fprintf(f, "%s{\"layer\": %d, \"backend\": ", l ? ", " : "", l);
+        bp_cli_json_str(f, layer_backend(p, l));
+        fprintf(f, "}");
+    }
+    fprintf(f, "]");
     fprintf(f, ", \"heap\": %llu, \"released\": %llu, \"seconds\": %.6f, \"memory\": [",
             (unsigned long long)p->heap, (unsigned long long)p->released, p->seconds);
     for (int i = 0; i < p->n_mem; i++) {
@@ -86,7 +99,21 @@ static void print_text(FILE *f, const char *path, const bp_plan *p, bool tensors
             mib(p->file_bytes), p->seconds);
     fprintf(f, "context: %lld tokens x %d sequence(s), KV %s, prefill steps of %lld tokens\n", (long long)p->ctx.n_ctx,
             (int)p->ctx.n_seq_max, bp_kind_lookup((uint32_t)p->ctx.kv_kind)->name, (long long)p->ctx.n_batch);
-    if (strcmp(p->step_backend, "cpu"))
+    if (p->split) {
+        fprintf(f, "forward step: split, %d of %d layers on %s: the CPU runs the embedding and the first layers, %s "
+                   "the last layers and the output in one submission (the hidden state crosses once per step)\n",
+                (int)p->n_layers_device, (int)p->n_layers, p->step_backend, p->step_backend);
+        /* layer by layer, runs of one placement merged */
+        for (int l = 0; l < p->n_layers;) {
+            int e = l;
+            while (e + 1 < p->n_layers && !strcmp(layer_backend(p, e + 1), layer_backend(p, l))) e++;
+            char span[32];
+            if (e > l) snprintf(span, sizeof span, "layers %d-%d", l, e);
+            else snprintf(span, sizeof span, "layer %d", l);
+            fprintf(f, "  %-14s %s (weights and KV cache)\n", span, layer_backend(p, l));
+            l = e + 1;
+        }
+    } else if (strcmp(p->step_backend, "cpu"))
         fprintf(f, "forward step: the whole step on %s (every op, the KV cache and the activations on the device; "
                    "%d of %d layers)\n", p->step_backend, (int)p->n_layers_device, (int)p->n_layers);
     else
@@ -110,12 +137,16 @@ static void print_text(FILE *f, const char *path, const bp_plan *p, bool tensors
     fprintf(f, "\nplacement (decode kernel / prefill kernel):\n");
     for (int64_t i = 0; i < p->n_tensors; i++) {
         const bp_plan_tensor *t = &p->tensors[i];
-        if (!tensors && t->layer > 0) continue; /* layer 0 stands for the others, unless asked */
+        /* layer 0 stands for the others, unless asked; of a split, the device's first layer too */
+        const int dev0 = p->split ? (int)(p->n_layers - p->n_layers_device) : 0;
+        if (!tensors && t->layer > 0 && t->layer != dev0) continue;
         fprintf(f, "  %-28s %-7s %6lld x %-6lld %-8s %s / %s%s\n", t->name, bp_kind_lookup((uint32_t)t->kind)->name,
                 (long long)t->rows, (long long)t->cols, t->backend, t->kernel, t->kernel_batch,
                 t->copy_bytes ? " (repacked copy)" : "");
     }
-    if (!tensors && p->n_layers > 1)
+    if (!tensors && p->split)
+        fprintf(f, "  (each layer as the first of its placement above: --tensors lists every one)\n");
+    else if (!tensors && p->n_layers > 1)
         fprintf(f, "  (layers 1..%d as layer 0: --tensors lists every one)\n", (int)p->n_layers - 1);
 }
 
@@ -143,8 +174,9 @@ int bp_cmd_plan(int argc, char **argv) {
             if (!bp_cli_int("plan", a, argv[++i], 1, 256, &x)) return 2;
             pp.n_parallel = (int32_t)x;
         } else if (!strcmp(a, "--device-budget")) {
-            if (!bp_cli_int("plan", a, argv[++i], 1, 1LL << 40, &x)) return 2;
-            pp.device_budget = (uint64_t)x << 20;
+            float mb;
+            if (!bp_cli_float("plan", a, argv[++i], 1.0 / 1024, 1 << 30, &mb)) return 2;
+            pp.device_budget = (uint64_t)((double)mb * 1048576.0); /* MiB, fractions too (tiny models) */
         } else if (!strcmp(a, "--kv-kind")) {
             const bp_kind_info *ki = bp_kind_by_name(argv[++i]);
             if (!ki) {

@@ -17,6 +17,7 @@ typedef struct ropts {
     const char *model, *prompt;
     int n, threads;
     int64_t ctx;
+    uint64_t budget; /* --device-budget, bytes */
     bp_kind kv_kind;
     bool chat, json, quiet, plan_check;
     bp_sampler_params sp;
@@ -27,7 +28,7 @@ static int usage(FILE *f, int rc) {
             "usage: backplane run MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                     [--repeat-penalty R] [--seed S] [--ctx N] [--kv-kind KIND] [--threads N]\n"
             "                     [--chat] [--json] [--profile] [--fallbacks] [--strict] [--no-memory-check]\n"
-            "                     [--backend NAME]\n"
+            "                     [--backend NAME] [--device-budget MIB] [--plan-check]\n"
             "  -p PROMPT        the prompt (BOS is added as the vocabulary says)\n"
             "  -n N             tokens to generate at most (default 128; stops early at end of generation)\n"
             "  --temp T         temperature (default 0: greedy); --top-k/--top-p/--min-p/--repeat-penalty/--seed\n"
@@ -41,6 +42,8 @@ static int usage(FILE *f, int rc) {
             "  --strict         a fallback is an error (BACKPLANE_STRICT=1)\n"
             "  --backend NAME   run there (vulkan, opencl, cuda, cpu; BACKPLANE_BACKEND prefers instead): on\n"
             "                   Vulkan the whole forward pass, the KV cache and the activations stay on the device\n"
+            "  --device-budget MIB  the device may hold at most this much: the last layers that fit and the\n"
+            "                   output run there, the rest on the CPU (as `backplane plan --device-budget`)\n"
             "  --plan-check     at the end, the memory the run took (library heap, device ledger, resident)\n"
             "                   against `backplane plan`'s figures; exit 1 when above them\n"
             "  --no-memory-check  allocate a KV cache larger than the memory available (BACKPLANE_MEMORY_CHECK=0)\n");
@@ -82,6 +85,10 @@ static int parse(int argc, char **argv, ropts *o) {
         } else if (!strcmp(a, "--ctx")) {
             if (!bp_cli_int("run", a, argv[++i], 0, 1 << 24, &x)) return -1;
             o->ctx = x;
+        } else if (!strcmp(a, "--device-budget")) {
+            float mb;
+            if (!bp_cli_float("run", a, argv[++i], 1.0 / 1024, 1 << 30, &mb)) return -1;
+            o->budget = (uint64_t)((double)mb * 1048576.0); /* MiB, fractions too (tiny models) */
         } else if (!strcmp(a, "--threads")) {
             if (!bp_cli_int("run", a, argv[++i], 0, 4096, &x)) return -1;
             o->threads = (int)x;
@@ -175,6 +182,7 @@ int bp_cmd_run(int argc, char **argv) {
     bp_context_params cp = bp_context_default_params();
     cp.n_ctx = ctx;
     cp.kv_kind = o.kv_kind;
+    cp.device_budget = o.budget;
     if ((s = bp_context_create(ses.model, &cp, &c))) {
         rc = bp_cli_error("context", s);
         goto out;
@@ -244,7 +252,7 @@ int bp_cmd_run(int argc, char **argv) {
     if (!o.json) printf("\n");
     bp_cli_model_report(&ses, c, o.json ? stdout : stderr, o.json, (int64_t)n_ids, t_prompt, generated, t_gen,
                         eog ? "end of generation" : "token limit", out.p ? out.p : "", out.len);
-    if (pc.on) rc = bp_plan_check_end(&pc, o.model, ses.model, ctx, o.kv_kind, stderr, o.json);
+    if (pc.on) rc = bp_plan_check_end(&pc, o.model, ses.model, ctx, o.kv_kind, o.budget, stderr, o.json);
 out:
     free(out.p);
     free(piece.p);

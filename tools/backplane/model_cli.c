@@ -191,6 +191,8 @@ void bp_cli_model_report(const bp_cli_model_session *s, const bp_context *c, FIL
         if (*p) fprintf(f, "  %-6s %3s %15s  prefill: %s\n", "", "", "", p);
     }
     print_ops(f);
+    const char *note = NULL;
+    if (!bp_context_offload(c, NULL, &note) && note[0]) fprintf(f, "device budget: %s\n", note);
     for (int pre = 0; pre < 2; pre++) {
         bp_step_report sr;
         if (bp_context_step_report(c, pre, &sr) || !strcmp(sr.record.backend, "cpu")) continue;

@@ -72,15 +72,15 @@ static bool close_enough(const row *r) {
     return !r->held || !r->lower || (double)r->measured >= 0.95 * (double)r->plan;
 }
 
-int bp_plan_check_end(const bp_plan_check *pc, const char *path, const bp_model *m, int64_t n_ctx, bp_kind kv, FILE *f,
-                      bool json) {
+int bp_plan_check_end(const bp_plan_check *pc, const char *path, const bp_model *m, int64_t n_ctx, bp_kind kv,
+                      uint64_t budget, FILE *f, bool json) {
     uint64_t heap_peak;
     bp_host_memory(NULL, &heap_peak, false);
     const uint64_t dev_peak = bp_device_memory_peak(false);
     const size_t rss = bp_cli_rss_bytes();
     const uint64_t extra = unplanned_bytes(m);
     bp_plan_params pp = bp_plan_default_params();
-    pp.n_ctx = n_ctx, pp.kv_kind = kv;
+    pp.n_ctx = n_ctx, pp.kv_kind = kv, pp.device_budget = budget;
     bp_plan *p = NULL;
     bp_status s = bp_plan_file(path, &pp, &p);
     if (s) return bp_cli_error("plan", s);
@@ -95,11 +95,11 @@ int bp_plan_check_end(const bp_plan_check *pc, const char *path, const bp_model 
      * per-thread arenas, a few pages each: an allowance of 256 KiB per thread and 1 MiB */
     const uint64_t slack = (uint64_t)bp_cpu_threads() * (256u << 10) + (1u << 20);
     const uint64_t rss_plan = p->mem[0].total + (dev && bi.cpu_implementation ? dev_plan : 0) + slack;
-    /* Held: the heap when the CPU runs the step (a device step's own host tables are not
-     * sized), the device always, RSS unless the device is a CPU implementation (its driver's
+    /* Held: the heap when the CPU runs the step or the first layers of a split one (a whole
+     * device step's own host tables are not sized), the device always, RSS unless the device is a CPU implementation (its driver's
      * compiled kernels are this process's memory, tens of MiB no plan can name). */
     const bool cpu_impl = dev && bi.cpu_implementation;
-    row rows[3] = {{"host heap", heap, p->heap, true, !dev},
+    row rows[3] = {{"host heap", heap, p->heap, true, !dev || p->split},
                    {"device", dev_peak > pc->dev0 ? dev_peak - pc->dev0 : 0, dev_plan, true, true},
                    {"resident", rss > pc->rss0 ? rss - pc->rss0 : 0, rss_plan, false, !cpu_impl}};
     const int n = 3;

@@ -18,7 +18,7 @@ void bp_plan_check_begin(bp_plan_check *pc);
  * context (n_ctx, kv), printed to f (or one JSON object); 0 when the run stayed within the
  * plan, 1 (with the reason on stderr) when it went above it. The model's tokenizer and a
  * sampler are not the plan's: their bytes are measured by making one more of each. */
-int bp_plan_check_end(const bp_plan_check *pc, const char *path, const bp_model *m, int64_t n_ctx, bp_kind kv, FILE *f,
+int bp_plan_check_end(const bp_plan_check *pc, const char *path, const bp_model *m, int64_t n_ctx, bp_kind kv, uint64_t budget, FILE *f,
                       bool json);
 
 #endif

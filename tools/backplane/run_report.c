@@ -38,7 +38,7 @@ void bp_run_report_get(bp_run_report *r) {
         all_s += t->seconds;
         if (t->record.op == BP_OP_STEP) {
             steps_s += t->seconds;
-            r->steps += t->calls, r->tokens += t->tokens;
+            if (!t->record.part) r->steps += t->calls, r->tokens += t->tokens; /* a split step once */
             r->h2d_bytes += t->h2d_bytes, r->d2h_bytes += t->d2h_bytes;
             cpu_step |= is_cpu;
         }
