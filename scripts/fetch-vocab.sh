@@ -6,6 +6,9 @@
 # They are llama.cpp's data, so they are not committed: they come from the pinned
 # llama-cpp-python 0.3.36 sdist on PyPI (which vendors llama.cpp 0c1e570, the version the
 # expected ids in tests/tokenizer/ were made with), checked by sha256.
+# Then the vocabularies derived from those (tests/tokenizer/derive_vocab.py, with the gguf
+# package scripts/install-deps.sh installs first): gpt-4o, the qwen2 file with
+# tokenizer.ggml.pre = "gpt-4o" (llama.cpp ships no o200k vocabulary).
 # Idempotent: when every file is present with the right sum it does nothing.
 set -euo pipefail
 
@@ -30,11 +33,26 @@ declare -A SHA256=(
   [starcoder]=fedb892b4e1bd3c1f2fcdae356440b14fb458f4264d586e5c987ed93df4e174d
 )
 
+# The derived ones, by name: their sums are also in derive_vocab.py, which checks what it writes.
+declare -A DERIVED_SHA256=(
+  [gpt-4o]=d9370dd93a3d3fd33329f67814017db44dcf3e7ee477c1da33fc47bebf21be6a
+)
+
 ok() { [ -f "$DEST/ggml-vocab-$1.gguf" ] && echo "${SHA256[$1]}  $DEST/ggml-vocab-$1.gguf" | sha256sum -c --status; }
+derived_ok() {
+  for v in "${!DERIVED_SHA256[@]}"; do
+    [ -f "$DEST/ggml-vocab-$v.gguf" ] && echo "${DERIVED_SHA256[$v]}  $DEST/ggml-vocab-$v.gguf" | sha256sum -c --status || return 1
+  done
+}
+derive() {
+  derived_ok && return 0
+  echo "fetch-vocab: deriving ${!DERIVED_SHA256[*]} (tests/tokenizer/derive_vocab.py)"
+  BACKPLANE_VOCAB_DIR="$DEST" python3 "$(dirname "$0")/../tests/tokenizer/derive_vocab.py" >/dev/null
+}
 
 missing=()
 for v in "${!SHA256[@]}"; do ok "$v" || missing+=("$v"); done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then derive; exit 0; fi
 
 echo "fetch-vocab: fetching ${missing[*]} from the llama-cpp-python $SDIST_VERSION sdist into $DEST"
 mkdir -p "$DEST"
@@ -56,4 +74,5 @@ for v in "${missing[@]}"; do
   echo "${SHA256[$v]}  $src" | sha256sum -c --status || { echo "fetch-vocab: $v: sha256 mismatch" >&2; exit 1; }
   mv "$src" "$DEST/ggml-vocab-$v.gguf"
 done
+derive
 echo "fetch-vocab: done"

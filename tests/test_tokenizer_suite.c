@@ -11,11 +11,14 @@
 
 #include "harness.h"
 
-/* The 15 vocabularies of the suite, as llama.cpp names the files. */
+/* The 15 vocabularies of the suite, as llama.cpp names the files, and gpt-4o: llama.cpp's qwen2
+ * vocabulary with tokenizer.ggml.pre = "gpt-4o" (tests/tokenizer/derive_vocab.py), its pair made
+ * by llama.cpp (tests/tokenizer/gen_suite_gpt4o.py). */
 static const char *const vocabs[] = {
     "bert-bge",  "command-r", "deepseek-coder", "deepseek-llm", "falcon",
     "gemma-4",   "gpt-2",     "llama-bpe",      "llama-spm",    "mpt",
     "phi-3",     "qwen2",     "qwen35",         "refact",       "starcoder",
+    "gpt-4o",
 };
 
 static const char sep[] = "\n__ggml_vocab_test__\n";

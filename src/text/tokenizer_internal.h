@@ -29,6 +29,9 @@ typedef enum bp_pretok_kind {
     BP_PRETOK_DEEPSEEK_LLM,   /* [\r\n], \s?[Latin/Greek/... letters]+, \s?[punct]+, \s+$, [CJK]+, \p{N}+ */
     BP_PRETOK_DEEPSEEK_CODER, /* [\r\n], \s?\p{L}+, \s?\p{P}+, [CJK]+, \p{N} */
     BP_PRETOK_GEMMA4,   /* [^\n]+|[\n]+ on text with spaces as U+2581; merges on raw UTF-8 */
+    BP_PRETOK_GPT4O,    /* o200k as llama.cpp approximates it (tokenizer_pretok_o200k.c): a word is
+                         * [^\r\n\p{L}\p{N}]? then upper-then-lower or upper-only letters, with a
+                         * contraction; \p{N}{1,3}; ?[^\s\p{L}\p{N}]+[\r\n/]*; whitespace as LLAMA3 */
 } bp_pretok_kind;
 
 /* GPT-2's byte alphabet: 188 printable bytes map to themselves, the other 68 to U+0100..U+0143. */
@@ -146,11 +149,16 @@ bp_status bp_tok_wpm_encode(const bp_tokenizer *t, const char *text, size_t len,
 
 /* ---- tokenizer_pretok.c: the word scanners, and the name table ---- */
 /* Words of cpts[0..n) (flags[i] = bp_unicode_flags(cpts[i])) by one of the single-regex
- * scanners (GPT2, LLAMA3, QWEN2, QWEN35): appends base + the end of each word to ends. */
+ * scanners (GPT2, LLAMA3, QWEN2, QWEN35; GPT4O goes to tokenizer_pretok_o200k.c): appends
+ * base + the end of each word to ends. */
 size_t bp_pretok_words(bp_pretok_kind kind, const uint32_t *cpts, const uint16_t *flags, size_t n,
                        uint32_t base, uint32_t *ends);
 /* Look up a BPE pre-tokenizer name; false when unsupported. */
 bool bp_pretok_lookup(const char *name, bp_pretok_kind *kind, bool *ignore_merges, bool *add_bos);
+
+/* ---- tokenizer_pretok_o200k.c: the gpt-4o scanner (bp_pretok_words calls it for GPT4O) ---- */
+size_t bp_pretok_words_o200k(const uint32_t *cpts, const uint16_t *flags, size_t n, uint32_t base,
+                             uint32_t *ends);
 
 /* ---- tokenizer_pretok_chain.c ---- */
 /* Word boundaries of cpts[0..n) by kind's regexes: writes the end index of each word,

@@ -9,7 +9,8 @@
  *   marks           QWEN35: punctuation runs stop at marks too ([^\s\p{L}\p{M}\p{N}]+)
  * The behaviour at the edges follows llama.cpp's hand-written matchers, which the reference
  * ids come from (e.g. a lone space before a digit is its own word). The multi-regex chains
- * that use the GPT2 scanner as one step are in tokenizer_pretok_chain.c. */
+ * that use the GPT2 scanner as one step are in tokenizer_pretok_chain.c; the gpt-4o scanner,
+ * whose regex llama.cpp hands to std::regex, is tokenizer_pretok_o200k.c. */
 #include <string.h>
 
 #include "text/tokenizer_internal.h"
@@ -127,6 +128,7 @@ static size_t word_end(bp_pretok_kind kind, const uint32_t *c, const uint16_t *f
 
 size_t bp_pretok_words(bp_pretok_kind kind, const uint32_t *c, const uint16_t *flags, size_t n,
                        uint32_t base, uint32_t *ends) {
+    if (kind == BP_PRETOK_GPT4O) return bp_pretok_words_o200k(c, flags, n, base, ends);
     size_t count = 0;
     for (size_t i = 0; i < n;) {
         size_t e = word_end(kind, c, flags, i, n);

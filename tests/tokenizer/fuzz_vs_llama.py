@@ -2,8 +2,12 @@
 """Differential fuzzing against llama.cpp: random strings, our ids vs llama_tokenize's.
 
     python3 tests/tokenizer/fuzz_vs_llama.py [--n 3000] [--seed 1] [--build build]
+        [--llama SRC] [--llama-build DIR]   (llama.cpp's tree and its build, default SRC/build)
         [--vocab PATH ...]   (other GGUFs instead of the test vocabularies, e.g.
-                              /tmp/llama.cpp/models/ggml-vocab-phi-3.gguf)
+                              /tmp/llama.cpp/models/ggml-vocab-phi-3.gguf, or
+                              ~/.cache/backplane/vocab/ggml-vocab-gpt-4o.gguf)
+        [--splits-gpt4o]     (also compare the gpt-4o pre-tokenizer's word splits with
+                              llama.cpp's unicode_regex_split on --n valid-UTF-8 strings)
 
 Builds two small drivers in a temporary folder: one against llama.cpp's libllama
 (/tmp/llama.cpp, the same build gen_expected.py uses), one against our build/libbackplane.a;
@@ -73,7 +77,8 @@ PIECES = [" ", "  ", "   ", "\t", "\n", "\r\n", "\r", "\n\n", "a", "Hello", "wor
           "\u00a0", "\u3000", "\u2028", "\u0085", "!", "?!", "...", "\u2014", "\u201c", "\u201d", "$", "+",
           "<", ">", "<s>", "</s>", "<|endoftext|>", "<|im_start|>", "<start_of_turn>", "<end_of_turn>", "<bos>",
           "<|eot_id|>", "<unused0>", "[multimodal]", "<|end|>", "<|user|>", "<|assistant|>", "<mask>", "\x00", "\x7f", "\x1b", "x", "Z", "_", "-", "==", "//",
-          "#", "@", "\\", "{", "}"]
+          "#", "@", "\\", "{", "}",
+          "HELLOworld", "McDonald", "iPhone", "ABC", "\u00c9COLE", "\u00c9t\u00c9", "'S", "'Ll", "'rE", "/", "!\n/"]
 RAW = [b"\xff", b"\xc3", b"\x80", b"\xe2\x82", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf0\x9f"]
 
 
@@ -99,12 +104,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--llama", default="/tmp/llama.cpp")
+    ap.add_argument("--llama-build", help="llama.cpp's build folder (default LLAMA/build)")
+    ap.add_argument("--splits-gpt4o", action="store_true")
     ap.add_argument("--vocab", action="append", help="a GGUF to test instead of the test vocabularies")
     ap.add_argument("--vocab-dir", default=os.environ.get(
         "BACKPLANE_VOCAB_DIR", os.path.expanduser("~/.cache/backplane/vocab")))
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bp_fuzz_")
-    lib = os.path.join(args.llama, "build", "bin")
+    lib = os.path.join(args.llama_build or os.path.join(args.llama, "build"), "bin")
     with open(os.path.join(tmp, "llama_many.cpp"), "w") as f:
         f.write(LLAMA_DRIVER)
     with open(os.path.join(tmp, "our_many.c"), "w") as f:
@@ -135,7 +142,51 @@ def main():
         print("%-10s %d/%d equal (%d where llama.cpp throws)" % (name, args.n - exc - len(bad), args.n - exc, exc))
         for l, w, g in bad[:3]:
             print("   add/parse %s text %r\n   llama.cpp %s\n   ours      %s" % (l[:3], bytes.fromhex(l[4:]), w, g))
+    if args.splits_gpt4o:
+        total_bad += fuzz_splits_gpt4o(args, tmp, lib)
     sys.exit(1 if total_bad else 0)
+
+
+OUR_SPLIT_DRIVER = r"""#include <stdio.h>
+#include <stdlib.h>
+#include "text/tokenizer_internal.h"
+#include "text/unicode.h"
+int main(void){ static char line[1<<16]; static uint8_t b[1<<15]; static uint32_t c[1<<15], e[1<<15], s[1<<15];
+ static uint16_t f[1<<15];
+ while(fgets(line,sizeof line,stdin)){ size_t nb=0,n=0; for(char*h=line;h[0]&&h[1]&&h[0]!='\n';h+=2){unsigned v; sscanf(h,"%2x",&v); b[nb++]=(uint8_t)v;}
+  for(size_t pos=0;pos<nb;n++){c[n]=bp_utf8_decode(b,nb,&pos); f[n]=(uint16_t)bp_unicode_flags(c[n]);}
+  size_t m=bp_pretok_split(BP_PRETOK_GPT4O,c,f,n,e,s); for(size_t i=0;i<m;i++) printf(i?",%u":"%u",(unsigned)e[i]); printf("\n");}
+ return 0;}
+"""
+
+
+def fuzz_splits_gpt4o(args, tmp, lib):
+    """Word splits of --n random valid-UTF-8 strings (gen_suite_gpt4o's generator, this seed):
+    ours (bp_pretok_split) against llama.cpp's unicode_regex_split with the gpt-4o regex."""
+    from gen_suite_gpt4o import GPT4O_REGEX_SRC, SPLIT_DRIVER, split_text
+    src = os.path.join(tmp, "llama_split.cpp")
+    with open(src, "w") as f:
+        f.write(SPLIT_DRIVER.replace("REGEX", GPT4O_REGEX_SRC))
+    subprocess.run(["g++", "-O2", "-std=c++17", src, "-L" + lib, "-lllama", "-Wl,-rpath," + lib,
+                    "-o", os.path.join(tmp, "llama_split")], check=True)
+    with open(os.path.join(tmp, "our_split.c"), "w") as f:
+        f.write(OUR_SPLIT_DRIVER)
+    subprocess.run(["gcc", "-O2", "-I" + ROOT + "/include", "-I" + ROOT + "/src", os.path.join(tmp, "our_split.c"),
+                    os.path.join(args.build, "libbackplane.a"), "-lm", "-lpthread", "-o", os.path.join(tmp, "our_split")],
+                   check=True)
+    rng = random.Random(args.seed)
+    texts = [split_text(rng).encode() for _ in range(args.n)]
+    inp = "".join("%s\n" % t.hex() for t in texts).encode()
+    want = subprocess.run([os.path.join(tmp, "llama_split")], input=inp, stdout=subprocess.PIPE,
+                          check=True).stdout.decode().splitlines()
+    got = subprocess.run([os.path.join(tmp, "our_split")], input=inp, stdout=subprocess.PIPE,
+                         check=True).stdout.decode().splitlines()
+    bad = [(t, w, g) for t, w, g in zip(texts, want, got) if w != g] + [(b"(missing output)", "", "")] * abs(
+        len(want) - len(got))
+    print("%-10s %d/%d word splits equal" % ("gpt-4o", len(texts) - len(bad), len(texts)))
+    for t, w, g in bad[:3]:
+        print("   text %r\n   llama.cpp %s\n   ours      %s" % (t, w, g))
+    return len(bad)
 
 
 if __name__ == "__main__":
