@@ -35,9 +35,12 @@ fi
 tiny=$(mktemp -d)
 if python3 tests/model/gen_tiny.py "$tiny" --check >/dev/null; then
     for ref in tests/model/ref/tiny-*.f64.logits.bin; do
-        name=$(basename "$ref" .f64.logits.bin)
-        python3 tests/model/np_forward.py "$tiny/$name.gguf" "$tiny/$name.f64" --like "$ref" &&
-            python3 - "$ref" "$tiny/$name.f64" <<'PY' || { echo "FAIL: $ref differs from np_forward.py's"; fail=1; }
+        name=$(basename "$ref" .f64.logits.bin) ctx=()
+        # tiny-<model>.ctx<N>.f64.logits.bin: that model's logits at a context of N (LongRoPE's choice)
+        case $name in *.ctx*) ctx=(--ctx "${name##*.ctx}") name=${name%.ctx*} ;; esac
+        out=$tiny/$(basename "$ref").out
+        python3 tests/model/np_forward.py "$tiny/$name.gguf" "$out" "${ctx[@]}" --like "$ref" &&
+            python3 - "$ref" "$out" <<'PY' || { echo "FAIL: $ref differs from np_forward.py's"; fail=1; }
 import sys
 import numpy as np
 a, b = (np.frombuffer(open(p, "rb").read(), dtype=np.uint8) for p in sys.argv[1:])

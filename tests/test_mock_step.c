@@ -23,6 +23,7 @@
 #include "mock/mock_backend.h"
 #include "model/context_internal.h"
 #include "model/model_ref.h"
+#include "ops/ops_internal.h"
 #include "seam/mock_install.h"
 
 enum { P = 24, NCTX = 64 };
@@ -193,6 +194,71 @@ out:
     model_ref_free(&r);
 }
 
+/* Phi-3 LongRoPE on the device step: the factors are frequencies, which the step's RoPE table
+ * holds, so phi3-longrope-short (attn_factor 1) runs on the mock, its logits the CPU reference
+ * path's, at a context of 64 (short factors) and of 257 (long); phi3-longrope's magnitude
+ * (rope.scaling.attn_factor 1.26) no device kernel applies: its step is declined by that name
+ * and the CPU runs it, the same logits. */
+static void run_longrope(void) {
+    static const char *const archs[] = {"phi3-longrope-short", "phi3-longrope-short", "phi3-longrope"};
+    static const int64_t n_ctx[] = {NCTX, 257, NCTX};
+    for (int i = 0; i < 3; i++) {
+        model_ref_logits r;
+        bp_model *m;
+        if (!model_tiny_open(archs[i], &r, &m)) return;
+        const int64_t V = r.n_vocab;
+        float *ref = malloc((size_t)P * V * 4);
+        bp_context *c = NULL;
+        bp_context_params cp = bp_context_default_params();
+        cp.n_ctx = n_ctx[i], cp.kv_kind = BP_KIND_F32;
+        if (!m || !ref) goto next;
+        /* the reference, one token at a time on the CPU, at this context */
+        CHECK_OK(bp_set_backend_preference("cpu", BP_FORCE));
+        CHECK_OK(bp_context_create(m, &cp, &c));
+        for (int p = 0; c && p < P; p++) {
+            CHECK_OK(bp_context_eval(c, r.tokens + p, 1, 1));
+            if (bp_context_logits(c, 0)) memcpy(ref + (size_t)p * V, bp_context_logits(c, 0), (size_t)V * 4);
+        }
+        bp_context_free(c), c = NULL;
+        CHECK_OK(bp_set_backend_preference("mock", BP_FORCE));
+        CHECK_OK(bp_context_create(m, &cp, &c));
+        double worst = 0;
+        for (int p = 0; c && p < P; p++) {
+            if (bp_context_eval(c, r.tokens + p, 1, 1)) {
+                CHECK(false, "%s: step %d: %s", archs[i], p, bp_last_error());
+                break;
+            }
+            double e = model_nmse(bp_context_logits(c, 0), ref + (size_t)p * V, V);
+            if (!(e <= worst)) worst = e;
+        }
+        bp_step_report rep;
+        char label[512] = "";
+        if (c && !bp_context_step_report(c, false, &rep)) bp_run_record_label(&rep.record, label, sizeof label);
+        const bool device = i < 2;
+        CHECK(worst <= 1e-10, "%s n_ctx %lld: NMSE %.3e against the CPU reference path (%s)", archs[i],
+              (long long)n_ctx[i], worst, label);
+        if (device)
+            CHECK(c && !strcmp(c->step_rec[0].backend, "mock"), "%s n_ctx %lld: the step ran on %s (%s)", archs[i],
+                  (long long)n_ctx[i], c ? c->step_rec[0].backend : "-", label);
+        else {
+            /* the walk's answer for the decode program, as `backplane plan` reports it */
+            char why[1024] = "";
+            const int slot = c ? bp_step_route(&c->prog[0], why, sizeof why) : 0;
+            CHECK(c && !strcmp(c->step_rec[0].backend, "cpu") && slot < 0 && strstr(why, "LongRoPE magnitude") &&
+                      strstr(why, "rope.scaling.attn_factor"),
+                  "%s: the step ran on %s, not declined by name: %s", archs[i], c ? c->step_rec[0].backend : "-", why);
+            snprintf(label + strlen(label), sizeof label - strlen(label), " (%s)", why);
+        }
+        if (getenv("BP_TEST_VERBOSE"))
+            fprintf(stderr, "%s n_ctx %lld: NMSE %.3e, %s\n", archs[i], (long long)n_ctx[i], worst, label);
+    next:
+        bp_context_free(c);
+        free(ref);
+        bp_model_free(m);
+        model_ref_free(&r);
+    }
+}
+
 int main(void) {
     CHECK_OK(bp_cpu_isa_force(BP_CPU_ISA_SCALAR));
     install();
@@ -201,6 +267,7 @@ int main(void) {
     const char *archs[] = {"gemma3", "llama", "qwen2", "qwen3"};
     const size_t n_archs = bp_test_quick() ? 1 : sizeof archs / sizeof archs[0];
     for (size_t i = 0; i < n_archs; i++) run_arch(archs[i]);
+    run_longrope();
     bp_mock_backend_uninstall();
     /* CUDA's way (src/cuda/cuda_dispatch.c): "step_" kernels, 16-row GEMM tiles, two matvec rows
      * a workgroup, the capture and replay on a created stream; the same faults. */

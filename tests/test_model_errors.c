@@ -227,11 +227,12 @@ static void test_alloc_failures(void) {
 static void test_unsupported(void) {
     /* model_tiny_path's answer is one static buffer: each path is copied before the next */
     static char llama[PATH_MAX + 64], moe[PATH_MAX + 64], lmoe[PATH_MAX + 64], qwen3[PATH_MAX + 64],
-        phi3[PATH_MAX + 64], mistral3[PATH_MAX + 64], gptoss[PATH_MAX + 64];
-    static const char *const names[] = {"qwen3moe", "llama-moe", "qwen3", "phi3", "mistral3", "gpt-oss"};
-    char *bufs[] = {moe, lmoe, qwen3, phi3, mistral3, gptoss};
+        phi3[PATH_MAX + 64], mistral3[PATH_MAX + 64], gptoss[PATH_MAX + 64], longrope[PATH_MAX + 64];
+    static const char *const names[] = {"qwen3moe", "llama-moe", "qwen3",  "phi3",
+                                        "mistral3", "gpt-oss",   "phi3-longrope"};
+    char *bufs[] = {moe, lmoe, qwen3, phi3, mistral3, gptoss, longrope};
     snprintf(llama, sizeof llama, "%s", g_src);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         const char *p = model_tiny_path(names[i]);
         if (!p) return;
         snprintf(bufs[i], PATH_MAX + 64, "%s", p);
@@ -277,12 +278,36 @@ static void test_unsupported(void) {
         expect_load_error("router in a dense family", BP_E_UNSUPPORTED, "blk.0.ffn_gate_inp.weight", "not used",
                           (char *)NULL);
     g_extra = NULL;
-    /* Phi-3: LongRoPE factors (the 128k models), a fused gate-up of the wrong height */
+    /* a RoPE magnitude outside YaRN and Phi-3's LongRoPE (llama.cpp would scale cos and sin) */
+    g_src = llama;
+    if (write_variant(NULL, "llama.rope.scaling.attn_factor", 2, NULL, NULL, false, 0))
+        expect_load_error("llama RoPE attn_factor", BP_E_UNSUPPORTED, "llama.rope.scaling.attn_factor", (char *)NULL);
+    /* Phi-3: half a LongRoPE factor set, factors of the wrong length, a LongRoPE magnitude
+     * without factors, YaRN; the "longrope" scaling type is read (the factors are the tensors);
+     * a fused gate-up of the wrong height */
     g_src = phi3;
     g_extra = "rope_factors_short.weight";
     if (write_variant(NULL, NULL, 0, NULL, NULL, false, 0))
-        expect_load_error("phi3 LongRoPE", BP_E_UNSUPPORTED, "rope_factors_short.weight", "LongRoPE", (char *)NULL);
+        expect_load_error("phi3 short factors alone", BP_E_UNSUPPORTED, "rope_factors_short.weight",
+                          "rope_factors_long.weight", "LongRoPE", (char *)NULL);
     g_extra = NULL;
+    if (write_variant(NULL, "phi3.rope.scaling.attn_factor", 2, NULL, NULL, false, 0))
+        expect_load_error("phi3 attn_factor without factors", BP_E_UNSUPPORTED, "phi3.rope.scaling.attn_factor",
+                          "rope_factors_long", (char *)NULL);
+    if (write_variant(NULL, "phi3.rope.scaling.type", 0, "yarn", NULL, false, 0))
+        expect_load_error("phi3 YaRN", BP_E_UNSUPPORTED, "phi3.rope.scaling.type", "yarn", (char *)NULL);
+    g_src = longrope;
+    if (write_variant(NULL, NULL, 0, NULL, "rope_factors_long.weight", true, 0))
+        expect_load_error("phi3 long factors missing", BP_E_UNSUPPORTED, "rope_factors_long.weight", "LongRoPE",
+                          (char *)NULL);
+    if (write_variant(NULL, NULL, 0, NULL, "rope_factors_short.weight", false, 16))
+        expect_load_error("phi3 short factors of 16", BP_E_SHAPE, "rope_factors_short.weight", (char *)NULL);
+    if (write_variant(NULL, "phi3.rope.scaling.type", 0, "longrope", NULL, false, 0)) {
+        bp_model *m = NULL;
+        CHECK_OK(bp_model_load(g_out, NULL, &m));
+        bp_model_free(m);
+    }
+    g_src = phi3;
     if (write_variant(NULL, "phi3.feed_forward_length", 256, NULL, NULL, false, 0))
         expect_load_error("phi3 gate-up height", BP_E_SHAPE, "blk.0.ffn_up.weight", "[256, 512]", (char *)NULL);
     /* Mistral 3: YaRN scaling and the attention temperature, by key */

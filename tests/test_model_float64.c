@@ -3,7 +3,9 @@
  * np_forward.py), by more routes than test_model_tiny.c, which holds them (and the dense ones) to
  * llama.cpp's logits too. qwen3moe (q/k norm, 8 experts
  * top 2, expert_feed_forward_length), llama-moe (Mixtral-style experts in a llama file, 6 top 2),
- * phi3 (fused attn_qkv in layer 0, fused gate-up ffn_up, NeoX RoPE), mistral3 (llama's layer, NORM
+ * phi3 (fused attn_qkv in layer 0, fused gate-up ffn_up, NeoX RoPE), phi3-longrope and
+ * phi3-longrope-short (LongRoPE: long and short factors at the context of 64, and both on one
+ * file by its context, run_longrope_choice), mistral3 (llama's layer, NORM
  * RoPE, rope_freqs), gpt-oss (alternating sliding window, attention sinks, q/k/v/o biases, YaRN,
  * 6 MXFP4 experts top 3 with router and expert biases, the clamped SwiGLU); 32 fixed token ids,
  * every vocabulary entry:
@@ -185,13 +187,54 @@ static void run_fast(const char *arch) {
     model_ref_free(&r);
 }
 
+/* Phi-3 LongRoPE's choice on one file (phi3-longrope-short, original context 256): a context of
+ * 256 takes the short factors, one of 257 (llama.cpp rounds it to 512) the long ones; each held
+ * to its own float64 reference (np_forward.py --ctx), and the two references far apart, so a
+ * wrong choice could not pass. Reference kernels, F32 cache. */
+static void run_longrope_choice(void) {
+    const char *path = model_tiny_path("phi3-longrope-short");
+    if (!path) return;
+    model_ref_logits rs, rl;
+    if (!model_ref_load("tests/model/ref/tiny-phi3-longrope-short.f64.logits.bin", &rs)) return;
+    if (!model_ref_load("tests/model/ref/tiny-phi3-longrope-short.ctx257.f64.logits.bin", &rl)) {
+        model_ref_free(&rs);
+        return;
+    }
+    bp_model *m = NULL;
+    CHECK_OK(bp_model_load(path, NULL, &m));
+    for (int k = 0; m && k < 2; k++) {
+        const model_ref_logits *want = k ? &rl : &rs, *other = k ? &rs : &rl;
+        bp_context *c = NULL;
+        bp_context_params cp = bp_context_default_params();
+        cp.n_ctx = k ? 257 : 256;
+        cp.kv_kind = BP_KIND_F32;
+        CHECK_OK(bp_context_create(m, &cp, &c));
+        if (!c) continue;
+        CHECK_OK(bp_context_eval(c, want->tokens, want->n_pos, want->n_pos));
+        /* the other reference's worst position (position 0 turns by nothing: the same there) */
+        double w = worst_nmse(want, c, 0, want->n_pos, NULL), o = worst_nmse(other, c, 0, other->n_pos, NULL);
+        CHECK(w <= NMSE_EXACT, "phi3-longrope-short n_ctx %lld (%s factors): worst NMSE %.3e > %.0e against float64",
+              (long long)cp.n_ctx, k ? "long" : "short", w, NMSE_EXACT);
+        CHECK(o > NMSE_MAX, "phi3-longrope-short n_ctx %lld: the other factors' reference is as near (worst %.3e)",
+              (long long)cp.n_ctx, o);
+        fprintf(stderr, "phi3-longrope-short n_ctx %lld (%s factors): worst NMSE %.3e against float64, the other "
+                "factors' reference's worst %.3e\n", (long long)cp.n_ctx, k ? "long" : "short", w, o);
+        bp_context_free(c);
+    }
+    bp_model_free(m);
+    model_ref_free(&rs);
+    model_ref_free(&rl);
+}
+
 int main(void) {
-    static const char *const archs[] = {"qwen3moe", "llama-moe", "phi3", "mistral3", "gpt-oss"};
+    static const char *const archs[] = {"qwen3moe", "llama-moe", "phi3", "phi3-longrope", "phi3-longrope-short",
+                                        "mistral3", "gpt-oss"};
     enum { N = sizeof archs / sizeof archs[0] };
     for (int i = 0; i < N; i++) run_fast(archs[i]);
     bp_cpu_isa prev = bp_cpu_isa_current();
     CHECK_OK(bp_cpu_isa_force(BP_CPU_ISA_SCALAR));
     for (int i = 0; i < N; i++) run_exact(archs[i]);
+    run_longrope_choice();
     CHECK_OK(bp_cpu_isa_force(prev));
     return bp_test_finish();
 }

@@ -17,7 +17,9 @@
  *    a wrong RoPE base, window or norm is many orders above that.
  * gpt-oss (alternating window, attention sinks, biases, YaRN, MXFP4 experts top 3 with biases
  * and the clamped SwiGLU): llama.cpp is 1.8e-4 worst (9.2e-5 median) from float64 on its tiny
- * model (tests/model/ref/tiny-gpt-oss.logits.bin, llama.cpp 0c1e570). */
+ * model (tests/model/ref/tiny-gpt-oss.logits.bin, llama.cpp 0c1e570). phi3-longrope and
+ * phi3-longrope-short (Phi-3 128k's LongRoPE factors and attn_factor): at the context of 64 here
+ * (llama.cpp's 256) the first takes its long factors, the second its short ones. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,7 +165,8 @@ int main(void) {
     /* the dense four, then issue 33's (also held to float64 with their routing ties by
      * test_model_float64.c) */
     static const char *const archs[] = {"llama",    "qwen2",         "qwen3",     "gemma3", "qwen3moe",
-                                        "qwen3moe-ties", "llama-moe", "phi3",   "mistral3", "gpt-oss"};
+                                        "qwen3moe-ties", "llama-moe", "phi3",   "phi3-longrope", "phi3-longrope-short",
+                                        "mistral3", "gpt-oss"};
     enum { N = sizeof archs / sizeof archs[0] };
     for (int i = 0; i < N; i++) run_arch(archs[i]);
     bp_cpu_isa prev = bp_cpu_isa_current();

@@ -74,6 +74,8 @@ int main(void) {
     /* fused attn_qkv / gate-up views (phi3), NORM RoPE with factors (mistral3): two KV kinds */
     step_check_arch("phi3", "vulkan", P, kvs, bound, 2);
     step_check_arch("mistral3", "vulkan", P, kvs, bound, 2);
+    /* Phi-3 LongRoPE factors of magnitude 1 (the short set at this context): frequencies only */
+    step_check_arch("phi3-longrope-short", "vulkan", P, kvs, bound, 2);
     small_bindings();
     return bp_test_finish();
 }

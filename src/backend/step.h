@@ -65,6 +65,8 @@ typedef struct bp_step_node {
     bp_weight *w;       /* EMBED */
     bp_rope_desc rope;  /* ROPE */
     const float *rope_factors; /* ROPE: n_rot / 2 frequency divisors, or NULL */
+    float rope_attn;    /* ROPE with factors: cos and sin times this (Phi-3 LongRoPE's
+                           rope.scaling.attn_factor); 0 reads as 1, none */
     bp_attn_desc attn;  /* ATTENTION */
     bp_activation act;  /* GLU */
     struct { bp_moe *m; int32_t top_k; bool renorm; bp_moe_gate gate; } moe; /* MOE */

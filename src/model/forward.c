@@ -81,6 +81,24 @@ static void rope(bp_step_prog *p, const bp_model *m, bp_step_buf b, int64_t rows
                               .beta_fast = hp->yarn_beta_fast, .beta_slow = hp->yarn_beta_slow,
                               .n_ctx_orig = (int32_t)hp->yarn_n_ctx_orig};
     nd->rope_factors = m->rope_freqs;
+    if (m->rope_long) {
+        nd->rope_factors = bp_longrope_factors(m, p->ctx);
+        nd->rope_attn = hp->longrope_attn;
+    }
+}
+
+/* Phi-3's LongRoPE factor set for a context of n_ctx positions per sequence, chosen as llama.cpp
+ * chooses it (get_rope_factors): the long factors when its per-sequence context n_ctx_seq
+ * exceeds rope.scaling.original_context_length, else the short ones; once per context (every
+ * program of a context is written with the context's n_ctx, which never changes). The n_ctx
+ * compared is llama.cpp's, not ours as asked: llama.cpp rounds n_ctx_seq up to a multiple of 256
+ * (GGML_PAD) before it chooses, and so does this, so that the same context asked of either picks
+ * the same set and gives the same logits (the tests' n_ctx 64 is llama.cpp's 256). With an
+ * original context that is a multiple of 256 (Phi-3's 4096) the rounding changes no choice. */
+const float *bp_longrope_factors(const bp_model *m, int64_t n_ctx) {
+    if (!m->rope_long) return NULL;
+    const int64_t seq = (n_ctx + 255) / 256 * 256;
+    return seq > m->hp.longrope_n_ctx_orig ? m->rope_long : m->rope_short;
 }
 
 /* One layer over t tokens. Only the last `keep` rows go on past the attention: every layer but

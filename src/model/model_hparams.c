@@ -217,8 +217,10 @@ bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *
         (s = get_float(f, n, "rope.freq_base_swa", false, hp->rope_base, 1e-3, 1e12, &hp->rope_base_swa)))
         return s;
 
-    /* RoPE scaling: none, or linear (positions divided by the factor); YaRN for gpt-oss.
-     * YaRN elsewhere and LongRoPE are refused by name rather than run wrong. */
+    /* RoPE scaling: none, or linear (positions divided by the factor); YaRN for gpt-oss;
+     * "longrope" for Phi-3 (its factors are tensors, model_load.c; as llama.cpp, the type only
+     * names them and any rope.scaling.factor still divides the positions). YaRN elsewhere and
+     * LongRoPE elsewhere are refused by name rather than run wrong. */
     hp->rope_freq_scale = 1.0f;
     char key[160];
     snprintf(key, sizeof key, "%s.rope.scaling.type", n);
@@ -227,9 +229,11 @@ bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *
     if (bp_gguf_find_key(f, key) >= 0 && !bp_gguf_get_str(f, key, &st, &stlen) &&
         !(stlen == 4 && !memcmp(st, "none", 4))) {
         const bool yarn = stlen == 4 && !memcmp(st, "yarn", 4) && a->id == BP_ARCH_GPTOSS;
-        if (!(stlen == 6 && !memcmp(st, "linear", 6)) && !yarn)
+        const bool longrope = stlen == 8 && !memcmp(st, "longrope", 8) && a->id == BP_ARCH_PHI3;
+        if (!(stlen == 6 && !memcmp(st, "linear", 6)) && !yarn && !longrope)
             return bp_fail(BP_E_UNSUPPORTED, "model: %s = \"%.*s\" is not supported (none and linear are%s)", key,
-                           (int)stlen, st, a->id == BP_ARCH_GPTOSS ? ", and yarn" : "");
+                           (int)stlen, st,
+                           a->id == BP_ARCH_GPTOSS ? ", and yarn" : a->id == BP_ARCH_PHI3 ? ", and longrope" : "");
         float factor;
         if ((s = get_float(f, n, "rope.scaling.factor", false, 1.0, 1e-3, 1e6, &factor))) return s;
         hp->rope_freq_scale = 1.0f / factor;
@@ -250,6 +254,23 @@ bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *a, bp_hparams *
         }
     }
     hp->rope_freq_scale_swa = a->id == BP_ARCH_GPTOSS ? hp->rope_freq_scale : 1.0f;
+    /* llama.cpp multiplies rope.scaling.attn_factor into every RoPE's magnitude (its context's
+     * yarn_attn_factor *= rope_attn_factor, whatever the scaling). Here it is read for YaRN above
+     * and for Phi-3's LongRoPE, whose step carries it beside the factors (model_load.c refuses
+     * it in a Phi-3 file without them); in any other file a magnitude other than 1 is refused. */
+    hp->longrope_attn = 1.0f;
+    if (a->id == BP_ARCH_PHI3) {
+        if ((s = get_int(f, n, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, MAX_CTX,
+                         &hp->longrope_n_ctx_orig)) ||
+            (s = get_float(f, n, "rope.scaling.attn_factor", false, 1.0, 1e-6, 1e6, &hp->longrope_attn)))
+            return s;
+    } else if (!(hp->yarn_ext_factor > 0)) {
+        float rope_attn;
+        if ((s = get_float(f, n, "rope.scaling.attn_factor", false, 1.0, 1e-6, 1e6, &rope_attn))) return s;
+        if (rope_attn != 1.0f)
+            return bp_fail(BP_E_UNSUPPORTED, "model: %s.rope.scaling.attn_factor = %g (a RoPE magnitude) is not "
+                           "supported without YaRN outside Phi-3's LongRoPE", n, (double)rope_attn);
+    }
 
     /* Attention scale: `<arch>.attention.scale` when the file has one; Gemma 3 27B (62 layers)
      * scales by 1/sqrt(n_embd / n_head) (its query_pre_attn_scalar), every other model here by

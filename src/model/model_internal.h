@@ -56,6 +56,12 @@ typedef struct bp_hparams {
      * rope.scaling.original_context_length (default context_length) */
     float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
     int64_t yarn_n_ctx_orig;
+    /* LongRoPE (Phi-3 with rope_factors_long / rope_factors_short): the context the short
+     * factors were trained for (rope.scaling.original_context_length, default context_length),
+     * and the cos/sin magnitude rope.scaling.attn_factor (default 1) that llama.cpp's context
+     * multiplies into every RoPE's attn_factor */
+    int64_t longrope_n_ctx_orig;
+    float longrope_attn;
     float attn_scale;               /* applied to q.k */
     float final_softcap;            /* 0: none */
     float emb_scale;                /* 1, or sqrt(n_embd) */
@@ -92,6 +98,7 @@ struct bp_model {
     bp_weight *output;    /* == tok_embd when tied */
     float *output_norm;
     float *rope_freqs;    /* rope_freqs.weight (Llama 3 frequency factors), n_rot / 2, or NULL */
+    float *rope_long, *rope_short; /* Phi-3 LongRoPE: rope_factors_long / _short.weight, n_rot / 2, or NULL */
     bp_layer *layers;
     bp_named_weight *weights; /* every matrix once, for reports */
     int64_t n_weights;
@@ -122,5 +129,9 @@ bp_status bp_model_fail_prefixed(bp_status s, const char *prefix);
 bp_status bp_model_open_shell(bp_gguf *f, const char *path, bp_model **out);
 
 bp_status bp_model_read_hparams(const bp_gguf *f, const bp_arch *arch, bp_hparams *hp);
+
+/* Phi-3 LongRoPE: the factor set a context of n_ctx positions per sequence uses (forward.c),
+ * or NULL for a model without LongRoPE. */
+const float *bp_longrope_factors(const bp_model *m, int64_t n_ctx);
 
 #endif

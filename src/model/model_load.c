@@ -295,12 +295,52 @@ static bp_status check_all_bound(const binder *b) {
         const char *tn = bp_gguf_tensor_at(b->m->file, i)->name;
         if (!b->bound[i] && !strncmp(tn, "rope_factors_", 13))
             return bp_fail(BP_E_UNSUPPORTED, "%s: tensor %s: LongRoPE frequency factors (rope_factors_long / "
-                           "rope_factors_short) are not supported", b->path, tn);
+                           "rope_factors_short) are not supported in a %s file (Phi-3's only)", b->path, tn,
+                           b->m->arch->name);
         if (!b->bound[i])
             return bp_fail(BP_E_UNSUPPORTED, "%s: tensor %s is not used by backplane's %s forward pass (%s); the file "
                            "has a feature not supported here", b->path, bp_gguf_tensor_at(b->m->file, i)->name,
                            b->m->arch->name, b->NE > 0 ? "with routed experts" : "dense FFN");
     }
+    return BP_OK;
+}
+
+/* Phi-3's LongRoPE factors (the 128k models): rope_factors_long and rope_factors_short, one
+ * divisor per rotated pair, shared by every layer (llama.cpp's phi3 loader makes them once and
+ * duplicates them); forward.c picks one pair per context. Half a pair, rope_freqs beside them, or
+ * a LongRoPE magnitude without them is refused by name: llama.cpp would run such a file with
+ * other factors than its author meant (none, or rope_freqs first). */
+static bp_status bind_longrope(binder *b, const char *path) {
+    bp_model *m = b->m;
+    const bp_hparams *hp = &m->hp;
+    const bp_gguf_tensor *tl = bp_gguf_find_tensor(m->file, "rope_factors_long.weight"),
+                         *ts = bp_gguf_find_tensor(m->file, "rope_factors_short.weight");
+    bp_status s;
+    bp_clear_error();
+    if (!tl && !ts) {
+        if (hp->longrope_attn != 1.0f)
+            return bp_fail(BP_E_UNSUPPORTED, "%s: phi3.rope.scaling.attn_factor = %g without rope_factors_long / "
+                           "rope_factors_short.weight is not supported", path, (double)hp->longrope_attn);
+        return BP_OK;
+    }
+    if (!tl || !ts)
+        return bp_fail(BP_E_UNSUPPORTED, "%s: tensor %s without %s: LongRoPE needs both factor sets", path,
+                       tl ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                       tl ? "rope_factors_short.weight" : "rope_factors_long.weight");
+    if (m->rope_freqs || bp_gguf_find_tensor(m->file, "rope_freqs.weight"))
+        return bp_fail(BP_E_UNSUPPORTED, "%s: tensor rope_freqs.weight beside LongRoPE's rope_factors_long / "
+                       "rope_factors_short.weight is not supported", path);
+    if ((s = find(b, "rope_factors_long.weight", 1, hp->n_rot / 2, true, &tl)) ||
+        (s = find(b, "rope_factors_short.weight", 1, hp->n_rot / 2, true, &ts)) ||
+        (s = add_vector(b, tl, &m->rope_long)) || (s = add_vector(b, ts, &m->rope_short)))
+        return s;
+    for (int64_t i = 0; !m->shell && i < hp->n_rot / 2; i++)
+        for (int k = 0; k < 2; k++) {
+            const float v = (k ? m->rope_short : m->rope_long)[i];
+            if (!(v > 0))
+                return bp_fail(BP_E_FORMAT, "%s: tensor %s[%lld] = %g; RoPE frequency factors must be > 0", path,
+                               k ? "rope_factors_short.weight" : "rope_factors_long.weight", (long long)i, (double)v);
+        }
     return BP_OK;
 }
 
@@ -324,7 +364,7 @@ void bp_model_free(bp_model *m) {
     bp_free(m->weights);
     bp_free(m->released);
     free_layers(m);
-    if (!m->shell) bp_free(m->output_norm), bp_free(m->rope_freqs);
+    if (!m->shell) bp_free(m->output_norm), bp_free(m->rope_freqs), bp_free(m->rope_long), bp_free(m->rope_short);
     bp_free(m->hp.is_swa);
     bp_gguf_close(m->file);
     bp_free(m);
@@ -458,6 +498,7 @@ static bp_status bind_all(bp_model *m, binder *bp, const bp_model_params *p) {
         if (!(m->rope_freqs[i] > 0))
             return bp_fail(BP_E_FORMAT, "%s: tensor rope_freqs.weight[%lld] = %g; RoPE frequency factors must be > 0",
                            path, (long long)i, (double)m->rope_freqs[i]);
+    if (m->arch->id == BP_ARCH_PHI3 && (s = bind_longrope(&b, path))) return s;
     for (int64_t il = 0; il < hp->n_layer; il++)
         if ((s = bind_layer(&b, il))) return s;
     if ((s = check_all_bound(&b))) return s;

@@ -37,8 +37,9 @@ double bp_ref_act1(bp_activation a, double x);
  * pool keeps the largest a call asked for; `backplane plan` counts it). */
 size_t bp_attention_cpu_scratch_bytes(int n_heads, int n_kv_heads, int dk, int dv, int64_t t, int64_t len, int nth);
 
-/* RoPE with frequency divisors per pair (rope.c; Llama 3.1+ rope_freqs.weight). */
-bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, float *x, int64_t t,
+/* RoPE with frequency divisors per pair (rope.c; Llama 3.1+ rope_freqs.weight, Phi-3's LongRoPE
+ * factors), cos and sin times mscale (LongRoPE's attn_factor; 1: none, 0 reads as 1). */
+bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, float mscale, float *x, int64_t t,
                                const int32_t *positions);
 /* The host cache kv made to hold positions [0, n) again: a backend whose state holds them
  * hands back what the host lacks (step.c; before the CPU continues or edits a sequence). */

@@ -45,21 +45,26 @@ void bp_ref_rope(const bp_rope_desc *d, float *x, int64_t t, const int32_t *posi
     }
 }
 
-/* With frequency factors (Llama 3.1+ files carry them as rope_freqs.weight): theta_i = pos *
- * freq_scale * base^(-2i/n_rot) / factors[i], the rotation of bp_ref_rope otherwise. */
-bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, float *x, int64_t t,
+/* With frequency factors (Llama 3.1+ files carry them as rope_freqs.weight, Phi-3 128k files as
+ * rope_factors_long / _short): theta_i = pos * freq_scale * base^(-2i/n_rot) / factors[i], the
+ * rotation of bp_ref_rope otherwise, cos and sin times mscale (ggml's rope without YaRN:
+ * cosf(theta) * attn_factor). */
+bp_status bp_rope_with_factors(const bp_rope_desc *d, const float *factors, float mscale, float *x, int64_t t,
                                const int32_t *positions) {
     if (!d || !factors || (t > 0 && (!x || !positions))) return bp_fail(BP_E_INVAL, "rope (factors): NULL argument");
     if (d->ext_factor > 0) return bp_fail(BP_E_UNSUPPORTED, "rope (factors): frequency factors with YaRN are not supported");
     if (d->n_rot <= 0 || d->n_rot % 2 || d->n_rot > d->head_dim || d->n_heads <= 0)
         return bp_fail(BP_E_SHAPE, "rope (factors): n_rot %d, head_dim %d, %d heads", (int)d->n_rot,
                        (int)d->head_dim, (int)d->n_heads);
+    if (!isfinite(mscale) || mscale < 0)
+        return bp_fail(BP_E_INVAL, "rope (factors): magnitude %g must be finite and >= 0", (double)mscale);
+    const float ms = mscale == 0 ? 1.0f : mscale;
     const int64_t half = d->n_rot / 2, row = (int64_t)d->n_heads * d->head_dim;
     for (int64_t i = 0; i < t; i++) {
         for (int64_t k = 0; k < half; k++) {
             double theta = (double)positions[i] * d->freq_scale *
                            pow((double)d->freq_base, -2.0 * (double)k / (double)d->n_rot) / factors[k];
-            float c = (float)cos(theta), s = (float)sin(theta);
+            float c = (float)cos(theta) * ms, s = (float)sin(theta) * ms;
             int64_t a = d->layout == BP_ROPE_NEOX ? k : 2 * k, b = d->layout == BP_ROPE_NEOX ? k + half : 2 * k + 1;
             for (int64_t h = 0; h < d->n_heads; h++) {
                 float *v = x + i * row + h * d->head_dim;

@@ -161,7 +161,8 @@ static bp_status node_cpu(const bp_step_prog *p, const bp_step_node *nd, bp_step
         return BP_OK;
     case BP_STEP_ROPE: {
         const int32_t *pos = io->positions + nd->r0;
-        if (nd->rope_factors) return bp_rope_with_factors(&nd->rope, nd->rope_factors, dst, nd->rows, pos);
+        if (nd->rope_factors)
+            return bp_rope_with_factors(&nd->rope, nd->rope_factors, nd->rope_attn, dst, nd->rows, pos);
         return bp_rope(&nd->rope, dst, nd->rows, pos);
     }
     case BP_STEP_KV_APPEND:

@@ -248,13 +248,17 @@ bp_seam_take bp_seam_takes(int i, const bp_op_call *c, char *why, size_t why_len
             put(why, why_len, "the step has routed experts, which only run op by op");
             return bp_seam_slot_at(i) && bp_seam_slot_at(i)->dispatch ? BP_TAKE_NO_CLAIM : BP_TAKE_NOT_COMPILED;
         }
-        /* Attention sinks and YaRN RoPE (gpt-oss) are the CPU's alone: no device step kernel
-         * implements them, so such a step is declined by name rather than run without them. */
+        /* Attention sinks and YaRN RoPE (gpt-oss) and a RoPE magnitude (Phi-3 LongRoPE's
+         * attn_factor; its factors alone are only frequencies, which a device step's table
+         * holds) are the CPU's alone: no device step kernel implements them, so such a step is
+         * declined by name rather than run without them. */
         for (int j = 0; j < c->u.step.prog->n_nodes; j++) {
             const bp_step_node *nd = &c->u.step.prog->nodes[j];
             const char *no = nd->kind == BP_STEP_ATTENTION && nd->attn.sinks ? "attention sinks (attn_sinks)"
                              : nd->kind == BP_STEP_ROPE && nd->rope.ext_factor > 0 ? "YaRN RoPE"
-                                                                                    : NULL;
+                             : nd->kind == BP_STEP_ROPE && nd->rope_attn != 0 && nd->rope_attn != 1.0f
+                                 ? "a LongRoPE magnitude (rope.scaling.attn_factor)"
+                                 : NULL;
             if (no) {
                 put(why, why_len, "the step has %s, which no device step kernel implements", no);
                 return bp_seam_slot_at(i) && bp_seam_slot_at(i)->dispatch ? BP_TAKE_NO_CLAIM : BP_TAKE_NOT_COMPILED;

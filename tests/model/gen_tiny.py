@@ -30,6 +30,13 @@ forward pass exercises many kernels:
 
   phi3    2 layers, GQA 4:2, head 64, NeoX RoPE; layer 0's Q/K/V fused in attn_qkv, layer 1's
           separate; gate and up fused in ffn_up (2 x n_ff rows, gate first), as Phi-3 files store them
+  phi3-longrope  phi3's shape with Phi-3 128k's LongRoPE: rope_factors_long / rope_factors_short
+          (distinct, in [1, 8) and [1, 2)), rope.scaling.attn_factor sqrt(1 + ln(s) / ln(orig)) as
+          llama.cpp's converter writes it (s = context_length / orig), original context 32: a
+          context of 64 (llama.cpp's 256) takes the long factors
+  phi3-longrope-short  the same with an original context of 256 and context_length 256 (so its
+          attn_factor is 1, as the converter writes it for no extension: a device step may run
+          it): a context of 64 (llama.cpp's 256) takes the short factors, one of 257 the long
   mistral3  2 layers, GQA 4:2, head 64, NORM RoPE with rope_freqs factors (llama's layer)
   gpt-oss  4 layers, GQA 4:2, head 64, alternating sliding window, attention sinks, biases, YaRN,
           6 MXFP4 experts top 3 with biases (make_gptoss)
@@ -161,6 +168,16 @@ MODELS = {
                  layers=[(T.Q4_K, None, None, T.Q8_0, T.Q5_K, None, T.Q6_K),
                          (T.Q5_0, T.Q8_0, T.Q4_1, T.Q4_K, T.Q8_0, None, T.Q5_1)],
                  embd=T.Q8_0, out=T.Q6_K),
+    "phi3-longrope": dict(arch="phi3", seed=19, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512, fused_qkv=(1,),
+                          gate_up=True, longrope=(32, 256),
+                          layers=[(T.Q8_0, T.Q4_K, T.Q5_0, T.Q6_K, T.Q4_K, None, T.Q8_0),
+                                  (T.Q4_K, None, None, T.Q5_1, T.Q8_0, None, T.Q6_K)],
+                          embd=T.Q8_0, out=T.Q6_K),
+    "phi3-longrope-short": dict(arch="phi3", seed=23, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512, fused_qkv=(0,),
+                                gate_up=True, longrope=(256, 256),
+                                layers=[(T.Q6_K, None, None, T.Q4_K, T.Q8_0, None, T.Q5_0),
+                                        (T.Q5_K, T.Q8_0, T.Q4_0, T.Q8_0, T.Q5_K, None, T.Q6_K)],
+                                embd=T.Q8_0, out=T.Q6_K),
     "mistral3": dict(arch="mistral3", seed=18, n_embd=256, n_head=4, n_kv=2, hd=64, n_ff=512,
                      layers=[(T.Q6_K, T.Q4_K, T.Q8_0, T.Q5_0, T.Q4_K, T.Q5_K, T.Q6_K),
                              (T.Q8_0, T.Q5_1, T.F16, T.Q4_K, T.IQ4_NL, T.Q4_0, T.Q8_0)],
@@ -278,7 +295,11 @@ def make(name, path):
     # llama.cpp patches a vocabulary by general.name: a name with "phi3" in it must have the
     # token <|endoftext|>, which the tiny vocabulary lacks (an unordered_map::at on load)
     w.add_name("tiny-" + name if arch != "phi3" else "tiny-phi-mini")
-    w.add_context_length(256)
+    orig, n_ctx_train = m.get("longrope", (None, 256))
+    w.add_context_length(n_ctx_train)
+    if orig:  # as llama.cpp's Phi-3 converter writes LongRoPE (no rope.scaling.type)
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(n_ctx_train / orig) / np.log(orig))))
     w.add_embedding_length(E)
     w.add_block_count(len(m["layers"]))
     w.add_feed_forward_length(F)
@@ -322,6 +343,9 @@ def make(name, path):
         add("output.weight", m["out"], N_VOCAB, E, 1.0 / np.sqrt(E))
     if arch in ("llama", "mistral3") and not m.get("no_rope_freqs"):  # Llama 3.1-style factors (theta_i / factor_i)
         w.add_tensor("rope_freqs.weight", (1.0 + 7.0 * rng.random(D // 2)).astype(np.float32))
+    if orig:  # LongRoPE's divisors per pair, long > short as Phi-3's (theta_i / factor_i)
+        w.add_tensor("rope_factors_long.weight", (1.0 + 7.0 * rng.random(D // 2)).astype(np.float32))
+        w.add_tensor("rope_factors_short.weight", (1.0 + rng.random(D // 2)).astype(np.float32))
     for i, (q, k, v, o, g, u, d) in enumerate(m["layers"]):
         p = "blk.%d." % i
         w.add_tensor(p + "attn_norm.weight", norm(E))

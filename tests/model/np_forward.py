@@ -3,6 +3,7 @@
 
     python3 tests/model/np_forward.py MODEL.gguf OUT.logits.bin IDS...
     python3 tests/model/np_forward.py MODEL.gguf OUT.logits.bin --like REF.logits.bin
+    (either with --ctx N: the context asked for, which picks Phi-3's LongRoPE factors; default 64)
 
 (--like: the token ids and the stored vocabulary entries of another reference file, e.g.
 llama.cpp's Gemma logits with their 576 entries per position.)
@@ -12,7 +13,8 @@ everything after that is float64 with no activation rounding, written from the p
 formulas: RMSNorm, RoPE (adjacent pairs for llama, halves for the others; frequency factors), grouped-query causal
 attention with the layer's sliding window (fused attn_qkv split into its q, k, v rows), SwiGLU
 (Phi-3's fused gate-up split in halves) or tanh-GELU gates, Gemma's embedding scale,
-q/k norms, post-norms and final soft-cap; routed experts (qwen3moe, llama with experts): softmax
+q/k norms, post-norms and final soft-cap; Phi-3's LongRoPE (long or short factors by the
+context, as llama.cpp picks them, and the attn_factor magnitude); routed experts (qwen3moe, llama with experts): softmax
 over the router logits, the top expert_used_count by llama.cpp's rule (it ranks the float32
 softmax values with a sort that, for up to 16 experts, keeps equal values in index order: ties go
 to the lower index), weights divided by their sum, each expert a SwiGLU FFN; gpt-oss
@@ -50,14 +52,14 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, base, neox, factors=None):
-    # x: (T, heads, D)
+def rope(x, pos, base, neox, factors=None, mscale=1.0):
+    # x: (T, heads, D); mscale: the magnitude of cos and sin (LongRoPE's attn_factor)
     d = x.shape[-1]
     inv = base ** (-np.arange(0, d // 2) * 2.0 / d)
     if factors is not None:
         inv = inv / factors
     ang = pos[:, None] * inv[None, :]
-    c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    c, s = mscale * np.cos(ang)[:, None, :], mscale * np.sin(ang)[:, None, :]
     y = x.copy()
     if neox:
         a, b = x[..., : d // 2], x[..., d // 2:]
@@ -170,6 +172,20 @@ def forward_gptoss(kv, t, ids):
     return rmsnorm(x, t["output_norm.weight"], eps) @ t["output.weight"].T
 
 
+N_CTX = 64  # the context the logits are asked for (gen_ref.sh's --ctx, the tests' n_ctx); --ctx N
+
+
+def longrope_factors(kv, t, arch, n_ctx):
+    """Phi-3 LongRoPE (llama.cpp's get_rope_factors): the long factors when the per-sequence
+    context, rounded up to a multiple of 256 as llama.cpp rounds it, exceeds
+    rope.scaling.original_context_length (default context_length), else the short ones; cos and
+    sin scaled by rope.scaling.attn_factor (default 1)."""
+    orig = kv.get("%s.rope.scaling.original_context_length" % arch, kv["%s.context_length" % arch])
+    seq = (n_ctx + 255) // 256 * 256
+    ff = t["rope_factors_long.weight"] if seq > orig else t["rope_factors_short.weight"]
+    return ff, kv.get("%s.rope.scaling.attn_factor" % arch, 1.0)
+
+
 def forward(kv, t, ids):
     arch = kv["general.architecture"]
     if arch == "gpt-oss":
@@ -204,8 +220,10 @@ def forward(kv, t, ids):
             q = rmsnorm(q, t[p + "attn_q_norm.weight"], eps)
             k = rmsnorm(k, t[p + "attn_k_norm.weight"], eps)
         b = base_swa if swa else base
-        ff = t.get("rope_freqs.weight")
-        q, k = rope(q, pos, b, neox, ff), rope(k, pos, b, neox, ff)
+        ff, msc = t.get("rope_freqs.weight"), 1.0
+        if "rope_factors_long.weight" in t:  # Phi-3 LongRoPE (longrope_factors)
+            ff, msc = longrope_factors(kv, t, arch, N_CTX)
+        q, k = rope(q, pos, b, neox, ff, msc), rope(k, pos, b, neox, ff, msc)
         out = np.zeros((T, H, D))
         for hh in range(H):
             kk, vv = k[:, hh // (H // KV)], v[:, hh // (H // KV)]
@@ -245,6 +263,11 @@ def forward(kv, t, ids):
 
 
 def main():
+    global N_CTX
+    if "--ctx" in sys.argv:
+        i = sys.argv.index("--ctx")
+        N_CTX = int(sys.argv[i + 1])
+        del sys.argv[i:i + 2]
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     kv, t = load(sys.argv[1])

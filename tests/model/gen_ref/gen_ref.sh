@@ -120,7 +120,7 @@ fi
 # The tiny random-weight models: generated, their sha256 recorded, logits of 32 fixed ids.
 python3 "$ROOT/tests/model/gen_tiny.py" "$TMP/tiny" >"$REF/tiny.sha256"
 IDS="1 45 102 300 7 18 260 261 99 150 151 33 319 2 200 201 77 78 79 262 263 264 5 6 12 280 281 290 110 111 112 113"
-for m in llama qwen2 qwen3 gemma3 qwen3moe qwen3moe-ties llama-moe phi3 mistral3 gpt-oss; do
+for m in llama qwen2 qwen3 gemma3 qwen3moe qwen3moe-ties llama-moe phi3 phi3-longrope phi3-longrope-short mistral3 gpt-oss; do
   ids=$IDS
   [ $m = gemma3 ] && ids="2${IDS#1}"   # Gemma's BOS is id 2
   "$TMP/gen_ref" --model "$TMP/tiny/tiny-$m.gguf" --out "$REF/tiny-$m" --threads "$THREADS" --ctx 64 \
@@ -128,6 +128,10 @@ for m in llama qwen2 qwen3 gemma3 qwen3moe qwen3moe-ties llama-moe phi3 mistral3
   # the exact float64 NumPy forward pass on the same ids: the second reference
   python3 "$ROOT/tests/model/np_forward.py" "$TMP/tiny/tiny-$m.gguf" "$REF/tiny-$m.f64.logits.bin" $ids
 done
+# Phi-3 LongRoPE's other choice on one file: a context of 257 (llama.cpp's 512) is past the
+# short model's original 256, so it takes the long factors (test_model_float64.c)
+python3 "$ROOT/tests/model/np_forward.py" "$TMP/tiny/tiny-phi3-longrope-short.gguf" \
+    "$REF/tiny-phi3-longrope-short.ctx257.f64.logits.bin" --ctx 257 $IDS
 
 if [ $TINY_ONLY = 0 ]; then
 {
