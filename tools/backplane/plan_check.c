@@ -96,12 +96,20 @@ int bp_plan_check_end(const bp_plan_check *pc, const char *path, const bp_model 
     const uint64_t slack = (uint64_t)bp_cpu_threads() * (256u << 10) + (1u << 20);
     const uint64_t rss_plan = p->mem[0].total + (dev && bi.cpu_implementation ? dev_plan : 0) + slack;
     /* Held: the heap when the CPU runs the step or the first layers of a split one (a whole
-     * device step's own host tables are not sized), the device always, RSS unless the device is a CPU implementation (its driver's
-     * compiled kernels are this process's memory, tens of MiB no plan can name). */
+     * device step's own host tables are not sized), the device always, RSS unless the device is a
+     * CPU implementation (its driver's compiled kernels are this process's memory, tens of MiB no
+     * plan can name). */
     const bool cpu_impl = dev && bi.cpu_implementation;
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer's redzones, quarantine of freed blocks and shadow pages are resident and
+     * named by no allocation: RSS is printed, not held, in such a build */
+    const bool rss_held = false;
+#else
+    const bool rss_held = !cpu_impl;
+#endif
     row rows[3] = {{"host heap", heap, p->heap, true, !dev || p->split},
                    {"device", dev_peak > pc->dev0 ? dev_peak - pc->dev0 : 0, dev_plan, true, true},
-                   {"resident", rss > pc->rss0 ? rss - pc->rss0 : 0, rss_plan, false, !cpu_impl}};
+                   {"resident", rss > pc->rss0 ? rss - pc->rss0 : 0, rss_plan, false, rss_held}};
     const int n = 3;
     int rc = 0;
     if (json) {
