@@ -103,10 +103,11 @@ int bp_plan_check_end(const bp_plan_check *pc, const char *path, const bp_model 
 #if defined(__SANITIZE_ADDRESS__)
     /* AddressSanitizer's redzones, quarantine of freed blocks and shadow pages are resident and
      * named by no allocation: RSS is printed, not held, in such a build */
-    const bool rss_held = false;
+    const bool sanitized = true;
 #else
-    const bool rss_held = !cpu_impl;
+    const bool sanitized = false;
 #endif
+    const bool rss_held = !cpu_impl && !sanitized;
     row rows[3] = {{"host heap", heap, p->heap, true, !dev || p->split},
                    {"device", dev_peak > pc->dev0 ? dev_peak - pc->dev0 : 0, dev_plan, true, true},
                    {"resident", rss > pc->rss0 ? rss - pc->rss0 : 0, rss_plan, false, rss_held}};
