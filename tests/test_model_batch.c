@@ -55,21 +55,13 @@ typedef struct alone {
     int32_t toks[S][GEN];
 } alone;
 
-static bp_context *ctx(bp_model *m, bp_kind kv, int32_t n_seq) {
-    bp_context_params cp = bp_context_default_params();
-    cp.n_ctx = 64, cp.kv_kind = kv, cp.n_seq_max = n_seq;
-    bp_context *c = NULL;
-    CHECK_OK(bp_context_create(m, &cp, &c));
-    return c;
-}
-
 static void prompt_of(const model_ref_logits *r, int s, int32_t *out) {
     for (int i = 0; i < plen[s]; i++) out[i] = r->tokens[(i * 3 + s * 5) % r->n_pos];
 }
 
 static void run_alone(bp_model *m, bp_kind kv, const model_ref_logits *r, alone *a, int64_t V) {
     for (int s = 0; s < S; s++) {
-        bp_context *c = ctx(m, kv, 1);
+        bp_context *c = model_ctx64(m, kv, 1);
         if (!c) return;
         int32_t p[MAXP];
         prompt_of(r, s, p);
@@ -89,7 +81,7 @@ static void run_alone(bp_model *m, bp_kind kv, const model_ref_logits *r, alone 
 /* Part 1: interleaved prefill, then batched greedy decode; returns the worst NMSE. */
 static double run_batched(bp_model *m, bp_kind kv, const model_ref_logits *r, const alone *a, int64_t V, double bound,
                           const char *what) {
-    bp_context *c = ctx(m, kv, S + 1);
+    bp_context *c = model_ctx64(m, kv, S + 1);
     if (!c) return INFINITY;
     int32_t p[S][MAXP], tok[S * MAXP], seq[S * MAXP];
     int8_t want[S * MAXP];
@@ -144,7 +136,7 @@ static void run_prefix_state(bp_model *m, bp_kind kv, const model_ref_logits *r,
     for (int i = 0; i < 8; i++) pre[i] = r->tokens[i];
     for (int i = 0; i < 4; i++) suf[i] = r->tokens[20 + i];
     float *ref = malloc((size_t)V * 2 * sizeof(float));
-    bp_context *a = ctx(m, kv, 1), *c = ctx(m, kv, 4), *c2 = ctx(m, kv, 2);
+    bp_context *a = model_ctx64(m, kv, 1), *c = model_ctx64(m, kv, 4), *c2 = model_ctx64(m, kv, 2);
     if (!a || !c || !c2 || !ref) goto out;
     CHECK_OK(bp_context_eval(a, pre, 8, 1));
     CHECK_OK(bp_context_eval(a, suf, 4, 1));
@@ -201,7 +193,7 @@ static void run_prefix_state(bp_model *m, bp_kind kv, const model_ref_logits *r,
           (long long)bp_context_seq_pos(c2, 1));
     ((uint8_t *)st)[len - 5] ^= 0x40;
     /* another KV kind */
-    bp_context *other = ctx(m, kv == BP_KIND_F16 ? BP_KIND_Q8_0 : BP_KIND_F16, 1);
+    bp_context *other = model_ctx64(m, kv == BP_KIND_F16 ? BP_KIND_Q8_0 : BP_KIND_F16, 1);
     if (other) {
         s = bp_context_seq_state_set(other, 0, st, len);
         CHECK(s == BP_E_FORMAT && strstr(bp_last_error(), "KV cache is of kind"), "%s: other kind: %s", what,
@@ -220,7 +212,7 @@ out:
 
 /* Part 4: bad input changes nothing. */
 static void run_errors(bp_model *m, const model_ref_logits *r, int64_t V) {
-    bp_context *c = ctx(m, BP_KIND_F16, 2);
+    bp_context *c = model_ctx64(m, BP_KIND_F16, 2);
     if (!c) return;
     int32_t t[4] = {r->tokens[0], r->tokens[1], r->tokens[2], r->tokens[3]};
     CHECK_OK(bp_context_eval(c, t, 2, 0));
@@ -280,7 +272,7 @@ static unsigned long long mm_calls(void) {
 
 /* Part 5: a step over 3 sequences calls the matmul layer as often as a step over 1. */
 static void run_call_count(bp_model *m, const model_ref_logits *r) {
-    bp_context *c = ctx(m, BP_KIND_F16, 3);
+    bp_context *c = model_ctx64(m, BP_KIND_F16, 3);
     if (!c) return;
     int32_t t[3] = {r->tokens[0], r->tokens[1], r->tokens[2]}, sq[3] = {0, 1, 2};
     bp_batch first = {.n = 3, .tokens = t, .seq = sq, .logits = (const int8_t[]){1, 1, 1}};
@@ -338,7 +330,7 @@ int main(void) {
     bp_model *m1, *m2;
     if (model_tiny_open("llama", &r1, &m1)) {
         if (model_tiny_open("qwen2", &r2, &m2)) {
-            bp_context *c1 = ctx(m1, BP_KIND_F16, 1), *c2 = ctx(m2, BP_KIND_F16, 1);
+            bp_context *c1 = model_ctx64(m1, BP_KIND_F16, 1), *c2 = model_ctx64(m2, BP_KIND_F16, 1);
             if (c1 && c2) {
                 CHECK_OK(bp_context_eval(c1, r1.tokens, 4, 1));
                 size_t n = bp_context_seq_state_size(c1, 0), len;

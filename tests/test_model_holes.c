@@ -35,14 +35,6 @@ static double batch_bound(bp_kind kv) {
     return kv == BP_KIND_Q4_0 || kv == BP_KIND_Q4_1 || kv == BP_KIND_IQ4_NL ? NMSE_BATCH_Q4 : NMSE_BATCH;
 }
 
-static bp_context *ctx(bp_model *m, bp_kind kv, int32_t n_seq) {
-    bp_context_params cp = bp_context_default_params();
-    cp.n_ctx = 64, cp.kv_kind = kv, cp.n_seq_max = n_seq;
-    bp_context *c = NULL;
-    CHECK_OK(bp_context_create(m, &cp, &c));
-    return c;
-}
-
 /* ---- 1. the op: attention over cells with a hole ---------------------------------------- */
 
 static void attention_holes(bp_kind kind) {
@@ -125,7 +117,7 @@ static void attention_holes(bp_kind kind) {
 /* ---- 2. a tail removed, then a jump, against the gap given directly ----------------------- */
 
 static void tail_then_jump(bp_model *m, bp_kind kv, const model_ref_logits *r, int64_t V, const char *what) {
-    bp_context *x = ctx(m, kv, 1), *f = ctx(m, kv, 1);
+    bp_context *x = model_ctx64(m, kv, 1), *f = model_ctx64(m, kv, 1);
     if (!x || !f) goto out;
     int32_t toks[N], pos[N];
     for (int i = 0; i < N; i++) toks[i] = r->tokens[i % r->n_pos];
@@ -185,7 +177,7 @@ static uint8_t *rows_of(const bp_kv_cache *kv, int64_t n, size_t *bytes) {
 }
 
 static void middle(bp_model *m, bp_kind kv, const model_ref_logits *r, int64_t V, const char *what) {
-    bp_context *x = ctx(m, kv, 2), *y = ctx(m, kv, 2);
+    bp_context *x = model_ctx64(m, kv, 2), *y = model_ctx64(m, kv, 2);
     if (!x || !y) goto out;
     int32_t toks[N];
     for (int i = 0; i < N; i++) toks[i] = r->tokens[(i * 7) % r->n_pos];
@@ -276,7 +268,7 @@ static void device_holes(void) {
     bp_model *m;
     if (!model_tiny_open("llama", &r, &m)) return;
     const int64_t V = r.n_vocab;
-    bp_context *dv = ctx(m, BP_KIND_F16, 1), *cpu = ctx(m, BP_KIND_F16, 1);
+    bp_context *dv = model_ctx64(m, BP_KIND_F16, 1), *cpu = model_ctx64(m, BP_KIND_F16, 1);
     int32_t toks[N];
     for (int i = 0; i < N; i++) toks[i] = r.tokens[(i * 3) % r.n_pos];
     bp_step_report rep;

@@ -83,6 +83,11 @@ def main():
         mat(p + "ffn_down.weight", E, F, 1.0 / np.sqrt(F))
     gain("output_norm.weight", E)
     mat("output.weight", V, E, 6.0 / np.sqrt(E))
+    write_out(w)
+
+
+def write_out(w):
+    """Header, metadata and tensors of writer w to its file, then closed."""
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

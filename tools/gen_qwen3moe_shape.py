@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_peaked_llama  # noqa: E402  (copy_tokenizer)
+import gen_peaked_llama  # noqa: E402  (copy_tokenizer, write_out)
 import gguf  # noqa: E402
 
 E, H, KV, D, NE, NU, FE = 2048, 32, 4, 128, 128, 8, 768
@@ -73,10 +73,7 @@ def main():
         mat(p + "ffn_down_exps.weight", (NE, E, FE), FE ** -0.5)
     gain("output_norm.weight", E)
     mat("output.weight", (V, E), E ** -0.5)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    gen_peaked_llama.write_out(w)
 
 
 if __name__ == "__main__":

@@ -185,6 +185,15 @@ static inline bool model_tiny_open(const char *arch, model_ref_logits *r, bp_mod
     return model_tiny_open_ref(arch, "", r, m);
 }
 
+/* A context of 64 positions over n_seq sequences with KV kind kv (the batch tests' shape). */
+static inline bp_context *model_ctx64(bp_model *m, bp_kind kv, int32_t n_seq) {
+    bp_context_params cp = bp_context_default_params();
+    cp.n_ctx = 64, cp.kv_kind = kv, cp.n_seq_max = n_seq;
+    bp_context *c = NULL;
+    CHECK_OK(bp_context_create(m, &cp, &c));
+    return c;
+}
+
 static inline int32_t model_argmax(const float *v, int64_t n) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++)

@@ -12,11 +12,13 @@ key, its type and its order are the source's. The result's sha256 is recorded be
 checked after writing (scripts/fetch-vocab.sh runs this; the tests do not re-hash).
 """
 import argparse
-import hashlib
 import os
 import sys
 
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_expected import sha256  # noqa: E402  (the suite's one file hash)
 
 # name -> (source vocabulary, new tokenizer.ggml.pre, sha256 of the result)
 DERIVED = {
@@ -25,14 +27,6 @@ DERIVED = {
 
 # Keys GGUFWriter writes itself (the header fields the reader lists as keys).
 HEADER = {"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count"}
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def derive(src, dst, pre):
