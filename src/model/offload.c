@@ -42,13 +42,15 @@ bp_status bp_forward_offload(const bp_step_prog *p, uint64_t budget, bp_offload 
     }
     /* the most last layers whose part fits (the part shrinks with every layer left out) */
     const uint64_t whole = out->total;
+    uint64_t need = 0; /* the part tried; after the loop, the last layer and the head (k = 1) */
     for (int k = p->n_layers; k >= 1; k--) {
         bp_step_prog first, last;
         bp_step_split(p, k, &first, &last);
         bp_step_bytes b;
         if ((s = sl->dispatch->step_bytes(&last, &b))) return s;
-        if (sum(&b) > budget) continue;
-        out->n_dev = k, out->bytes = b, out->total = sum(&b);
+        need = sum(&b);
+        if (need > budget) continue;
+        out->n_dev = k, out->bytes = b, out->total = need;
         char cpu[48];
         if (k < p->n_layers) snprintf(cpu, sizeof cpu, "the embedding and layers 0-%d", p->n_layers - k - 1);
         else snprintf(cpu, sizeof cpu, "the embedding");
@@ -59,14 +61,10 @@ bp_status bp_forward_offload(const bp_step_prog *p, uint64_t budget, bp_offload 
                  out->total / 1048576.0, cpu);
         return BP_OK;
     }
-    bp_step_prog first, last;
-    bp_step_split(p, 1, &first, &last);
-    bp_step_bytes b;
-    if ((s = sl->dispatch->step_bytes(&last, &b))) return s;
     snprintf(out->note, sizeof out->note,
              "the %.1f MiB budget is too small for even one layer on %s (the last layer and the output need %.1f "
              "MiB): every layer runs on the CPU",
-             budget / 1048576.0, name, sum(&b) / 1048576.0);
+             budget / 1048576.0, name, need / 1048576.0);
     out->n_dev = 0, out->slot = -1;
     memset(&out->bytes, 0, sizeof out->bytes);
     out->total = 0;
