@@ -90,10 +90,12 @@ bp_status bp_context_plan_bytes(const bp_model *m, const bp_context_params *p, s
 /* Room in c->logits for n_out rows (context.c). */
 bp_status bp_context_reserve_logits(bp_context *c, int64_t n_out);
 
-/* seq.c: a sequence's length in cells and cache (seq 0: c->pos, c->kv); its cache made when
- * missing. The position its next token takes (the cells held, or more after a hole); whether
- * its cells have a hole (then only the CPU evaluates it); its cells at positions >= p dropped. */
+/* seq.c: a sequence's length in cells (seq 0: c->pos; bp_seq_len to write it, bp_seq_cells to
+ * read it) and cache (seq 0: c->kv), its cache made when missing. The position its next token
+ * takes (the cells held, or more after a hole); whether its cells have a hole (then only the CPU
+ * evaluates it); its cells at positions >= p dropped. */
 int64_t *bp_seq_len(bp_context *c, int32_t seq);
+int64_t bp_seq_cells(const bp_context *c, int32_t seq);
 bp_status bp_seq_cache(bp_context *c, int32_t seq, bp_kv_cache **out);
 int64_t bp_seq_next(const bp_context *c, int32_t seq);
 bool bp_seq_holed(const bp_context *c, int32_t seq);

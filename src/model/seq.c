@@ -45,6 +45,7 @@ void bp_seqs_free(bp_context *c) {
 }
 
 int64_t *bp_seq_len(bp_context *c, int32_t seq) { return seq == 0 ? &c->pos : &c->seqs[seq].len; }
+int64_t bp_seq_cells(const bp_context *c, int32_t seq) { return seq == 0 ? c->pos : c->seqs[seq].len; }
 
 bp_status bp_seq_cache(bp_context *c, int32_t seq, bp_kv_cache **out) {
     bp_seq *q = &c->seqs[seq];
@@ -74,7 +75,7 @@ static bp_status check_seq(const bp_context *c, int32_t seq, const char *fn) {
 int32_t bp_context_n_seq_max(const bp_context *c) { return c ? c->n_seq_max : 0; }
 
 int64_t bp_seq_next(const bp_context *c, int32_t seq) {
-    const int64_t len = seq == 0 ? c->pos : c->seqs[seq].len;
+    const int64_t len = bp_seq_cells(c, seq);
     return c->seqs[seq].kv ? bp_kv_next_pos(c->seqs[seq].kv, len) : len;
 }
 
@@ -88,12 +89,12 @@ int64_t bp_context_seq_pos(const bp_context *c, int32_t seq) {
 const int32_t *bp_context_seq_tokens(const bp_context *c, int32_t seq, int64_t *n) {
     if (n) *n = 0;
     if (!c || seq < 0 || seq >= c->n_seq_max) return NULL;
-    if (n) *n = seq == 0 ? c->pos : c->seqs[seq].len;
+    if (n) *n = bp_seq_cells(c, seq);
     return c->seqs[seq].toks;
 }
 
 int64_t bp_context_seq_token_pos(const bp_context *c, int32_t seq, int64_t i) {
-    if (!c || seq < 0 || seq >= c->n_seq_max || i < 0 || i >= (seq == 0 ? c->pos : c->seqs[seq].len)) return -1;
+    if (!c || seq < 0 || seq >= c->n_seq_max || i < 0 || i >= bp_seq_cells(c, seq)) return -1;
     return c->seqs[seq].kv ? bp_kv_cell_pos(c->seqs[seq].kv, i) : i;
 }
 
@@ -110,7 +111,7 @@ static void cut(bp_context *c, int32_t seq, int64_t n) {
 }
 
 bp_status bp_seq_cut_positions(bp_context *c, int32_t seq, int64_t p) {
-    const int64_t len = seq == 0 ? c->pos : c->seqs[seq].len;
+    const int64_t len = bp_seq_cells(c, seq);
     cut(c, seq, c->seqs[seq].kv ? bp_kv_cell_at(c->seqs[seq].kv, len, p) : p);
     return BP_OK;
 }
@@ -118,7 +119,7 @@ bp_status bp_seq_cut_positions(bp_context *c, int32_t seq, int64_t p) {
 bp_status bp_context_seq_rm(bp_context *c, int32_t seq, int64_t p0, int64_t p1) {
     bp_status s = check_seq(c, seq, "bp_context_seq_rm");
     if (s) return s;
-    const int64_t end = bp_seq_next(c, seq), len = seq == 0 ? c->pos : c->seqs[seq].len;
+    const int64_t end = bp_seq_next(c, seq), len = bp_seq_cells(c, seq);
     if (p0 < 0) p0 = 0;
     if (p1 < 0) p1 = end;
     if (p0 > p1 || p1 > end)
@@ -156,7 +157,7 @@ bp_status bp_context_seq_cp(bp_context *c, int32_t src, int32_t dst, int64_t n) 
     bp_status s = check_seq(c, src, "bp_context_seq_cp");
     if (!s) s = check_seq(c, dst, "bp_context_seq_cp");
     if (s) return s;
-    const int64_t end = bp_seq_next(c, src), len = src == 0 ? c->pos : c->seqs[src].len;
+    const int64_t end = bp_seq_next(c, src), len = bp_seq_cells(c, src);
     if (n < 0) n = end;
     if (n > end)
         return bp_fail(BP_E_INVAL, "bp_context_seq_cp: sequence %d holds positions up to %lld, %lld asked", (int)src,

@@ -50,7 +50,7 @@ static void fill_header(const bp_context *c, state_header *h, int64_t n_pos, siz
 /* The cells of seq; -1 for an unknown one. */
 static int64_t cells(const bp_context *c, int32_t seq) {
     if (!c || seq < 0 || seq >= c->n_seq_max) return -1;
-    return seq == 0 ? c->pos : c->seqs[seq].len;
+    return bp_seq_cells(c, seq);
 }
 
 size_t bp_context_seq_state_size(const bp_context *c, int32_t seq) {
