@@ -153,6 +153,12 @@ bp_status bp_tok_wpm_encode(const bp_tokenizer *t, const char *text, size_t len,
  * base + the end of each word to ends. */
 size_t bp_pretok_words(bp_pretok_kind kind, const uint32_t *cpts, const uint16_t *flags, size_t n,
                        uint32_t base, uint32_t *ends);
+/* Length of a contraction ('s 't 'm 'd 're 've 'll) at i, or 0, its letters compared exactly
+ * (GPT-2's regex), lowercased to ASCII where a code point has an ASCII lowercase (the (?i:...)
+ * regexes: U+0130 counts as 'i'), or ASCII-only case-insensitive (gpt-4o's '[sS]... classes,
+ * which a non-ASCII code point never matches). */
+typedef enum { BP_FOLD_EXACT, BP_FOLD_TO_ASCII, BP_FOLD_ASCII } bp_pretok_fold;
+size_t bp_pretok_contraction(bp_pretok_fold fold, const uint32_t *c, size_t i, size_t n);
 /* Look up a BPE pre-tokenizer name; false when unsupported. */
 bool bp_pretok_lookup(const char *name, bp_pretok_kind *kind, bool *ignore_merges, bool *add_bos);
 

@@ -48,11 +48,13 @@ const char *bp_tokenizer_pre_names(void) {
 
 enum { LNW = BP_UC_LETTER | BP_UC_NUMBER | BP_UC_WHITESPACE };
 
-/* Length of a contraction ('s 't 'm 'd 're 've 'll) starting at i, or 0. */
-static size_t contraction(bp_pretok_kind kind, const uint32_t *c, size_t i, size_t n) {
+size_t bp_pretok_contraction(bp_pretok_fold fold, const uint32_t *c, size_t i, size_t n) {
     if (c[i] != '\'' || i + 1 >= n) return 0;
     uint32_t a = c[i + 1], b = i + 2 < n ? c[i + 2] : 0;
-    if (kind != BP_PRETOK_GPT2) {
+    if (fold == BP_FOLD_ASCII) {
+        /* non-ASCII never matches; ASCII letters fold (0x20 is the case bit) */
+        a = a < 0x80 ? a | 0x20 : 0, b = b < 0x80 ? b | 0x20 : 0;
+    } else if (fold == BP_FOLD_TO_ASCII) {
         a = bp_unicode_lower_to_ascii(a);
         b = bp_unicode_lower_to_ascii(b);
     }
@@ -69,7 +71,7 @@ static inline bool is_nl(uint32_t c) { return c == '\r' || c == '\n'; }
 static size_t word_end(bp_pretok_kind kind, const uint32_t *c, const uint16_t *flags, size_t i,
                        size_t n) {
 #define FL(j) ((j) < n ? flags[j] : 0u)
-    size_t k = contraction(kind, c, i, n);
+    size_t k = bp_pretok_contraction(kind == BP_PRETOK_GPT2 ? BP_FOLD_EXACT : BP_FOLD_TO_ASCII, c, i, n);
     if (k) return i + k;
     unsigned f = flags[i];
     size_t j;

@@ -37,18 +37,6 @@ static unsigned cls(uint32_t c, unsigned f) {
 
 static inline bool is_nl(uint32_t c) { return c == '\r' || c == '\n'; }
 
-/* Length of '[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD] at i, or 0 (ASCII only: a
- * non-ASCII code point is one collapsed byte and never an ASCII letter). */
-static size_t contraction(const uint32_t *c, size_t i, size_t n) {
-    if (i + 1 >= n || c[i] != '\'') return 0;
-    uint32_t a = c[i + 1] | 0x20, b = i + 2 < n ? c[i + 2] | 0x20 : 0;
-    if (c[i + 1] >= 0x80) return 0;
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-    if (i + 2 < n && c[i + 2] < 0x80 && ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')))
-        return 3;
-    return 0;
-}
-
 /* End of the word starting at i (< n, so the result is > i). */
 static size_t scan(const uint32_t *c, const uint16_t *flags, size_t i, size_t n) {
 #define K(j) cls(c[j], flags[j])
@@ -75,7 +63,7 @@ static size_t scan(const uint32_t *c, const uint16_t *flags, size_t i, size_t n)
              * letter and no a-z follows it, so lower* is empty and the word is the run. */
             e = p + u;
         }
-        return e + contraction(c, e, n);
+        return e + bp_pretok_contraction(BP_FOLD_ASCII, c, e, n); /* a non-ASCII code point: one collapsed byte */
     }
     if (K(i) == DIG) { /* \p{N}{1,3} */
         size_t j = i + 1;
