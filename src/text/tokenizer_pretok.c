@@ -49,7 +49,7 @@ const char *bp_tokenizer_pre_names(void) {
 enum { LNW = BP_UC_LETTER | BP_UC_NUMBER | BP_UC_WHITESPACE };
 
 size_t bp_pretok_contraction(bp_pretok_fold fold, const uint32_t *c, size_t i, size_t n) {
-    if (c[i] != '\'' || i + 1 >= n) return 0;
+    if (i + 1 >= n || c[i] != '\'') return 0; /* i may be n (the o200k scanner asks at a word's end) */
     uint32_t a = c[i + 1], b = i + 2 < n ? c[i + 2] : 0;
     if (fold == BP_FOLD_ASCII) {
         /* non-ASCII never matches; ASCII letters fold (0x20 is the case bit) */
